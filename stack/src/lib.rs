@@ -1,0 +1,8 @@
+//! roce: a pure-software RoCEv2 stack.
+//!
+//! Layers, each knowing only the ones before it:
+//! - [`wire`]: views over bytes and owned `Repr`s for every RoCEv2 header, the ICRC, and the
+//!   Ethernet / IP / UDP encapsulation.
+#![deny(unsafe_code)]
+
+pub mod wire;

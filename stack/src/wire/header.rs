@@ -1,0 +1,119 @@
+//! What every fixed-size RoCEv2 header has in common: a checked view over bytes and an owned
+//! representation that parses from and emits into exactly `LEN` bytes.
+
+use super::error::{Result, check_len};
+
+/// An owned header value with a fixed wire size.
+///
+/// `parse` reads the first `LEN` bytes of a buffer (anything after belongs to the next header),
+/// `emit` writes exactly `LEN` bytes. Both fail on a short buffer instead of panicking; a
+/// successful `parse` followed by `emit` reproduces the bytes, reserved bits included.
+pub trait FixedHeader: Sized {
+    /// The header's name in the spec, used in errors and decoders.
+    const NAME: &'static str;
+    /// Size on the wire in bytes.
+    const LEN: usize;
+
+    /// Reads the header from the first `LEN` bytes of a buffer at least that long.
+    fn parse_unchecked(buf: &[u8]) -> Self;
+
+    /// Writes the header into the first `LEN` bytes of a buffer at least that long.
+    fn emit_unchecked(&self, buf: &mut [u8]);
+
+    fn parse(buf: &[u8]) -> Result<Self> {
+        check_len(Self::NAME, buf, Self::LEN)?;
+        Ok(Self::parse_unchecked(buf))
+    }
+
+    fn emit(&self, buf: &mut [u8]) -> Result<()> {
+        check_len(Self::NAME, buf, Self::LEN)?;
+        self.emit_unchecked(buf);
+        Ok(())
+    }
+
+    fn buffer_len(&self) -> usize {
+        Self::LEN
+    }
+}
+
+/// Declares a zero-copy view `$view<T: AsRef<[u8]>>` over a fixed-size header: checked
+/// construction, after which no accessor can panic. Field accessors are written per header.
+macro_rules! header_view {
+    ($(#[$doc:meta])* $view:ident, $repr:ty) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $view<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> $view<T> {
+            /// Size of the header on the wire.
+            pub const LEN: usize = <$repr as $crate::wire::FixedHeader>::LEN;
+
+            /// Wraps `buffer` after checking it holds the whole header.
+            pub fn new_checked(buffer: T) -> $crate::wire::Result<Self> {
+                $crate::wire::error::check_len(
+                    <$repr as $crate::wire::FixedHeader>::NAME,
+                    buffer.as_ref(),
+                    Self::LEN,
+                )?;
+                Ok(Self { buffer })
+            }
+
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+
+            /// The header's own bytes (the buffer may continue past them).
+            pub fn header_bytes(&self) -> &[u8] {
+                &self.buffer.as_ref()[..Self::LEN]
+            }
+
+            /// Whatever follows the header in the buffer.
+            pub fn rest(&self) -> &[u8] {
+                &self.buffer.as_ref()[Self::LEN..]
+            }
+
+            /// The owned representation of these bytes.
+            pub fn repr(&self) -> $repr {
+                <$repr as $crate::wire::FixedHeader>::parse_unchecked(self.buffer.as_ref())
+            }
+
+            #[allow(dead_code)]
+            fn bytes(&self) -> &[u8] {
+                self.buffer.as_ref()
+            }
+        }
+
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> $view<T> {
+            #[allow(dead_code)]
+            fn bytes_mut(&mut self) -> &mut [u8] {
+                self.buffer.as_mut()
+            }
+        }
+    };
+}
+
+pub(crate) use header_view;
+
+/// Proptest helper: `Repr -> emit -> parse` gives the Repr back, and `parse -> emit` of
+/// arbitrary bytes gives the same bytes.
+#[cfg(test)]
+pub(crate) fn assert_round_trips<H: FixedHeader + PartialEq + core::fmt::Debug>(
+    repr: &H,
+    raw: &[u8],
+) {
+    let mut buf = vec![0u8; H::LEN];
+    repr.emit(&mut buf).expect("buffer is LEN long");
+    assert_eq!(&H::parse(&buf).expect("LEN bytes parse"), repr);
+
+    let parsed = H::parse(raw).expect("raw holds LEN bytes");
+    let mut again = vec![0u8; H::LEN];
+    parsed.emit(&mut again).expect("buffer is LEN long");
+    assert_eq!(&again[..], &raw[..H::LEN]);
+
+    assert!(
+        H::parse(&raw[..H::LEN - 1]).is_err(),
+        "one byte short must fail"
+    );
+}
