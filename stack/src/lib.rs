@@ -5,4 +5,5 @@
 //!   Ethernet / IP / UDP encapsulation.
 #![deny(unsafe_code)]
 
+pub mod rng;
 pub mod wire;
