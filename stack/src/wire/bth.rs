@@ -186,8 +186,7 @@ impl FixedHeader for BthRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::header::assert_round_trips;
-    use proptest::prelude::*;
+    use crate::wire::header::round_trip_proptest;
 
     /// An RC SEND_ONLY from an rxe capture: SE=0, M=0, pad 2, P_Key 0xffff, QP 0x11, AckReq, PSN 0x9a2b3c.
     const SEND_ONLY: [u8; 12] = [
@@ -241,11 +240,5 @@ mod tests {
         );
     }
 
-    proptest! {
-        #[test]
-        fn round_trip(raw in proptest::collection::vec(any::<u8>(), 12..20)) {
-            let repr = BthRepr::parse(&raw).unwrap();
-            assert_round_trips(&repr, &raw);
-        }
-    }
+    round_trip_proptest!(BthRepr);
 }

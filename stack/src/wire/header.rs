@@ -117,3 +117,21 @@ pub(crate) fn assert_round_trips<H: FixedHeader + PartialEq + core::fmt::Debug>(
         "one byte short must fail"
     );
 }
+
+/// Declares the proptest round trip of a fixed header (see [`assert_round_trips`]).
+#[cfg(test)]
+macro_rules! round_trip_proptest {
+    ($repr:ty) => {
+        proptest::proptest! {
+            #[test]
+            fn round_trip(raw in proptest::collection::vec(proptest::prelude::any::<u8>(),
+                    <$repr as $crate::wire::FixedHeader>::LEN..<$repr as $crate::wire::FixedHeader>::LEN + 8)) {
+                let repr = <$repr as $crate::wire::FixedHeader>::parse(&raw).unwrap();
+                $crate::wire::header::assert_round_trips(&repr, &raw);
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+pub(crate) use round_trip_proptest;

@@ -6,12 +6,32 @@
 pub mod error;
 mod header;
 
+pub mod aeth;
+pub mod atomic_ack_eth;
+pub mod atomic_eth;
 pub mod bth;
+pub mod cnp;
+pub mod deth;
+pub mod ext;
+pub mod feth;
 pub mod field;
+pub mod ieth;
+pub mod immdt;
 pub mod opcode;
+pub mod reth;
 
+pub use aeth::{Aeth, AethRepr, NakCode, RnrTimer, Syndrome};
+pub use atomic_ack_eth::{AtomicAckEth, AtomicAckEthRepr};
+pub use atomic_eth::{AtomicEth, AtomicEthRepr};
 pub use bth::{Bth, BthRepr};
+pub use cnp::{Cnp, CnpRepr};
+pub use deth::{Deth, DethRepr};
 pub use error::{Result, WireError};
+pub use ext::{ExtHeaders, IbPacketRepr, pad_for};
+pub use feth::{Feth, FethRepr};
 pub use field::{Msn, PKey, Psn, Qpn};
 pub use header::FixedHeader;
+pub use ieth::{Ieth, IethRepr};
+pub use immdt::{ImmDt, ImmDtRepr};
 pub use opcode::{Headers, Opcode, OpcodeInfo, Transport};
+pub use reth::{Reth, RethRepr};

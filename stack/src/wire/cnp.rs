@@ -1,0 +1,47 @@
+//! The RoCEv2 congestion notification packet body (Annex A17.9.2): after a BTH with opcode
+//! 0x81 and BECN set come 16 reserved bytes, then the ICRC. The DestQP names the QP whose
+//! traffic arrived CE-marked; the reaction point slows that QP down.
+
+use super::FixedHeader;
+use super::header::header_view;
+
+header_view!(
+    /// A view over the 16 reserved bytes of a CNP.
+    Cnp,
+    CnpRepr
+);
+
+/// The reserved bytes are kept verbatim: senders must zero them but receivers ignore them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct CnpRepr {
+    pub reserved: [u8; 16],
+}
+
+impl FixedHeader for CnpRepr {
+    const NAME: &'static str = "CNP";
+    const LEN: usize = 16;
+
+    fn parse_unchecked(buf: &[u8]) -> Self {
+        let mut reserved = [0u8; 16];
+        reserved.copy_from_slice(&buf[..16]);
+        CnpRepr { reserved }
+    }
+
+    fn emit_unchecked(&self, buf: &mut [u8]) {
+        buf[..16].copy_from_slice(&self.reserved);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::header::round_trip_proptest;
+
+    #[test]
+    fn zero_body() {
+        assert_eq!(CnpRepr::parse(&[0; 16]).unwrap(), CnpRepr::default());
+        assert!(CnpRepr::parse(&[0; 15]).is_err());
+    }
+
+    round_trip_proptest!(CnpRepr);
+}
