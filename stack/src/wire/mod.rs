@@ -15,6 +15,7 @@ pub mod deth;
 pub mod ext;
 pub mod feth;
 pub mod field;
+pub mod icrc;
 pub mod ieth;
 pub mod immdt;
 pub mod opcode;
