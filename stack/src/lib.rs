@@ -5,5 +5,6 @@
 //!   Ethernet / IP / UDP encapsulation.
 #![deny(unsafe_code)]
 
+pub mod fault;
 pub mod rng;
 pub mod wire;
