@@ -10,8 +10,10 @@ pub mod aeth;
 pub mod atomic_ack_eth;
 pub mod atomic_eth;
 pub mod bth;
+pub mod builder;
 pub mod cnp;
 pub mod deth;
+pub mod encap;
 pub mod ext;
 pub mod feth;
 pub mod field;
@@ -19,14 +21,21 @@ pub mod icrc;
 pub mod ieth;
 pub mod immdt;
 pub mod opcode;
+pub mod packet;
 pub mod reth;
+pub mod sample;
 
 pub use aeth::{Aeth, AethRepr, NakCode, RnrTimer, Syndrome};
 pub use atomic_ack_eth::{AtomicAckEth, AtomicAckEthRepr};
 pub use atomic_eth::{AtomicEth, AtomicEthRepr};
 pub use bth::{Bth, BthRepr};
+pub use builder::RoceRepr;
 pub use cnp::{Cnp, CnpRepr};
 pub use deth::{Deth, DethRepr};
+pub use encap::{
+    Ecn, EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr, ROCEV2_UDP_PORT, UdpRepr, VlanTag,
+    rxe_udp_src_port,
+};
 pub use error::{Result, WireError};
 pub use ext::{ExtHeaders, IbPacketRepr, pad_for};
 pub use feth::{Feth, FethRepr};
@@ -35,4 +44,5 @@ pub use header::FixedHeader;
 pub use ieth::{Ieth, IethRepr};
 pub use immdt::{ImmDt, ImmDtRepr};
 pub use opcode::{Headers, Opcode, OpcodeInfo, Transport};
+pub use packet::{Layer, NotRoce, PacketError, RocePacket};
 pub use reth::{Reth, RethRepr};

@@ -1,0 +1,328 @@
+//! What carries a RoCEv2 packet: Ethernet (with an optional 802.1Q tag), IPv4 or IPv6, and
+//! UDP to port 4791 (IBA Vol. 1 Annex A17.2). These are the owned forms that the slicer
+//! ([`super::packet`]) produces and the builder ([`super::builder`]) consumes.
+
+use core::fmt;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::field::Qpn;
+
+/// The UDP destination port that marks a RoCEv2 packet (Annex A17.2.1).
+pub const ROCEV2_UDP_PORT: u16 = 4791;
+
+/// TTL / hop limit rxe sends with.
+pub const DEFAULT_TTL: u8 = 64;
+
+pub const ETHERNET_HEADER_LEN: usize = 14;
+pub const VLAN_TAG_LEN: usize = 4;
+pub const IPV4_HEADER_LEN: usize = 20;
+pub const IPV6_HEADER_LEN: usize = 40;
+pub const UDP_HEADER_LEN: usize = 8;
+
+pub const ETHERTYPE_IPV4: u16 = 0x0800;
+pub const ETHERTYPE_IPV6: u16 = 0x86dd;
+pub const ETHERTYPE_VLAN: u16 = 0x8100;
+/// RoCE v1: the IB GRH directly over Ethernet, without IP/UDP.
+pub const ETHERTYPE_ROCE_V1: u16 = 0x8915;
+pub const IP_PROTOCOL_UDP: u8 = 17;
+
+/// The UDP source port rxe gives a QP: `0xC000 + (hash_32(qpn, 14) & 0x3fff)` with the
+/// kernel's multiplicative `hash_32`, so each QP is one flow for ECMP and RSS but different QPs
+/// spread (rxe_qp.c; RoCEv2 Annex A17.2.1 leaves the source port to the sender).
+pub const fn rxe_udp_src_port(src_qpn: Qpn) -> u16 {
+    const GOLDEN_RATIO_32: u32 = 0x61c8_8647;
+    let hash = src_qpn.value().wrapping_mul(GOLDEN_RATIO_32) >> (32 - 14);
+    0xc000 + (hash & 0x3fff) as u16
+}
+
+/// The ECN field: the low two bits of the IPv4 TOS or IPv6 traffic class (RFC 3168 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Ecn {
+    /// 00: the sender does not take part in ECN.
+    #[default]
+    NotEct,
+    /// 01: ECN-capable transport, codepoint 1.
+    Ect1,
+    /// 10: ECN-capable transport, codepoint 0 (what DCQCN senders mark their data with).
+    Ect0,
+    /// 11: congestion experienced, set by a switch instead of dropping.
+    Ce,
+}
+
+impl Ecn {
+    pub const fn from_bits(bits: u8) -> Ecn {
+        match bits & 0x3 {
+            0b00 => Ecn::NotEct,
+            0b01 => Ecn::Ect1,
+            0b10 => Ecn::Ect0,
+            _ => Ecn::Ce,
+        }
+    }
+
+    pub const fn bits(self) -> u8 {
+        match self {
+            Ecn::NotEct => 0b00,
+            Ecn::Ect1 => 0b01,
+            Ecn::Ect0 => 0b10,
+            Ecn::Ce => 0b11,
+        }
+    }
+
+    /// `Not-ECT`, `ECT0`, `ECT1` or `CE`, as `roce decode --json` prints it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Ecn::NotEct => "Not-ECT",
+            Ecn::Ect1 => "ECT1",
+            Ecn::Ect0 => "ECT0",
+            Ecn::Ce => "CE",
+        }
+    }
+}
+
+impl fmt::Display for Ecn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An 802.1Q tag: priority (PCP, 3 bits), drop eligible (DEI) and VLAN ID (12 bits).
+/// Wider values are masked on emit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct VlanTag {
+    pub pcp: u8,
+    pub dei: bool,
+    pub vid: u16,
+}
+
+/// An Ethernet II header; the EtherType follows from the IP version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EthernetRepr {
+    pub dst: [u8; 6],
+    pub src: [u8; 6],
+    pub vlan: Option<VlanTag>,
+}
+
+impl EthernetRepr {
+    pub const fn new(src: [u8; 6], dst: [u8; 6]) -> EthernetRepr {
+        EthernetRepr {
+            dst,
+            src,
+            vlan: None,
+        }
+    }
+
+    pub const fn header_len(&self) -> usize {
+        ETHERNET_HEADER_LEN + if self.vlan.is_some() { VLAN_TAG_LEN } else { 0 }
+    }
+}
+
+/// The IPv4 header fields a RoCEv2 sender chooses; length, protocol and checksum are derived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv4Repr<'a> {
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    /// 6 bits; wider values are masked on emit.
+    pub dscp: u8,
+    pub ecn: Ecn,
+    pub identification: u16,
+    /// rxe sets DF: RoCEv2 packets are sized to the path MTU and never fragmented.
+    pub dont_fragment: bool,
+    pub ttl: u8,
+    /// Raw IPv4 options (a multiple of 4 bytes, at most 40); rxe sends none.
+    pub options: &'a [u8],
+}
+
+impl Ipv4Repr<'_> {
+    /// rxe's choices: DF, TTL 64, DSCP 0, not ECN-capable, identification 0, no options.
+    pub const fn new(src: Ipv4Addr, dst: Ipv4Addr) -> Ipv4Repr<'static> {
+        Ipv4Repr {
+            src,
+            dst,
+            dscp: 0,
+            ecn: Ecn::NotEct,
+            identification: 0,
+            dont_fragment: true,
+            ttl: DEFAULT_TTL,
+            options: &[],
+        }
+    }
+}
+
+/// The IPv6 header fields a RoCEv2 sender chooses; payload length and next header are derived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv6Repr {
+    pub src: Ipv6Addr,
+    pub dst: Ipv6Addr,
+    /// 6 bits; wider values are masked on emit.
+    pub dscp: u8,
+    pub ecn: Ecn,
+    /// 20 bits; wider values are masked on emit.
+    pub flow_label: u32,
+    pub hop_limit: u8,
+}
+
+impl Ipv6Repr {
+    pub const fn new(src: Ipv6Addr, dst: Ipv6Addr) -> Ipv6Repr {
+        Ipv6Repr {
+            src,
+            dst,
+            dscp: 0,
+            ecn: Ecn::NotEct,
+            flow_label: 0,
+            hop_limit: DEFAULT_TTL,
+        }
+    }
+}
+
+/// IPv4 or IPv6, with accessors for what both have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IpRepr<'a> {
+    V4(Ipv4Repr<'a>),
+    V6(Ipv6Repr),
+}
+
+impl<'a> IpRepr<'a> {
+    /// Default headers (see [`Ipv4Repr::new`], [`Ipv6Repr::new`]); fails if the two addresses
+    /// are of different families.
+    pub fn new(src: IpAddr, dst: IpAddr) -> Option<IpRepr<'a>> {
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => Some(IpRepr::V4(Ipv4Repr::new(s, d))),
+            (IpAddr::V6(s), IpAddr::V6(d)) => Some(IpRepr::V6(Ipv6Repr::new(s, d))),
+            _ => None,
+        }
+    }
+
+    pub fn src_addr(&self) -> IpAddr {
+        match self {
+            IpRepr::V4(h) => h.src.into(),
+            IpRepr::V6(h) => h.src.into(),
+        }
+    }
+
+    pub fn dst_addr(&self) -> IpAddr {
+        match self {
+            IpRepr::V4(h) => h.dst.into(),
+            IpRepr::V6(h) => h.dst.into(),
+        }
+    }
+
+    pub fn ecn(&self) -> Ecn {
+        match self {
+            IpRepr::V4(h) => h.ecn,
+            IpRepr::V6(h) => h.ecn,
+        }
+    }
+
+    pub fn set_ecn(&mut self, ecn: Ecn) {
+        match self {
+            IpRepr::V4(h) => h.ecn = ecn,
+            IpRepr::V6(h) => h.ecn = ecn,
+        }
+    }
+
+    pub fn dscp(&self) -> u8 {
+        match self {
+            IpRepr::V4(h) => h.dscp,
+            IpRepr::V6(h) => h.dscp,
+        }
+    }
+
+    pub fn set_dscp(&mut self, dscp: u8) {
+        match self {
+            IpRepr::V4(h) => h.dscp = dscp,
+            IpRepr::V6(h) => h.dscp = dscp,
+        }
+    }
+
+    /// IPv4 TTL or IPv6 hop limit.
+    pub fn ttl(&self) -> u8 {
+        match self {
+            IpRepr::V4(h) => h.ttl,
+            IpRepr::V6(h) => h.hop_limit,
+        }
+    }
+
+    pub fn set_ttl(&mut self, ttl: u8) {
+        match self {
+            IpRepr::V4(h) => h.ttl = ttl,
+            IpRepr::V6(h) => h.hop_limit = ttl,
+        }
+    }
+
+    pub fn header_len(&self) -> usize {
+        match self {
+            IpRepr::V4(h) => IPV4_HEADER_LEN + h.options.len(),
+            IpRepr::V6(_) => IPV6_HEADER_LEN,
+        }
+    }
+
+    pub const fn ethertype(&self) -> u16 {
+        match self {
+            IpRepr::V4(_) => ETHERTYPE_IPV4,
+            IpRepr::V6(_) => ETHERTYPE_IPV6,
+        }
+    }
+}
+
+/// The UDP header fields a sender chooses; the length is derived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UdpRepr {
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// rxe sends 0 (no checksum): the ICRC protects the packet end to end.
+    pub checksum: u16,
+}
+
+impl UdpRepr {
+    /// To port 4791 with no checksum, from `src_port`.
+    pub const fn new(src_port: u16) -> UdpRepr {
+        UdpRepr {
+            src_port,
+            dst_port: ROCEV2_UDP_PORT,
+            checksum: 0,
+        }
+    }
+
+    /// As rxe sends for the QP `src_qpn` (see [`rxe_udp_src_port`]).
+    pub const fn rxe(src_qpn: Qpn) -> UdpRepr {
+        UdpRepr::new(rxe_udp_src_port(src_qpn))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ecn_codepoints_follow_rfc3168() {
+        assert_eq!(Ecn::from_bits(0b10), Ecn::Ect0);
+        assert_eq!(Ecn::from_bits(0b01), Ecn::Ect1);
+        assert_eq!(Ecn::from_bits(0b11).name(), "CE");
+        assert_eq!(Ecn::NotEct.to_string(), "Not-ECT");
+        for b in 0..4 {
+            assert_eq!(Ecn::from_bits(b).bits(), b);
+        }
+    }
+
+    #[test]
+    fn rxe_source_ports() {
+        // hash_32(qpn, 14) = (qpn * 0x61c88647) >> 18, computed by hand.
+        assert_eq!(rxe_udp_src_port(Qpn::new(0)), 0xc000);
+        assert_eq!(rxe_udp_src_port(Qpn::new(1)), 0xd872);
+        assert_eq!(rxe_udp_src_port(Qpn::new(0x11)), 0xdf94);
+        for q in [1u32, 0x11, 0xffff, 0xff_ffff] {
+            assert!(rxe_udp_src_port(Qpn::new(q)) >= 0xc000);
+        }
+    }
+
+    #[test]
+    fn ip_families_must_match() {
+        let v4: IpAddr = Ipv4Addr::LOCALHOST.into();
+        let v6: IpAddr = Ipv6Addr::LOCALHOST.into();
+        assert!(IpRepr::new(v4, v6).is_none());
+        let mut ip = IpRepr::new(v6, v6).unwrap();
+        ip.set_ttl(3);
+        ip.set_ecn(Ecn::Ce);
+        assert_eq!((ip.ttl(), ip.ecn(), ip.header_len()), (3, Ecn::Ce, 40));
+    }
+}

@@ -1,0 +1,478 @@
+//! The layered slicer: Ethernet (+ one 802.1Q tag) -> IPv4 | IPv6 -> UDP port 4791 -> BTH,
+//! extension headers, payload, pad -> ICRC (IBA Vol. 1 Annex A17.2-A17.3).
+//!
+//! Lengths come from the IP and UDP headers, never from the frame: a short frame padded to
+//! Ethernet's 60-byte minimum, or a capture that keeps the FCS, has bytes after the IP packet
+//! that belong to no header ([`RocePacket::trailer`]). Every way a frame can fail to be a
+//! well-formed RoCEv2 packet is a [`PacketError`] naming the layer; nothing here panics.
+
+use core::fmt;
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+use etherparse::{Ethernet2HeaderSlice, Ipv4HeaderSlice, Ipv6HeaderSlice, SingleVlanHeaderSlice};
+use thiserror::Error;
+
+use super::FixedHeader;
+use super::bth::BthRepr;
+use super::builder::RoceRepr;
+use super::encap::{
+    ETHERNET_HEADER_LEN, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCE_V1, ETHERTYPE_VLAN, Ecn,
+    EthernetRepr, IP_PROTOCOL_UDP, IPV4_HEADER_LEN, IPV6_HEADER_LEN, IpRepr, Ipv4Repr, Ipv6Repr,
+    ROCEV2_UDP_PORT, UDP_HEADER_LEN, UdpRepr, VLAN_TAG_LEN, VlanTag,
+};
+use super::error::WireError;
+use super::ext::{ExtHeaders, IbPacketRepr};
+use super::icrc::{self, ICRC_LEN};
+
+/// The layers of a RoCEv2 frame, for saying where something is wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Layer {
+    Ethernet,
+    Vlan,
+    Ipv4,
+    Ipv6,
+    Udp,
+    /// BTH through pad.
+    Ib,
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Layer::Ethernet => "Ethernet",
+            Layer::Vlan => "802.1Q VLAN",
+            Layer::Ipv4 => "IPv4",
+            Layer::Ipv6 => "IPv6",
+            Layer::Udp => "UDP",
+            Layer::Ib => "IB transport",
+        })
+    }
+}
+
+/// Why a well-formed frame is not a RoCEv2 packet at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NotRoce {
+    EtherType(u16),
+    /// EtherType 0x8915: RoCE v1, the IB GRH straight over Ethernet.
+    RoceV1,
+    /// IPv4 protocol or IPv6 next header other than UDP (IPv6 extension headers included).
+    IpProtocol(u8),
+    UdpPort(u16),
+}
+
+impl fmt::Display for NotRoce {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotRoce::EtherType(t) => write!(f, "EtherType {t:#06x} is neither IPv4 nor IPv6"),
+            NotRoce::RoceV1 => f.write_str("EtherType 0x8915 is RoCE v1 (GRH over Ethernet)"),
+            NotRoce::IpProtocol(p) => write!(f, "IP protocol {p} is not UDP (17)"),
+            NotRoce::UdpPort(p) => write!(f, "UDP destination port {p} is not {ROCEV2_UDP_PORT}"),
+        }
+    }
+}
+
+/// Why a frame could not be sliced into a RoCEv2 packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum PacketError {
+    #[error("not RoCEv2: {0}")]
+    NotRoce(NotRoce),
+    #[error("{layer}: truncated, {needed} bytes needed but {available} present")]
+    Truncated {
+        layer: Layer,
+        needed: usize,
+        available: usize,
+    },
+    /// A length field claims more bytes than the frame holds.
+    #[error("{layer}: {field} says {value} bytes but only {available} are present")]
+    LengthBeyondData {
+        layer: Layer,
+        field: &'static str,
+        value: usize,
+        available: usize,
+    },
+    /// A length field is smaller than the headers it must include.
+    #[error("{layer}: {field} says {value} bytes, less than the {min} its headers take")]
+    LengthTooSmall {
+        layer: Layer,
+        field: &'static str,
+        value: usize,
+        min: usize,
+    },
+    /// The UDP length disagrees with the IP header's length.
+    #[error("UDP: length says {udp} bytes but the IP header leaves {ip} for UDP")]
+    UdpLengthMismatch { udp: usize, ip: usize },
+    #[error("{layer}: {reason}")]
+    Malformed { layer: Layer, reason: &'static str },
+    /// BTH, extension headers or pad are wrong (unknown opcode, truncated header, pad too big).
+    #[error("{0}")]
+    Ib(#[from] WireError),
+}
+
+impl PacketError {
+    /// True for frames that are not RoCEv2 at all, false for broken RoCEv2 frames.
+    pub fn is_not_roce(&self) -> bool {
+        matches!(self, PacketError::NotRoce(_))
+    }
+}
+
+type Result<T> = core::result::Result<T, PacketError>;
+
+/// A RoCEv2 frame sliced into its layers: the parsed headers plus where each lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RocePacket<'a> {
+    frame: &'a [u8],
+    repr: RoceRepr<'a>,
+    ip_start: usize,
+    ip_end: usize,
+    ipv4_checksum: u16,
+}
+
+impl<'a> RocePacket<'a> {
+    /// Slices an Ethernet frame (without FCS; any bytes after the IP packet are the trailer).
+    pub fn parse(frame: &'a [u8]) -> Result<RocePacket<'a>> {
+        let eth = Ethernet2HeaderSlice::from_slice(frame).map_err(|_| PacketError::Truncated {
+            layer: Layer::Ethernet,
+            needed: ETHERNET_HEADER_LEN,
+            available: frame.len(),
+        })?;
+        let mut ethertype = eth.ether_type().0;
+        let mut vlan = None;
+        let mut ip_start = ETHERNET_HEADER_LEN;
+        if ethertype == ETHERTYPE_VLAN {
+            let tag = SingleVlanHeaderSlice::from_slice(&frame[ip_start..]).map_err(|_| {
+                PacketError::Truncated {
+                    layer: Layer::Vlan,
+                    needed: VLAN_TAG_LEN,
+                    available: frame.len() - ip_start,
+                }
+            })?;
+            vlan = Some(VlanTag {
+                pcp: tag.priority_code_point().value(),
+                dei: tag.drop_eligible_indicator(),
+                vid: tag.vlan_identifier().value(),
+            });
+            ethertype = tag.ether_type().0;
+            ip_start += VLAN_TAG_LEN;
+        }
+        let eth = EthernetRepr {
+            dst: eth.destination(),
+            src: eth.source(),
+            vlan,
+        };
+        match ethertype {
+            ETHERTYPE_IPV4 => Self::parse_at(frame, ip_start, Some(eth), 4),
+            ETHERTYPE_IPV6 => Self::parse_at(frame, ip_start, Some(eth), 6),
+            ETHERTYPE_ROCE_V1 => Err(PacketError::NotRoce(NotRoce::RoceV1)),
+            other => Err(PacketError::NotRoce(NotRoce::EtherType(other))),
+        }
+    }
+
+    /// Slices a bare IP packet (no link header), e.g. from a Linux cooked capture; the
+    /// version field says whether it is IPv4 or IPv6.
+    pub fn parse_ip(packet: &'a [u8]) -> Result<RocePacket<'a>> {
+        match packet.first().map(|b| b >> 4) {
+            Some(6) => Self::parse_at(packet, 0, None, 6),
+            Some(4) => Self::parse_at(packet, 0, None, 4),
+            Some(_) => Err(PacketError::Malformed {
+                layer: Layer::Ipv4,
+                reason: "the version field is neither 4 nor 6",
+            }),
+            None => Err(PacketError::Truncated {
+                layer: Layer::Ipv4,
+                needed: IPV4_HEADER_LEN,
+                available: 0,
+            }),
+        }
+    }
+
+    fn parse_at(
+        frame: &'a [u8],
+        ip_start: usize,
+        eth: Option<EthernetRepr>,
+        version: u8,
+    ) -> Result<RocePacket<'a>> {
+        let data = &frame[ip_start..];
+        let ip = if version == 4 {
+            parse_ipv4(data)?
+        } else {
+            parse_ipv6(data)?
+        };
+        // The port is checked before any length, so that a truncated or odd datagram of
+        // another protocol is reported as simply not RoCE.
+        let udp_bytes = &data[ip.header_len..];
+        if udp_bytes.len() < UDP_HEADER_LEN {
+            return Err(PacketError::Truncated {
+                layer: Layer::Udp,
+                needed: UDP_HEADER_LEN,
+                available: udp_bytes.len(),
+            });
+        }
+        let udp = UdpRepr {
+            src_port: be16(udp_bytes, 0),
+            dst_port: be16(udp_bytes, 2),
+            checksum: be16(udp_bytes, 6),
+        };
+        if udp.dst_port != ROCEV2_UDP_PORT {
+            return Err(PacketError::NotRoce(NotRoce::UdpPort(udp.dst_port)));
+        }
+        ip.check_len(data.len())?;
+        let udp_len = usize::from(be16(udp_bytes, 4));
+        let ip_payload_len = ip.packet_len - ip.header_len;
+        if udp_len != ip_payload_len {
+            return Err(PacketError::UdpLengthMismatch {
+                udp: udp_len,
+                ip: ip_payload_len,
+            });
+        }
+        let ib_bytes = &data[ip.header_len + UDP_HEADER_LEN..ip.packet_len];
+        let min = BthRepr::LEN + ICRC_LEN;
+        if ib_bytes.len() < min {
+            return Err(PacketError::Truncated {
+                layer: Layer::Ib,
+                needed: min,
+                available: ib_bytes.len(),
+            });
+        }
+        let ib = IbPacketRepr::parse(&ib_bytes[..ib_bytes.len() - ICRC_LEN])?;
+        Ok(RocePacket {
+            frame,
+            repr: RoceRepr {
+                eth,
+                ip: ip.repr,
+                udp,
+                ib,
+            },
+            ip_start,
+            ip_end: ip_start + ip.packet_len,
+            ipv4_checksum: ip.checksum,
+        })
+    }
+
+    /// All the headers, in the form the builder emits.
+    pub fn repr(&self) -> &RoceRepr<'a> {
+        &self.repr
+    }
+    /// `None` for a packet parsed with [`RocePacket::parse_ip`].
+    pub fn eth(&self) -> Option<&EthernetRepr> {
+        self.repr.eth.as_ref()
+    }
+    pub fn ip(&self) -> &IpRepr<'a> {
+        &self.repr.ip
+    }
+    pub fn ecn(&self) -> Ecn {
+        self.repr.ip.ecn()
+    }
+    pub fn udp(&self) -> &UdpRepr {
+        &self.repr.udp
+    }
+    pub fn ib(&self) -> &IbPacketRepr<'a> {
+        &self.repr.ib
+    }
+    pub fn bth(&self) -> &BthRepr {
+        &self.repr.ib.bth
+    }
+    pub fn ext(&self) -> &ExtHeaders {
+        &self.repr.ib.ext
+    }
+    pub fn payload(&self) -> &'a [u8] {
+        self.repr.ib.payload
+    }
+
+    /// The `PadCnt` bytes between payload and ICRC.
+    pub fn pad(&self) -> &'a [u8] {
+        let end = self.ip_end - ICRC_LEN;
+        &self.frame[end - usize::from(self.repr.ib.bth.pad_count)..end]
+    }
+
+    /// The ICRC the packet carries.
+    pub fn icrc(&self) -> u32 {
+        let mut b = [0u8; ICRC_LEN];
+        b.copy_from_slice(&self.frame[self.ip_end - ICRC_LEN..self.ip_end]);
+        u32::from_le_bytes(b)
+    }
+
+    /// The ICRC the packet should carry (computed on each call).
+    pub fn computed_icrc(&self) -> u32 {
+        // Cannot fail: parsing checked the IP, UDP and BTH headers are present. Should it ever,
+        // the complement of the received value makes `icrc_ok` false rather than panicking.
+        icrc::compute(&self.frame[self.ip_start..self.ip_end - ICRC_LEN]).unwrap_or(!self.icrc())
+    }
+
+    pub fn icrc_ok(&self) -> bool {
+        self.computed_icrc() == self.icrc()
+    }
+
+    /// The IPv4 header checksum as received (0 for IPv6, which has none).
+    pub fn ipv4_checksum(&self) -> u16 {
+        self.ipv4_checksum
+    }
+
+    /// True if the IPv4 header checksum is right (always true for IPv6).
+    pub fn ip_checksum_ok(&self) -> bool {
+        let header = &self.frame[self.ip_start..self.ip_start + self.repr.ip.header_len()];
+        match self.repr.ip {
+            IpRepr::V4(_) => Ipv4HeaderSlice::from_slice(header)
+                .is_ok_and(|h| h.to_header().calc_header_checksum() == h.header_checksum()),
+            IpRepr::V6(_) => true,
+        }
+    }
+
+    /// Where the IP header starts in the frame.
+    pub fn ip_offset(&self) -> usize {
+        self.ip_start
+    }
+    pub fn udp_offset(&self) -> usize {
+        self.ip_start + self.repr.ip.header_len()
+    }
+    pub fn bth_offset(&self) -> usize {
+        self.udp_offset() + UDP_HEADER_LEN
+    }
+
+    /// The IP packet, ICRC included.
+    pub fn ip_packet(&self) -> &'a [u8] {
+        &self.frame[self.ip_start..self.ip_end]
+    }
+
+    /// The frame up to the end of the ICRC.
+    pub fn packet_bytes(&self) -> &'a [u8] {
+        &self.frame[..self.ip_end]
+    }
+
+    /// Bytes after the ICRC: Ethernet padding or an FCS.
+    pub fn trailer(&self) -> &'a [u8] {
+        &self.frame[self.ip_end..]
+    }
+}
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+/// An IP header as sliced, before its length is checked against the data.
+struct IpParts<'a> {
+    repr: IpRepr<'a>,
+    header_len: usize,
+    /// What the header's length field says the whole IP packet takes.
+    packet_len: usize,
+    /// IPv4 header checksum as received; 0 for IPv6.
+    checksum: u16,
+}
+
+impl IpParts<'_> {
+    /// Checks the length field against the `available` bytes from the IP header on, in the
+    /// field's own terms (IPv4 counts the header, IPv6 does not).
+    fn check_len(&self, available: usize) -> Result<()> {
+        let (layer, field, counted_from) = match self.repr {
+            IpRepr::V4(_) => (Layer::Ipv4, "total length", 0),
+            IpRepr::V6(_) => (Layer::Ipv6, "payload length", IPV6_HEADER_LEN),
+        };
+        if self.packet_len > available {
+            return Err(PacketError::LengthBeyondData {
+                layer,
+                field,
+                value: self.packet_len - counted_from,
+                available: available - counted_from,
+            });
+        }
+        let min = self.header_len + UDP_HEADER_LEN;
+        if self.packet_len < min {
+            return Err(PacketError::LengthTooSmall {
+                layer,
+                field,
+                value: self.packet_len - counted_from,
+                min: min - counted_from,
+            });
+        }
+        Ok(())
+    }
+}
+
+fn parse_ipv4(data: &[u8]) -> Result<IpParts<'_>> {
+    use etherparse::err::ipv4::{HeaderError, HeaderSliceError};
+    let h = Ipv4HeaderSlice::from_slice(data).map_err(|e| match e {
+        HeaderSliceError::Len(l) => PacketError::Truncated {
+            layer: Layer::Ipv4,
+            needed: l.required_len,
+            available: l.len,
+        },
+        HeaderSliceError::Content(HeaderError::UnexpectedVersion { .. }) => {
+            PacketError::Malformed {
+                layer: Layer::Ipv4,
+                reason: "the version field is not 4",
+            }
+        }
+        HeaderSliceError::Content(HeaderError::HeaderLengthSmallerThanHeader { .. }) => {
+            PacketError::Malformed {
+                layer: Layer::Ipv4,
+                reason: "IHL is less than 5 (a 20-byte header)",
+            }
+        }
+    })?;
+    if h.protocol().0 != IP_PROTOCOL_UDP {
+        return Err(PacketError::NotRoce(NotRoce::IpProtocol(h.protocol().0)));
+    }
+    if data[6] & 0x80 != 0 {
+        return Err(PacketError::Malformed {
+            layer: Layer::Ipv4,
+            reason: "the reserved flag bit is set",
+        });
+    }
+    if h.more_fragments() || h.fragments_offset().value() != 0 {
+        return Err(PacketError::Malformed {
+            layer: Layer::Ipv4,
+            reason: "fragment: RoCEv2 packets fit the path MTU and are never fragmented",
+        });
+    }
+    let repr = Ipv4Repr {
+        src: Ipv4Addr::from(h.source()),
+        dst: Ipv4Addr::from(h.destination()),
+        dscp: data[1] >> 2,
+        ecn: Ecn::from_bits(data[1]),
+        identification: h.identification(),
+        dont_fragment: h.dont_fragment(),
+        ttl: h.ttl(),
+        options: h.options(),
+    };
+    Ok(IpParts {
+        repr: IpRepr::V4(repr),
+        header_len: h.slice().len(),
+        packet_len: usize::from(h.total_len()),
+        checksum: h.header_checksum(),
+    })
+}
+
+fn parse_ipv6(data: &[u8]) -> Result<IpParts<'_>> {
+    use etherparse::err::ipv6::HeaderSliceError;
+    let h = Ipv6HeaderSlice::from_slice(data).map_err(|e| match e {
+        HeaderSliceError::Len(l) => PacketError::Truncated {
+            layer: Layer::Ipv6,
+            needed: l.required_len,
+            available: l.len,
+        },
+        HeaderSliceError::Content(_) => PacketError::Malformed {
+            layer: Layer::Ipv6,
+            reason: "the version field is not 6",
+        },
+    })?;
+    if h.next_header().0 != IP_PROTOCOL_UDP {
+        return Err(PacketError::NotRoce(NotRoce::IpProtocol(h.next_header().0)));
+    }
+    let repr = Ipv6Repr {
+        src: Ipv6Addr::from(h.source()),
+        dst: Ipv6Addr::from(h.destination()),
+        dscp: h.traffic_class() >> 2,
+        ecn: Ecn::from_bits(h.traffic_class()),
+        flow_label: h.flow_label().value(),
+        hop_limit: h.hop_limit(),
+    };
+    Ok(IpParts {
+        repr: IpRepr::V6(repr),
+        header_len: IPV6_HEADER_LEN,
+        packet_len: IPV6_HEADER_LEN + usize::from(h.payload_length()),
+        checksum: 0,
+    })
+}
+
+#[cfg(test)]
+#[path = "packet_tests.rs"]
+mod tests;
