@@ -366,7 +366,7 @@ pub enum CeOutcome {
 
 /// Where the IP header starts in an Ethernet frame (after at most one 802.1Q tag), and its
 /// version.
-fn ip_offset(frame: &[u8]) -> Option<(usize, u8)> {
+pub(crate) fn ip_offset(frame: &[u8]) -> Option<(usize, u8)> {
     let ethertype_at = |at: usize| {
         frame
             .get(at..at + 2)
@@ -443,4 +443,4 @@ fn ipv4_checksum(header: &[u8]) -> u16 {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -6,5 +6,6 @@
 #![deny(unsafe_code)]
 
 pub mod fault;
+pub mod io;
 pub mod rng;
 pub mod wire;

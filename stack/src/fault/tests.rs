@@ -3,7 +3,7 @@ use crate::wire::icrc;
 
 /// An Ethernet frame carrying an IPv4 RC SEND ONLY with `payload` bytes, ECT(0), a valid IPv4
 /// header checksum and ICRC.
-fn roce_v4(payload: usize) -> Vec<u8> {
+pub(crate) fn roce_v4(payload: usize) -> Vec<u8> {
     let ip_len = 20 + 8 + 12 + payload + 4;
     let mut f = vec![0u8; 14 + ip_len];
     f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 2]);

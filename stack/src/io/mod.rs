@@ -1,0 +1,218 @@
+//! Devices that move Ethernet frames: one small [`Device`] trait, its backends and middleware.
+//!
+//! Backends: [`memory`] (two endpoints in one process, optionally through the fault model),
+//! [`pcap`] (frames read from a capture, sent frames written to one). Middleware wraps any
+//! device and is itself a device: [`FaultInjector`], [`PcapRecorder`], [`Tracer`].
+//!
+//! Every device is non-blocking: `receive` and `transmit` return at once, and an event loop
+//! waits on [`Device::raw_fd`] (with mio) and wakes at [`Device::next_wakeup`] for frames that
+//! a device holds back without its descriptor becoming ready (delayed by fault injection or a
+//! virtual link).
+
+use std::os::fd::RawFd;
+
+use thiserror::Error;
+
+use crate::fault::{FaultError, Nanos};
+
+/// Writes the `Device` methods a middleware passes straight to its `inner` device.
+macro_rules! forward_to_inner {
+    ($($method:ident),*) => { $(forward_to_inner!(@ $method);)* };
+    (@ capabilities) => {
+        fn capabilities(&self) -> $crate::io::Capabilities {
+            self.inner.capabilities()
+        }
+    };
+    (@ raw_fd) => {
+        fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+            self.inner.raw_fd()
+        }
+    };
+    (@ next_wakeup) => {
+        fn next_wakeup(&self) -> Option<$crate::fault::Nanos> {
+            self.inner.next_wakeup()
+        }
+    };
+}
+
+mod clock;
+mod fault;
+pub mod memory;
+pub mod pcap;
+mod recorder;
+mod trace;
+
+#[cfg(test)]
+mod tests;
+
+pub use clock::{Clock, SystemClock, VirtualClock};
+pub use fault::FaultInjector;
+pub use recorder::PcapRecorder;
+pub use trace::{FrameSummary, Tracer};
+
+/// Ethernet header without a VLAN tag.
+pub const ETHERNET_HEADER_LEN: usize = 14;
+
+/// What a device can do; the endpoint sizes its path MTU and buffers from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The largest IP packet the device carries (the Linux interface MTU).
+    pub mtu: usize,
+    /// Whether the device computes and checks the ICRC itself. No backend here does: RoCEv2
+    /// offload exists only in RDMA NICs, which do not expose raw frames.
+    pub icrc_offload: bool,
+    /// The MAC address the endpoint should send from, where the device has its own (an AF_XDP
+    /// interface). `None` where the endpoint is a host of its own behind the device and must
+    /// choose one: a TAP's address belongs to the kernel's side of the link.
+    pub mac: Option<[u8; 6]>,
+}
+
+impl Capabilities {
+    /// The largest Ethernet frame (without FCS), allowing one 802.1Q tag.
+    pub fn max_frame_len(&self) -> usize {
+        self.mtu + ETHERNET_HEADER_LEN + 4
+    }
+}
+
+/// Why a device operation failed.
+#[derive(Debug, Error)]
+pub enum DeviceError {
+    #[error("{device}: {operation}: {source}")]
+    Os {
+        device: String,
+        operation: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{device}: {operation}: permission denied (needs root, or CAP_NET_ADMIN and CAP_BPF)")]
+    PermissionDenied {
+        device: String,
+        operation: &'static str,
+    },
+    #[error("{device}: no such network interface")]
+    NoSuchInterface { device: String },
+    #[error("{device}: a frame of {len} bytes exceeds the largest the device carries ({max})")]
+    FrameTooLarge {
+        device: String,
+        len: usize,
+        max: usize,
+    },
+    #[error("{device}: a {len}-byte frame does not fit the {capacity}-byte buffer")]
+    BufferTooSmall {
+        device: String,
+        len: usize,
+        capacity: usize,
+    },
+    /// The capture is exhausted, or the other end of an in-memory link is gone.
+    #[error("{device}: closed")]
+    Closed { device: String },
+    #[error("{device}: {reason}")]
+    Capture { device: String, reason: String },
+    #[error(transparent)]
+    Fault(#[from] FaultError),
+}
+
+impl DeviceError {
+    /// Classifies an OS error, so that missing privileges and interfaces say so plainly.
+    pub fn os(device: &str, operation: &'static str, source: std::io::Error) -> DeviceError {
+        let device = device.to_owned();
+        match source.raw_os_error() {
+            Some(libc::EPERM | libc::EACCES) => DeviceError::PermissionDenied { device, operation },
+            Some(libc::ENODEV) => DeviceError::NoSuchInterface { device },
+            _ => DeviceError::Os {
+                device,
+                operation,
+                source,
+            },
+        }
+    }
+}
+
+/// A source and sink of Ethernet frames (without FCS).
+pub trait Device {
+    /// Hands the next received frame to `consume`, borrowed for the duration of the call (so a
+    /// backend can lend its own buffer: AF_XDP lends the UMEM chunk). Returns `Ok(false)` when
+    /// no frame is waiting.
+    fn receive(&mut self, consume: &mut dyn FnMut(&[u8])) -> Result<bool, DeviceError>;
+
+    /// Queues `frame` for transmission. Returns `Ok(false)` when the device has no room now;
+    /// retry once its descriptor is writable or after [`flush`](Self::flush).
+    fn transmit(&mut self, frame: &[u8]) -> Result<bool, DeviceError>;
+
+    fn capabilities(&self) -> Capabilities;
+
+    /// The descriptor to register with mio, where the device has one.
+    fn raw_fd(&self) -> Option<RawFd> {
+        None
+    }
+
+    /// When the device next needs a `receive` or `flush` call although its descriptor may not
+    /// become ready: a frame held back by a virtual link or fault injection falls due.
+    fn next_wakeup(&self) -> Option<Nanos> {
+        None
+    }
+
+    /// Pushes frames queued by `transmit` to the wire (AF_XDP sends a batch per kick) and any
+    /// held-back frames that fell due. Call it after each burst of `transmit`s.
+    fn flush(&mut self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+
+    /// Copies the next received frame into `buf`; `Ok(None)` when none is waiting. A frame
+    /// longer than `buf` is consumed and reported as [`DeviceError::BufferTooSmall`].
+    fn receive_into(&mut self, buf: &mut [u8]) -> Result<Option<usize>, DeviceError> {
+        let mut outcome = Ok(None);
+        self.receive(&mut |frame: &[u8]| {
+            outcome = match buf.get_mut(..frame.len()) {
+                Some(dst) => {
+                    dst.copy_from_slice(frame);
+                    Ok(Some(frame.len()))
+                }
+                None => Err((frame.len(), buf.len())),
+            };
+        })?;
+        outcome.map_err(|(len, capacity)| DeviceError::BufferTooSmall {
+            device: "receive_into".to_owned(),
+            len,
+            capacity,
+        })
+    }
+}
+
+impl<D: Device + ?Sized> Device for Box<D> {
+    fn receive(&mut self, consume: &mut dyn FnMut(&[u8])) -> Result<bool, DeviceError> {
+        (**self).receive(consume)
+    }
+    fn transmit(&mut self, frame: &[u8]) -> Result<bool, DeviceError> {
+        (**self).transmit(frame)
+    }
+    fn capabilities(&self) -> Capabilities {
+        (**self).capabilities()
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        (**self).raw_fd()
+    }
+    fn next_wakeup(&self) -> Option<Nanos> {
+        (**self).next_wakeup()
+    }
+    fn flush(&mut self) -> Result<(), DeviceError> {
+        (**self).flush()
+    }
+}
+
+/// Fails with [`DeviceError::FrameTooLarge`] if `frame` exceeds what `caps` allows.
+pub(crate) fn check_frame_len(
+    device: &str,
+    caps: &Capabilities,
+    frame: &[u8],
+) -> Result<(), DeviceError> {
+    let max = caps.max_frame_len();
+    if frame.len() > max {
+        return Err(DeviceError::FrameTooLarge {
+            device: device.to_owned(),
+            len: frame.len(),
+            max,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! One `tracing` event per frame through a device (target `roce::io`, level TRACE), with the
+//! RoCE fields a reader of the log looks for first: opcode, destination QP, PSN, ECN.
+//! Enable with `RUST_LOG=roce::io=trace`.
+
+use tracing::{Level, enabled, event};
+
+use crate::fault::{ecn, ip_offset};
+use crate::wire::{Bth, Opcode};
+
+use super::{Device, DeviceError};
+
+/// UDP destination port of RoCEv2 (Annex A17.2.1).
+const ROCEV2_PORT: u16 = 4791;
+const UDP_HEADER_LEN: usize = 8;
+const IPPROTO_UDP: u8 = 17;
+
+/// What the tracer reports of a frame; decoding stops quietly where the frame stops making
+/// sense, as a log line must never fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameSummary {
+    pub len: usize,
+    pub ethertype: Option<u16>,
+    /// The IP ECN field, for IPv4 and IPv6 frames.
+    pub ecn: Option<u8>,
+    /// Opcode, destination QP and PSN of a RoCEv2 frame.
+    pub bth: Option<(Opcode, u32, u32)>,
+}
+
+impl FrameSummary {
+    pub fn of(frame: &[u8]) -> FrameSummary {
+        FrameSummary {
+            len: frame.len(),
+            ethertype: frame.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]])),
+            ecn: ecn(frame),
+            bth: roce_bth(frame),
+        }
+    }
+}
+
+fn roce_bth(frame: &[u8]) -> Option<(Opcode, u32, u32)> {
+    let (ip, version) = ip_offset(frame)?;
+    let (protocol, ip_len) = if version == 4 {
+        (*frame.get(ip + 9)?, usize::from(frame.get(ip)? & 0x0f) * 4)
+    } else {
+        (*frame.get(ip + 6)?, 40)
+    };
+    let udp = frame.get(ip + ip_len..)?;
+    let port = u16::from_be_bytes([*udp.get(2)?, *udp.get(3)?]);
+    if protocol != IPPROTO_UDP || port != ROCEV2_PORT {
+        return None;
+    }
+    let bth = Bth::new_checked(udp.get(UDP_HEADER_LEN..)?).ok()?;
+    Some((bth.opcode(), bth.dest_qp().value(), bth.psn().value()))
+}
+
+fn trace_frame(direction: &'static str, frame: &[u8]) {
+    if !enabled!(target: "roce::io", Level::TRACE) {
+        return;
+    }
+    let s = FrameSummary::of(frame);
+    match s.bth {
+        Some((opcode, dest_qp, psn)) => event!(
+            target: "roce::io",
+            Level::TRACE,
+            direction,
+            len = s.len,
+            opcode = %opcode,
+            dest_qp,
+            psn,
+            ecn = s.ecn,
+        ),
+        None => event!(
+            target: "roce::io",
+            Level::TRACE,
+            direction,
+            len = s.len,
+            ethertype = s.ethertype.map(|t| format!("{t:#06x}")),
+        ),
+    }
+}
+
+/// A device that reports each frame it passes as a `tracing` event.
+#[derive(Debug)]
+pub struct Tracer<D> {
+    inner: D,
+}
+
+impl<D: Device> Tracer<D> {
+    pub fn new(inner: D) -> Tracer<D> {
+        Tracer { inner }
+    }
+
+    pub fn into_inner(self) -> D {
+        self.inner
+    }
+}
+
+impl<D: Device> Device for Tracer<D> {
+    fn receive(&mut self, consume: &mut dyn FnMut(&[u8])) -> Result<bool, DeviceError> {
+        self.inner.receive(&mut |frame| {
+            trace_frame("rx", frame);
+            consume(frame);
+        })
+    }
+
+    fn transmit(&mut self, frame: &[u8]) -> Result<bool, DeviceError> {
+        let sent = self.inner.transmit(frame)?;
+        trace_frame(if sent { "tx" } else { "tx-full" }, frame);
+        Ok(sent)
+    }
+
+    forward_to_inner!(capabilities, raw_fd, next_wakeup);
+
+    fn flush(&mut self) -> Result<(), DeviceError> {
+        self.inner.flush()
+    }
+}
