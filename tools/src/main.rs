@@ -1,1 +1,50 @@
-fn main() {}
+//! `roce`: the command-line face of the roce RoCEv2 stack. Each subcommand lives in its own
+//! module under `cmd/`; adding one is one line in `commands!` below.
+
+mod capture;
+mod cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Declares the `Command` enum and its dispatch from one list: `Variant(Args) => run`.
+macro_rules! commands {
+    ($($variant:ident($args:ty) => $run:path,)*) => {
+        #[derive(Debug, Subcommand)]
+        enum Command {
+            $($variant($args),)*
+        }
+
+        impl Command {
+            fn run(self) -> anyhow::Result<ExitCode> {
+                match self {
+                    $(Command::$variant(args) => $run(args),)*
+                }
+            }
+        }
+    };
+}
+
+commands! {
+    Decode(cmd::decode::DecodeArgs) => cmd::decode::run,
+}
+
+/// A pure-software RoCEv2 stack: decode and analyse captures, talk to rdma_rxe, simulate.
+#[derive(Debug, Parser)]
+#[command(name = "roce", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command.run() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("roce: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,5 +1,5 @@
 //! What carries a RoCEv2 packet: Ethernet (with an optional 802.1Q tag), IPv4 or IPv6, and
-//! UDP to port 4791 (IBA Vol. 1 Annex A17.2). These are the owned forms that the slicer
+//! UDP to port 4791 (IBA Vol. 1 Annex A17, RoCEv2). These are the owned forms that the slicer
 //! ([`super::packet`]) produces and the builder ([`super::builder`]) consumes.
 
 use core::fmt;
@@ -7,7 +7,7 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::field::Qpn;
 
-/// The UDP destination port that marks a RoCEv2 packet (Annex A17.2.1).
+/// The UDP destination port that marks a RoCEv2 packet (IANA; IBA Annex A17).
 pub const ROCEV2_UDP_PORT: u16 = 4791;
 
 /// TTL / hop limit rxe sends with.
@@ -28,7 +28,7 @@ pub const IP_PROTOCOL_UDP: u8 = 17;
 
 /// The UDP source port rxe gives a QP: `0xC000 + (hash_32(qpn, 14) & 0x3fff)` with the
 /// kernel's multiplicative `hash_32`, so each QP is one flow for ECMP and RSS but different QPs
-/// spread (rxe_qp.c; RoCEv2 Annex A17.2.1 leaves the source port to the sender).
+/// spread (rxe_qp.c; Annex A17 leaves the source port to the sender).
 pub const fn rxe_udp_src_port(src_qpn: Qpn) -> u16 {
     const GOLDEN_RATIO_32: u32 = 0x61c8_8647;
     let hash = src_qpn.value().wrapping_mul(GOLDEN_RATIO_32) >> (32 - 14);

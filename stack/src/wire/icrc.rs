@@ -1,4 +1,4 @@
-//! The invariant CRC of a RoCEv2 packet (IBA Vol. 1 Annex A17.3.3; RoCEv2 keeps the IB ICRC
+//! The invariant CRC of a RoCEv2 packet (IBA Vol. 1 7.8.1; RoCEv2, Annex A17, keeps the IB ICRC
 //! and defines which IP and UDP fields it covers).
 //!
 //! The ICRC is CRC-32 (the zlib/Ethernet function) over an 8-byte pseudo-LRH of all ones, then

@@ -1,5 +1,5 @@
 //! The layered slicer: Ethernet (+ one 802.1Q tag) -> IPv4 | IPv6 -> UDP port 4791 -> BTH,
-//! extension headers, payload, pad -> ICRC (IBA Vol. 1 Annex A17.2-A17.3).
+//! extension headers, payload, pad -> ICRC (IBA Vol. 1 Annex A17, RoCEv2).
 //!
 //! Lengths come from the IP and UDP headers, never from the frame: a short frame padded to
 //! Ethernet's 60-byte minimum, or a capture that keeps the FCS, has bytes after the IP packet

@@ -1,0 +1,74 @@
+//! `roce decode FILE [--json]`: one entry per frame of a pcap or pcapng capture.
+
+mod explain;
+mod fields;
+mod json;
+
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::capture::{self, Record};
+
+/// Decode every frame of a capture: each RoCEv2 header field by field, or JSON lines.
+///
+/// Reads pcap and pcapng files with Ethernet, Linux cooked (SLL, SLL2) or raw IP link types.
+/// Frames are numbered from 0. Frames that are not RoCEv2, or are malformed (truncated,
+/// lying lengths, unknown opcode, bad ICRC), are reported and decoding goes on; a damaged
+/// capture is decoded up to the damage. Exits 1 only when FILE is not a capture.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  roce decode pcaps/rxe-rc-send.pcap          explain every header of every frame
+  roce decode --json pcaps/rxe-rc-send.pcap   one JSON object per frame
+  roce decode --json cap.pcapng | jq 'select(.icrc == \"bad\")'
+
+JSON keys: index, roce; for RoCE frames src, dst, opcode, opcode_value, dest_qp, psn,
+ack_req, se, pad, pkey, fecn, becn, ecn, the extension headers present (reth, aeth,
+atomic_eth, atomic_ack_eth, deth, immdt, ieth, feth), payload_len, icrc (\"ok\"/\"bad\");
+error when the frame is not RoCEv2 or is malformed.")]
+pub struct DecodeArgs {
+    /// The capture to decode (pcap or pcapng).
+    pub file: PathBuf,
+    /// One JSON object per line instead of the annotated explanation.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: DecodeArgs) -> anyhow::Result<ExitCode> {
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let mut write_err = None;
+    capture::for_each_record(&args.file, |record| {
+        if write_err.is_some() {
+            return;
+        }
+        let text = match record {
+            Record::Frame(frame) => {
+                let dissected = frame.dissect();
+                if args.json {
+                    json::frame(frame.index, &dissected) + "\n"
+                } else {
+                    explain::frame(frame.index, frame.data.len(), &dissected) + "\n"
+                }
+            }
+            Record::Damaged { index, reason } => {
+                if args.json {
+                    json::damaged(index, &reason) + "\n"
+                } else {
+                    format!("#{index}  damaged capture: {reason}; nothing after this is readable\n")
+                }
+            }
+        };
+        if let Err(e) = out.write_all(text.as_bytes()) {
+            write_err = Some(e);
+        }
+    })?;
+    match write_err.map_or_else(|| out.flush(), Err) {
+        // A closed pipe (`| head`) is the reader's choice, not a failure.
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}

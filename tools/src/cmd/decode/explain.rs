@@ -1,0 +1,479 @@
+//! `roce decode` without `--json`: every header of a frame, field by field, for someone
+//! learning the protocol: where each field sits (bits from the header's start, as the spec's
+//! figures count them), its value, what that value means, and where the spec defines it.
+
+use std::fmt::Write as _;
+
+use roce::wire::encap::{ETHERNET_HEADER_LEN, VLAN_TAG_LEN};
+use roce::wire::icrc::ICRC_LEN;
+use roce::wire::{FixedHeader, IpRepr, Ipv4Repr, Ipv6Repr, RocePacket, UdpRepr, VlanTag};
+
+use super::fields::{bth_fields, ext_sections};
+use crate::capture::Dissected;
+
+/// One field of a header.
+pub struct Field {
+    /// First bit, counted from the header's first bit (bit 0 is the most significant bit of
+    /// byte 0), and width in bits.
+    pub bits: (usize, usize),
+    pub name: &'static str,
+    pub value: String,
+    pub meaning: String,
+}
+
+pub fn field(
+    bits: (usize, usize),
+    name: &'static str,
+    value: impl ToString,
+    meaning: impl ToString,
+) -> Field {
+    Field {
+        bits,
+        name,
+        value: value.to_string(),
+        meaning: meaning.to_string(),
+    }
+}
+
+/// A header: its name and spec reference, where it lies in the frame, and its fields.
+pub struct Section {
+    pub title: String,
+    pub start: usize,
+    pub len: usize,
+    pub fields: Vec<Field>,
+    /// A sentence about the header as a whole, printed under its fields.
+    pub note: Option<&'static str>,
+}
+
+impl Section {
+    pub fn new(title: impl Into<String>, start: usize, len: usize, fields: Vec<Field>) -> Section {
+        Section {
+            title: title.into(),
+            note: None,
+            start,
+            len,
+            fields,
+        }
+    }
+}
+
+fn bits_label((first, width): (usize, usize)) -> String {
+    if width == 1 {
+        format!("bit {first}")
+    } else {
+        format!("bits {first}-{}", first + width - 1)
+    }
+}
+
+fn render(out: &mut String, sections: &[Section]) {
+    for s in sections {
+        let range = match s.len {
+            0 => "no bytes".to_string(),
+            n => format!("bytes {}-{}", s.start, s.start + n - 1),
+        };
+        let _ = writeln!(out, "  {:<66} {range}", s.title);
+        for f in &s.fields {
+            let mut lines = f.meaning.lines();
+            let _ = writeln!(
+                out,
+                "      {:<13} {:<16} {:<20} {}",
+                bits_label(f.bits),
+                f.name,
+                f.value,
+                lines.next().unwrap_or_default()
+            );
+            for more in lines {
+                let _ = writeln!(out, "{:<58}{more}", "");
+            }
+        }
+        if let Some(note) = s.note {
+            let _ = writeln!(out, "      {note}");
+        }
+    }
+}
+
+fn mac(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn ethertype_meaning(t: u16) -> &'static str {
+    match t {
+        0x0800 => "IPv4 follows",
+        0x86dd => "IPv6 follows",
+        0x8100 => "an 802.1Q VLAN tag follows",
+        _ => "unknown",
+    }
+}
+
+fn link_sections(p: &RocePacket<'_>, out: &mut Vec<Section>) {
+    let Some(eth) = p.eth() else { return };
+    let ip_type = if matches!(p.ip(), IpRepr::V4(_)) {
+        0x0800
+    } else {
+        0x86dd
+    };
+    let outer = if eth.vlan.is_some() { 0x8100 } else { ip_type };
+    out.push(Section {
+        title: "Ethernet II (IEEE 802.3)".into(),
+        note: None,
+        start: 0,
+        len: ETHERNET_HEADER_LEN,
+        fields: vec![
+            field(
+                (0, 48),
+                "Destination",
+                mac(eth.dst),
+                "next hop's MAC address",
+            ),
+            field((48, 48), "Source", mac(eth.src), "sender's MAC address"),
+            field(
+                (96, 16),
+                "EtherType",
+                format!("{outer:#06x}"),
+                ethertype_meaning(outer),
+            ),
+        ],
+    });
+    if let Some(VlanTag { pcp, dei, vid }) = eth.vlan {
+        out.push(Section {
+            title: "802.1Q VLAN tag (IEEE 802.1Q)".into(),
+            note: None,
+            start: ETHERNET_HEADER_LEN,
+            len: VLAN_TAG_LEN,
+            fields: vec![
+                field(
+                    (0, 3),
+                    "PCP",
+                    pcp,
+                    "802.1p priority: the class PFC pauses (lossless RoCE)",
+                ),
+                field((3, 1), "DEI", u8::from(dei), "drop eligible"),
+                field((4, 12), "VID", vid, "VLAN identifier"),
+                field(
+                    (16, 16),
+                    "EtherType",
+                    format!("{ip_type:#06x}"),
+                    ethertype_meaning(ip_type),
+                ),
+            ],
+        });
+    }
+}
+
+fn ecn_meaning(bits: u8) -> &'static str {
+    match bits {
+        0b00 => "Not-ECT: sender does not use ECN (switches drop instead of marking)",
+        0b10 => "ECT0: ECN-capable; a congested switch marks CE instead of dropping",
+        0b01 => "ECT1: ECN-capable (codepoint 1)",
+        _ => "CE: congestion experienced; the receiver answers with a CNP (DCQCN)",
+    }
+}
+
+const MASKED: &str = "; masked in the ICRC";
+
+fn ipv4_section(p: &RocePacket<'_>, h: &Ipv4Repr<'_>) -> Section {
+    let hl = 20 + h.options.len();
+    let total = p.ip_packet().len();
+    let checksum = if p.ip_checksum_ok() {
+        "correct"
+    } else {
+        "WRONG"
+    };
+    let mut fields = vec![
+        field((0, 4), "Version", 4, "IPv4"),
+        field((4, 4), "IHL", hl / 4, format!("header is {hl} bytes")),
+        field(
+            (8, 6),
+            "DSCP",
+            h.dscp,
+            format!("differentiated services: picks the switch queue{MASKED}"),
+        ),
+        field(
+            (14, 2),
+            "ECN",
+            h.ecn.name(),
+            format!("{}{MASKED}", ecn_meaning(h.ecn.bits())),
+        ),
+        field(
+            (16, 16),
+            "Total Length",
+            total,
+            "bytes from the IP header through the ICRC",
+        ),
+        field(
+            (32, 16),
+            "Identification",
+            format!("{:#06x}", h.identification),
+            "fragment reassembly id",
+        ),
+        field((48, 1), "Reserved", 0, "must be zero"),
+        field(
+            (49, 1),
+            "DF",
+            u8::from(h.dont_fragment),
+            "don't fragment: RoCEv2 packets fit the path MTU",
+        ),
+        field((50, 1), "MF", 0, "no more fragments"),
+        field((51, 13), "Fragment Offset", 0, "not a fragment"),
+        field(
+            (64, 8),
+            "TTL",
+            h.ttl,
+            format!("hops left (rxe sends 64){MASKED}, routers decrement it"),
+        ),
+        field((72, 8), "Protocol", 17, "UDP follows"),
+        field(
+            (80, 16),
+            "Header Checksum",
+            format!("{:#06x}", p.ipv4_checksum()),
+            format!("{checksum}{MASKED}"),
+        ),
+        field(
+            (96, 32),
+            "Source",
+            h.src,
+            format!("sender; its RoCE GID is ::ffff:{} (IPv4-mapped)", h.src),
+        ),
+        field(
+            (128, 32),
+            "Destination",
+            h.dst,
+            format!("receiver; GID ::ffff:{}", h.dst),
+        ),
+    ];
+    if !h.options.is_empty() {
+        fields.push(field(
+            (160, h.options.len() * 8),
+            "Options",
+            format!("{} bytes", h.options.len()),
+            "IP options (covered by the ICRC)",
+        ));
+    }
+    Section {
+        title: "IPv4 (RFC 791; RoCEv2: IBA Annex A17)".into(),
+        note: None,
+        start: p.ip_offset(),
+        len: hl,
+        fields,
+    }
+}
+
+fn ipv6_section(p: &RocePacket<'_>, h: &Ipv6Repr) -> Section {
+    let payload = p.ip_packet().len() - 40;
+    Section {
+        title: "IPv6 (RFC 8200; RoCEv2: IBA Annex A17)".into(),
+        note: None,
+        start: p.ip_offset(),
+        len: 40,
+        fields: vec![
+            field((0, 4), "Version", 6, "IPv6"),
+            field(
+                (4, 6),
+                "DSCP",
+                h.dscp,
+                format!("traffic class, high 6 bits: picks the switch queue{MASKED}"),
+            ),
+            field(
+                (10, 2),
+                "ECN",
+                h.ecn.name(),
+                format!("{}{MASKED}", ecn_meaning(h.ecn.bits())),
+            ),
+            field(
+                (12, 20),
+                "Flow Label",
+                format!("{:#07x}", h.flow_label),
+                format!("keeps a flow on one path{MASKED}"),
+            ),
+            field(
+                (32, 16),
+                "Payload Length",
+                payload,
+                "bytes after this header, through the ICRC",
+            ),
+            field((48, 8), "Next Header", 17, "UDP follows"),
+            field(
+                (56, 8),
+                "Hop Limit",
+                h.hop_limit,
+                format!("hops left{MASKED}"),
+            ),
+            field((64, 128), "Source", h.src, "sender; also its RoCE GID"),
+            field(
+                (192, 128),
+                "Destination",
+                h.dst,
+                "receiver; also its RoCE GID",
+            ),
+        ],
+    }
+}
+
+fn udp_section(p: &RocePacket<'_>, u: &UdpRepr) -> Section {
+    let checksum = if u.checksum == 0 {
+        "none: the ICRC protects the packet end to end (rxe sends 0)".to_string()
+    } else {
+        format!("set by the sender, not checked here{MASKED}")
+    };
+    Section {
+        title: "UDP (RFC 768; RoCEv2: IBA Annex A17)".into(),
+        note: None,
+        start: p.udp_offset(),
+        len: 8,
+        fields: vec![
+            field(
+                (0, 16),
+                "Source Port",
+                u.src_port,
+                "one per QP (rxe: 0xC000 | hash(QPN)) to spread QPs over paths",
+            ),
+            field(
+                (16, 16),
+                "Destination Port",
+                u.dst_port,
+                "4791: the IANA port of RoCEv2",
+            ),
+            field(
+                (32, 16),
+                "Length",
+                p.ip_packet().len() - (p.udp_offset() - p.ip_offset()),
+                "bytes from the UDP header through the ICRC",
+            ),
+            field(
+                (48, 16),
+                "Checksum",
+                format!("{:#06x}", u.checksum),
+                checksum,
+            ),
+        ],
+    }
+}
+
+fn tail_sections(p: &RocePacket<'_>, out: &mut Vec<Section>) {
+    let ib_end = p.ip_offset() + p.ip_packet().len() - ICRC_LEN;
+    let pad = p.pad();
+    let payload_start = ib_end - pad.len() - p.payload().len();
+    let preview: String = p
+        .payload()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let more = if p.payload().len() > 16 { "..." } else { "" };
+    out.push(Section {
+        title: format!("Payload: {} bytes of message data", p.payload().len()),
+        note: None,
+        start: payload_start,
+        len: p.payload().len(),
+        fields: if p.payload().is_empty() {
+            vec![]
+        } else {
+            vec![field(
+                (0, p.payload().len() * 8),
+                "Data",
+                format!("{preview}{more}"),
+                "first bytes, hex",
+            )]
+        },
+    });
+    if !pad.is_empty() {
+        let hex: String = pad.iter().map(|b| format!("{b:02x}")).collect();
+        out.push(Section {
+            title: format!("Pad: {} bytes (BTH PadCnt) to a 4-byte boundary", pad.len()),
+            note: None,
+            start: ib_end - pad.len(),
+            len: pad.len(),
+            fields: vec![field(
+                (0, pad.len() * 8),
+                "Pad",
+                hex,
+                "zeros; covered by the ICRC",
+            )],
+        });
+    }
+    let verdict = if p.icrc_ok() {
+        "correct".to_string()
+    } else {
+        format!("WRONG: should be {:#010x}", p.computed_icrc())
+    };
+    out.push(Section {
+        title: "ICRC: invariant CRC (IBA Vol. 1 7.8.1; Annex A17)".into(),
+        start: ib_end,
+        len: ICRC_LEN,
+        fields: vec![field(
+            (0, 32),
+            "ICRC",
+            format!("{:#010x}", p.icrc()),
+            verdict,
+        )],
+        note: Some(
+            "CRC-32 over 8 bytes of 0xFF, then IP header through pad with the fields marked \
+             'masked' (and all of BTH byte 4) replaced by ones; sent least-significant byte first",
+        ),
+    });
+    if !p.trailer().is_empty() {
+        out.push(Section {
+            title: format!(
+                "Trailer: {} bytes after the IP packet (Ethernet padding or FCS)",
+                p.trailer().len()
+            ),
+            note: None,
+            start: p.packet_bytes().len(),
+            len: p.trailer().len(),
+            fields: vec![],
+        });
+    }
+}
+
+/// The whole explanation of one RoCE packet.
+fn packet(p: &RocePacket<'_>, out: &mut String) {
+    let mut sections = Vec::new();
+    link_sections(p, &mut sections);
+    sections.push(match p.ip() {
+        IpRepr::V4(h) => ipv4_section(p, h),
+        IpRepr::V6(h) => ipv6_section(p, h),
+    });
+    sections.push(udp_section(p, p.udp()));
+    sections.push(Section {
+        title: "BTH: Base Transport Header (IBA Vol. 1 9.2)".into(),
+        note: None,
+        start: p.bth_offset(),
+        len: roce::wire::BthRepr::LEN,
+        fields: bth_fields(p.bth()),
+    });
+    let ext_start = p.bth_offset() + roce::wire::BthRepr::LEN;
+    sections.extend(ext_sections(p.ext(), ext_start));
+    tail_sections(p, &mut sections);
+    render(out, &sections);
+}
+
+/// The explanation of frame `index`: a summary line, then every header for a RoCE frame.
+pub fn frame(index: usize, frame_len: usize, dissected: &Dissected<'_>) -> String {
+    let mut out = String::new();
+    match dissected {
+        Dissected::Roce(p) => {
+            let bth = p.bth();
+            let _ = writeln!(
+                out,
+                "#{index}  {frame_len} bytes  {} -> {}  {}  QP {}  PSN {}  ICRC {}",
+                p.ip().src_addr(),
+                p.ip().dst_addr(),
+                bth.opcode,
+                bth.dest_qp,
+                bth.psn,
+                if p.icrc_ok() { "ok" } else { "BAD" }
+            );
+            packet(p, &mut out);
+        }
+        Dissected::NotRoce(why) => {
+            let _ = writeln!(out, "#{index}  {frame_len} bytes  {why}");
+        }
+        Dissected::Broken(why) => {
+            let _ = writeln!(out, "#{index}  {frame_len} bytes  malformed RoCEv2: {why}");
+        }
+    }
+    out
+}

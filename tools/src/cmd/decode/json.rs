@@ -1,0 +1,204 @@
+//! `roce decode --json`: one JSON object per frame, with the keys ARCHITECTURE.md fixes.
+
+use roce::wire::{RocePacket, Syndrome};
+use serde::Serialize;
+
+use crate::capture::Dissected;
+
+#[derive(Serialize)]
+struct Line<'a> {
+    index: usize,
+    roce: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    packet: Option<Packet>,
+}
+
+#[derive(Serialize)]
+struct Packet {
+    src: String,
+    dst: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vlan: Option<u16>,
+    ecn: &'static str,
+    dscp: u8,
+    ttl: u8,
+    udp_src_port: u16,
+    opcode: &'static str,
+    opcode_value: u8,
+    dest_qp: u32,
+    psn: u32,
+    ack_req: bool,
+    se: bool,
+    pad: u8,
+    pkey: u16,
+    fecn: bool,
+    becn: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deth: Option<Deth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    feth: Option<Feth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reth: Option<Reth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    atomic_eth: Option<AtomicEth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    aeth: Option<Aeth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    atomic_ack_eth: Option<AtomicAckEth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    immdt: Option<ImmDt>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ieth: Option<Ieth>,
+    payload_len: usize,
+    icrc: &'static str,
+    /// Only when `icrc` is "bad": what it carried and what it should be.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    icrc_received: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    icrc_computed: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ip_checksum: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct Deth {
+    qkey: u32,
+    src_qp: u32,
+}
+#[derive(Serialize)]
+struct Feth {
+    raw: u32,
+}
+#[derive(Serialize)]
+struct Reth {
+    va: u64,
+    rkey: u32,
+    dma_len: u32,
+}
+#[derive(Serialize)]
+struct AtomicEth {
+    va: u64,
+    rkey: u32,
+    swap_add: u64,
+    compare: u64,
+}
+#[derive(Serialize)]
+struct Aeth {
+    /// ACK, RNR_NAK, NAK or RESERVED.
+    kind: &'static str,
+    /// The syndrome's low five bits: credits, RNR timer code or NAK code.
+    code: u8,
+    /// The NAK's name (`PSN_SEQUENCE_ERROR`, ...), for NAKs only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nak: Option<&'static str>,
+    msn: u32,
+}
+#[derive(Serialize)]
+struct AtomicAckEth {
+    orig: u64,
+}
+#[derive(Serialize)]
+struct ImmDt {
+    imm: u32,
+}
+#[derive(Serialize)]
+struct Ieth {
+    rkey: u32,
+}
+
+fn packet(p: &RocePacket<'_>) -> Packet {
+    let bth = p.bth();
+    let ext = p.ext();
+    let icrc_ok = p.icrc_ok();
+    Packet {
+        src: p.ip().src_addr().to_string(),
+        dst: p.ip().dst_addr().to_string(),
+        vlan: p.eth().and_then(|e| e.vlan).map(|v| v.vid),
+        ecn: p.ecn().name(),
+        dscp: p.ip().dscp(),
+        ttl: p.ip().ttl(),
+        udp_src_port: p.udp().src_port,
+        opcode: bth.opcode.name(),
+        opcode_value: bth.opcode.value(),
+        dest_qp: bth.dest_qp.value(),
+        psn: bth.psn.value(),
+        ack_req: bth.ack_req,
+        se: bth.solicited,
+        pad: bth.pad_count,
+        pkey: bth.pkey.0,
+        fecn: bth.fecn,
+        becn: bth.becn,
+        deth: ext.deth.map(|h| Deth {
+            qkey: h.qkey,
+            src_qp: h.src_qp.value(),
+        }),
+        feth: ext.feth.map(|h| Feth { raw: h.raw }),
+        reth: ext.reth.map(|h| Reth {
+            va: h.va,
+            rkey: h.rkey,
+            dma_len: h.dma_len,
+        }),
+        atomic_eth: ext.atomic_eth.map(|h| AtomicEth {
+            va: h.va,
+            rkey: h.rkey,
+            swap_add: h.swap_add,
+            compare: h.compare,
+        }),
+        aeth: ext.aeth.map(|h| Aeth {
+            kind: h.syndrome.kind(),
+            code: h.syndrome.code(),
+            nak: match h.syndrome {
+                Syndrome::Nak(code) => Some(code.name()),
+                _ => None,
+            },
+            msn: h.msn.value(),
+        }),
+        atomic_ack_eth: ext.atomic_ack_eth.map(|h| AtomicAckEth { orig: h.orig }),
+        immdt: ext.immdt.map(|h| ImmDt { imm: h.imm }),
+        ieth: ext.ieth.map(|h| Ieth { rkey: h.rkey }),
+        payload_len: p.payload().len(),
+        icrc: if icrc_ok { "ok" } else { "bad" },
+        icrc_received: (!icrc_ok).then(|| format!("{:#010x}", p.icrc())),
+        icrc_computed: (!icrc_ok).then(|| format!("{:#010x}", p.computed_icrc())),
+        ip_checksum: (!p.ip_checksum_ok()).then_some("bad"),
+    }
+}
+
+/// The JSON line for frame `index`.
+pub fn frame(index: usize, dissected: &Dissected<'_>) -> String {
+    let line = match dissected {
+        Dissected::Roce(p) => Line {
+            index,
+            roce: true,
+            error: None,
+            packet: Some(packet(p)),
+        },
+        Dissected::NotRoce(why) => Line {
+            index,
+            roce: false,
+            error: Some(why),
+            packet: None,
+        },
+        Dissected::Broken(why) => Line {
+            index,
+            roce: true,
+            error: Some(why),
+            packet: None,
+        },
+    };
+    serde_json::to_string(&line)
+        .unwrap_or_else(|e| format!("{{\"index\":{index},\"error\":\"{e}\"}}"))
+}
+
+/// The JSON line for damage in the capture file at frame `index`.
+pub fn damaged(index: usize, reason: &str) -> String {
+    let line = Line {
+        index,
+        roce: false,
+        error: Some(reason),
+        packet: None,
+    };
+    serde_json::to_string(&line).unwrap_or_default()
+}

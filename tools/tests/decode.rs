@@ -1,0 +1,260 @@
+//! `roce decode` as a user runs it: exit codes, JSON keys and the report of broken input, on
+//! the captures in pcaps/ and on captures these tests write.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use roce::wire::sample;
+use roce_tests::{pcap_bytes, pcap_bytes_with_link, pcapng_bytes};
+use serde_json::Value;
+
+fn roce(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(args)
+        .output()
+        .expect("the roce binary runs")
+}
+
+/// A file in a fresh directory under the target dir, named for the test.
+fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("decode-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn json_lines(out: &Output) -> Vec<Value> {
+    String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+fn decode_json(path: &Path) -> (Output, Vec<Value>) {
+    let out = roce(&["decode", "--json", path.to_str().unwrap()]);
+    let lines = json_lines(&out);
+    (out, lines)
+}
+
+#[test]
+fn sample_frames_decode_with_every_contract_key() {
+    let frames = sample::frames(5);
+    let path = temp_file("sample.pcap", &pcap_bytes(&frames));
+    let (out, lines) = decode_json(&path);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(lines.len(), frames.len());
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["index"], i);
+        assert_eq!(line["roce"], true);
+        assert_eq!(line["icrc"], "ok", "{line}");
+        for key in [
+            "src",
+            "dst",
+            "opcode",
+            "opcode_value",
+            "dest_qp",
+            "psn",
+            "ack_req",
+            "se",
+            "pad",
+            "pkey",
+            "fecn",
+            "becn",
+            "ecn",
+            "payload_len",
+        ] {
+            assert!(!line[key].is_null(), "frame {i} lacks {key}: {line}");
+        }
+    }
+    let find = |op: &str| lines.iter().find(|l| l["opcode"] == op).unwrap();
+    assert!(find("RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE")["reth"]["rkey"].is_u64());
+    assert!(find("RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE")["immdt"]["imm"].is_u64());
+    assert!(find("RC_COMPARE_SWAP")["atomic_eth"]["compare"].is_u64());
+    assert!(find("RC_ATOMIC_ACKNOWLEDGE")["atomic_ack_eth"]["orig"].is_u64());
+    assert!(find("UD_SEND_ONLY")["deth"]["src_qp"].is_u64());
+    assert!(find("RC_SEND_ONLY_WITH_INVALIDATE")["ieth"]["rkey"].is_u64());
+    assert!(
+        ["ACK", "RNR_NAK", "NAK"]
+            .contains(&find("RC_ACKNOWLEDGE")["aeth"]["kind"].as_str().unwrap())
+    );
+    assert_eq!(find("CNP")["becn"], true);
+    assert!(lines.iter().any(|l| l["src"] == "fd00::a"), "IPv6 frames");
+    assert!(lines.iter().any(|l| l["ecn"] == "CE"));
+}
+
+#[test]
+fn pcapng_and_cooked_captures_decode_like_pcap() {
+    let frames = sample::frames(6);
+    let (_, classic) = decode_json(&temp_file("same.pcap", &pcap_bytes(&frames)));
+    let (out, ng) = decode_json(&temp_file("same.pcapng", &pcapng_bytes(&frames)));
+    assert!(out.status.success());
+    assert_eq!(classic, ng);
+
+    // Raw IP (link type 101): the same packets without their Ethernet headers.
+    let ip_only: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|f| {
+            roce::wire::RocePacket::parse(f)
+                .unwrap()
+                .ip_packet()
+                .to_vec()
+        })
+        .collect();
+    let (_, raw) = decode_json(&temp_file("raw.pcap", &pcap_bytes_with_link(&ip_only, 101)));
+    // Linux cooked v1 (113): 16-byte header with the protocol in its last two bytes.
+    let cooked: Vec<Vec<u8>> = ip_only
+        .iter()
+        .map(|p| {
+            let mut f = vec![0u8; 14];
+            f.extend_from_slice(if p[0] >> 4 == 4 {
+                &[0x08, 0x00]
+            } else {
+                &[0x86, 0xdd]
+            });
+            f.extend_from_slice(p);
+            f
+        })
+        .collect();
+    let (_, sll) = decode_json(&temp_file("sll.pcap", &pcap_bytes_with_link(&cooked, 113)));
+    for (a, (b, c)) in classic.iter().zip(raw.iter().zip(&sll)) {
+        for key in ["opcode", "psn", "dest_qp", "icrc", "src", "payload_len"] {
+            assert_eq!(a[key], b[key]);
+            assert_eq!(a[key], c[key]);
+        }
+    }
+}
+
+#[test]
+fn broken_frames_are_reported_and_decoding_goes_on() {
+    let good = sample::frames(8).swap_remove(4);
+    let mut bad_icrc = good.clone();
+    let n = bad_icrc.len();
+    bad_icrc[n - 1] ^= 0xff;
+    let mut unknown_opcode = good.clone();
+    unknown_opcode[42] = 0x15;
+    let mut lying_length = good.clone();
+    lying_length[16..18].copy_from_slice(&2000u16.to_be_bytes());
+    let mut arp = good.clone();
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    let frames = vec![
+        good.clone(),
+        bad_icrc,
+        good[..30].to_vec(),
+        unknown_opcode,
+        lying_length,
+        arp,
+        vec![],
+        good.clone(),
+    ];
+    let path = temp_file("broken.pcap", &pcap_bytes(&frames));
+    let (out, lines) = decode_json(&path);
+    assert!(out.status.success());
+    assert_eq!(lines.len(), 8, "one line per frame");
+    assert_eq!(lines[0]["icrc"], "ok");
+    assert_eq!(lines[1]["icrc"], "bad");
+    assert!(lines[1]["icrc_computed"].is_string());
+    assert!(
+        lines[2]["error"]
+            .as_str()
+            .unwrap()
+            .contains("IPv4: truncated")
+    );
+    assert_eq!(lines[3]["roce"], true);
+    assert!(
+        lines[3]["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown opcode 0x15")
+    );
+    assert!(
+        lines[4]["error"]
+            .as_str()
+            .unwrap()
+            .contains("total length says 2000")
+    );
+    assert_eq!(lines[5]["roce"], false);
+    assert!(lines[5]["error"].as_str().unwrap().contains("0x0806"));
+    assert!(
+        lines[6]["error"]
+            .as_str()
+            .unwrap()
+            .contains("Ethernet: truncated")
+    );
+    assert_eq!(lines[7]["icrc"], "ok");
+
+    let text = roce(&["decode", path.to_str().unwrap()]);
+    assert!(text.status.success());
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("ICRC BAD"));
+    assert!(text.contains("WRONG: should be 0x"));
+    assert!(text.contains("malformed RoCEv2: BTH: unknown opcode 0x15"));
+}
+
+#[test]
+fn a_truncated_capture_decodes_up_to_the_cut() {
+    let frames = sample::frames(9);
+    let bytes = pcap_bytes(&frames[..3]);
+    let path = temp_file("cut.pcap", &bytes[..bytes.len() - 10]);
+    let (out, lines) = decode_json(&path);
+    assert!(out.status.success());
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[1]["icrc"], "ok");
+    assert_eq!(lines[2]["roce"], false);
+    assert!(
+        lines[2]["error"].as_str().unwrap().contains("cut short"),
+        "{}",
+        lines[2]
+    );
+
+    // A record header claiming 3 GB.
+    let mut bytes = pcap_bytes(&frames[..2]);
+    let second = 24 + 16 + frames[0].len();
+    bytes[second + 8..second + 12].copy_from_slice(&0xc000_0000u32.to_le_bytes());
+    let (out, lines) = decode_json(&temp_file("huge.pcap", &bytes));
+    assert!(out.status.success());
+    assert_eq!(lines.len(), 2);
+    assert!(lines[1]["error"].is_string());
+}
+
+#[test]
+fn not_a_capture_is_one_line_and_a_failure() {
+    for (name, bytes) in [
+        (
+            "garbage.pcap",
+            b"this is not a capture, just text\n".to_vec(),
+        ),
+        ("empty.pcap", vec![]),
+        ("short.pcap", vec![0xd4, 0xc3, 0xb2]),
+    ] {
+        let path = temp_file(name, &bytes);
+        let out = roce(&["decode", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        assert!(out.stdout.is_empty());
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("roce: "), "{err}");
+    }
+    let out = roce(&["decode", "/nonexistent/file.pcap"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("cannot open")
+    );
+}
+
+#[test]
+fn help_has_examples() {
+    let out = roce(&["decode", "--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains("Examples:") && help.contains("roce decode --json"));
+    let out = roce(&["--help"]);
+    assert!(String::from_utf8(out.stdout).unwrap().contains("decode"));
+}
