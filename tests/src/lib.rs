@@ -75,3 +75,5 @@ pub fn captures_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     found.sort();
     found
 }
+
+pub mod netns;

@@ -1,7 +1,8 @@
 //! Devices that move Ethernet frames: one small [`Device`] trait, its backends and middleware.
 //!
 //! Backends: [`memory`] (two endpoints in one process, optionally through the fault model),
-//! [`pcap`] (frames read from a capture, sent frames written to one). Middleware wraps any
+//! [`pcap`] (frames read from a capture, sent frames written to one), [`tap`]
+//! (`/dev/net/tun`). Middleware wraps any
 //! device and is itself a device: [`FaultInjector`], [`PcapRecorder`], [`Tracer`].
 //!
 //! Every device is non-blocking: `receive` and `transmit` return at once, and an event loop
@@ -38,8 +39,10 @@ macro_rules! forward_to_inner {
 mod clock;
 mod fault;
 pub mod memory;
+pub mod netdev;
 pub mod pcap;
 mod recorder;
+pub mod tap;
 mod trace;
 
 #[cfg(test)]
