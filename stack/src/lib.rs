@@ -3,8 +3,10 @@
 //! Layers, each knowing only the ones before it:
 //! - [`wire`]: views over bytes and owned `Repr`s for every RoCEv2 header, the ICRC, and the
 //!   Ethernet / IP / UDP encapsulation.
+//! - [`endpoint`]: real clock and sockets; the out-of-band TCP exchanges of the rdma-core tools.
 #![deny(unsafe_code)]
 
+pub mod endpoint;
 pub mod fault;
 pub mod io;
 pub mod rng;

@@ -1,0 +1,210 @@
+//! The TCP side of the exchanges: listening and connecting as the tools do, and reading or
+//! writing one whole message at a time with a timeout.
+//!
+//! The C tools read each message with a single `read()` and fail unless it returns the whole
+//! message. We accumulate short reads instead (TCP may split a message), and write each
+//! message with one `write_all` so that the peer's single `read()` finds it whole.
+
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::error::OobError;
+
+/// How often a timed `accept` looks for a connection.
+const ACCEPT_POLL: Duration = Duration::from_millis(5);
+
+/// Listens on `port` of every local address, as the tools' servers do (`AI_PASSIVE`): on the
+/// IPv6 wildcard, which also takes IPv4 connections on Linux, or on the IPv4 wildcard where
+/// IPv6 is unavailable. The standard library sets `SO_REUSEADDR`, as the tools do.
+pub fn listen(port: u16) -> Result<TcpListener, OobError> {
+    TcpListener::bind(SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)))
+        .or_else(|_| TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))))
+        .map_err(|source| OobError::Listen { port, source })
+}
+
+/// Waits for one peer. With `timeout` `None` it waits forever, as the tools do.
+pub fn accept(listener: &TcpListener, timeout: Option<Duration>) -> Result<TcpStream, OobError> {
+    let accept_err = |source| OobError::Accept { source };
+    let Some(after) = timeout else {
+        return listener.accept().map(|(s, _)| s).map_err(accept_err);
+    };
+    listener.set_nonblocking(true).map_err(accept_err)?;
+    let deadline = Instant::now() + after;
+    let accepted = loop {
+        match listener.accept() {
+            Ok((stream, _)) => break Ok(stream),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    break Err(OobError::AcceptTimeout { after });
+                }
+                thread::sleep(ACCEPT_POLL);
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => break Err(accept_err(e)),
+        }
+    };
+    listener.set_nonblocking(false).map_err(accept_err)?;
+    let stream = accepted?;
+    stream.set_nonblocking(false).map_err(accept_err)?;
+    Ok(stream)
+}
+
+/// Connects to the first address of `addr` that answers, as the tools' clients walk the
+/// `getaddrinfo` list.
+pub fn connect<A: ToSocketAddrs + std::fmt::Debug>(
+    addr: A,
+    timeout: Duration,
+) -> Result<TcpStream, OobError> {
+    let connect_err = |source| OobError::Connect {
+        addr: format!("{addr:?}"),
+        source,
+    };
+    let mut last = io::Error::new(ErrorKind::NotFound, "the name resolves to no address");
+    for candidate in addr.to_socket_addrs().map_err(connect_err)? {
+        match TcpStream::connect_timeout(&candidate, timeout) {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = e,
+        }
+    }
+    Err(connect_err(last))
+}
+
+/// One connected socket with a per-read timeout.
+#[derive(Debug)]
+pub(crate) struct Channel {
+    stream: TcpStream,
+    timeout: Option<Duration>,
+}
+
+impl Channel {
+    pub(crate) fn new(stream: TcpStream, timeout: Option<Duration>) -> Result<Self, OobError> {
+        let mut channel = Channel {
+            stream,
+            timeout: None,
+        };
+        channel.set_timeout(timeout)?;
+        // Each message is answered before the next is sent, so Nagle would only add delay.
+        channel
+            .stream
+            .set_nodelay(true)
+            .map_err(|source| OobError::Io {
+                step: "configuring the socket",
+                source,
+            })?;
+        Ok(channel)
+    }
+
+    /// `None` waits forever. A zero duration is treated as "forever" too, since the socket
+    /// layer cannot express a zero timeout.
+    pub(crate) fn set_timeout(&mut self, timeout: Option<Duration>) -> Result<(), OobError> {
+        let timeout = timeout.filter(|t| !t.is_zero());
+        for result in [
+            self.stream.set_read_timeout(timeout),
+            self.stream.set_write_timeout(timeout),
+        ] {
+            result.map_err(|source| OobError::Io {
+                step: "configuring the socket timeout",
+                source,
+            })?;
+        }
+        self.timeout = timeout;
+        Ok(())
+    }
+
+    pub(crate) fn send(&mut self, msg: &[u8], step: &'static str) -> Result<(), OobError> {
+        self.stream
+            .write_all(msg)
+            .map_err(|source| self.map_io(step, source))
+    }
+
+    /// Fills `buf` exactly.
+    pub(crate) fn recv(&mut self, buf: &mut [u8], step: &'static str) -> Result<(), OobError> {
+        let mut got = 0;
+        while got < buf.len() {
+            match self.stream.read(&mut buf[got..]) {
+                Ok(0) => {
+                    return Err(OobError::Closed {
+                        step,
+                        got,
+                        expected: buf.len(),
+                    });
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(source) => return Err(self.map_io(step, source)),
+            }
+        }
+        Ok(())
+    }
+
+    fn map_io(&self, step: &'static str, source: io::Error) -> OobError {
+        match (source.kind(), self.timeout) {
+            (ErrorKind::WouldBlock | ErrorKind::TimedOut, Some(after)) => {
+                OobError::Timeout { step, after }
+            }
+            _ => OobError::Io { step, source },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_times_out_without_a_peer() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let err = accept(&listener, Some(Duration::from_millis(30))).unwrap_err();
+        assert!(matches!(err, OobError::AcceptTimeout { .. }), "{err}");
+    }
+
+    #[test]
+    fn recv_reports_how_much_arrived_before_the_peer_closed() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(b"abc").unwrap();
+        });
+        let stream = accept(&listener, Some(Duration::from_secs(5))).unwrap();
+        let mut channel = Channel::new(stream, Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 8];
+        let err = channel.recv(&mut buf, "reading").unwrap_err();
+        peer.join().unwrap();
+        assert!(
+            matches!(
+                err,
+                OobError::Closed {
+                    got: 3,
+                    expected: 8,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn recv_times_out_on_a_silent_peer() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _client = TcpStream::connect(addr).unwrap();
+        let stream = accept(&listener, Some(Duration::from_secs(5))).unwrap();
+        let mut channel = Channel::new(stream, Some(Duration::from_millis(30))).unwrap();
+        let err = channel.recv(&mut [0u8; 4], "waiting").unwrap_err();
+        assert!(matches!(err, OobError::Timeout { .. }), "{err}");
+    }
+
+    #[test]
+    fn connect_to_a_closed_port_is_an_error() {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let err = connect(("127.0.0.1", port), Duration::from_secs(1)).unwrap_err();
+        assert!(matches!(err, OobError::Connect { .. }), "{err}");
+    }
+}

@@ -1,0 +1,233 @@
+//! The perftest dialogue as types: [`Session`] (connected) -> [`Negotiated`] (versions, system
+//! data and MTU agreed) -> [`Connected`] (keys swapped; syncs, results and close).
+
+use std::net::TcpStream;
+use std::time::Duration;
+
+use super::{BwReport, BwTest, DONE, IbMtu, Keys, SysData, VERSION, VERSION_LEN};
+use super::{is_v4_mapped, parse_version, version_message};
+use crate::endpoint::oob::error::{MalformedMessage, OobError};
+use crate::endpoint::oob::net::Channel;
+
+/// Which end of the TCP connection: it decides who writes first in every exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Was given the server's name; writes first.
+    Client,
+    /// Accepted the connection; reads first.
+    Server,
+}
+
+/// A fresh connection to a perftest peer.
+#[derive(Debug)]
+pub struct Session {
+    channel: Channel,
+    role: Role,
+}
+
+/// What this side brings to the negotiation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Negotiation {
+    pub sys: SysData,
+    /// The port's active MTU, or the one asked for with `-m`.
+    pub mtu: IbMtu,
+}
+
+/// What both sides use after the negotiation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agreed {
+    pub peer_version: String,
+    /// The larger of each side's values.
+    pub sys: SysData,
+    /// The smaller of the two MTUs.
+    pub mtu: IbMtu,
+}
+
+/// Versions, system data and MTU are agreed; next come the keys.
+#[derive(Debug)]
+pub struct Negotiated {
+    session: Session,
+}
+
+/// Keys are swapped; the QP can be connected with [`Connected::peer`].
+#[derive(Debug)]
+pub struct Connected {
+    session: Session,
+    local: Keys,
+    peer: Keys,
+}
+
+impl Session {
+    /// `timeout` bounds each read; `None` waits forever, as perftest does.
+    pub fn new(stream: TcpStream, role: Role, timeout: Option<Duration>) -> Result<Self, OobError> {
+        Ok(Session {
+            channel: Channel::new(stream, timeout)?,
+            role,
+        })
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// `ctx_xchg_data_ethernet`: the client writes then reads, the server reads then writes.
+    fn exchange(
+        &mut self,
+        mine: &[u8],
+        theirs: &mut [u8],
+        step: &'static str,
+    ) -> Result<(), OobError> {
+        match self.role {
+            Role::Client => {
+                self.channel.send(mine, step)?;
+                self.channel.recv(theirs, step)
+            }
+            Role::Server => {
+                self.channel.recv(theirs, step)?;
+                self.channel.send(mine, step)
+            }
+        }
+    }
+
+    fn exchange_array<const N: usize>(
+        &mut self,
+        mine: [u8; N],
+        step: &'static str,
+    ) -> Result<[u8; N], OobError> {
+        let mut theirs = [0u8; N];
+        self.exchange(&mine, &mut theirs, step)?;
+        Ok(theirs)
+    }
+
+    /// `exchange_versions`, `check_version_compatibility`, `check_sys_data`, `check_mtu`.
+    pub fn negotiate(mut self, local: &Negotiation) -> Result<(Negotiated, Agreed), OobError> {
+        let theirs: [u8; VERSION_LEN] =
+            self.exchange_array(version_message(VERSION), "exchanging perftest versions")?;
+        let peer_version = parse_version(&theirs)?;
+        let [cycle, line] = local.sys.to_messages();
+        let cycle = self.exchange_array(cycle, "exchanging the cycle buffer size")?;
+        let line = self.exchange_array(line, "exchanging the cache line size")?;
+        let peer_sys = SysData::from_messages(cycle, line)?;
+        let mtu = self.exchange_array(local.mtu.to_message(), "exchanging the MTU")?;
+        let peer_mtu = IbMtu::parse(&mtu)?;
+        let agreed = Agreed {
+            peer_version,
+            sys: local.sys.max(peer_sys),
+            mtu: local.mtu.min(peer_mtu),
+        };
+        Ok((Negotiated { session: self }, agreed))
+    }
+
+    /// `ctx_hand_shake`: one key message each way, read in the form of our own keys.
+    fn hand_shake(&mut self, local: &Keys, step: &'static str) -> Result<Keys, OobError> {
+        let mine = local.to_message();
+        let mut theirs = vec![0u8; mine.len()];
+        self.exchange(&mine, &mut theirs, step)?;
+        Ok(Keys::parse(&theirs, local.form())?)
+    }
+}
+
+impl Negotiated {
+    /// The first key handshake and `ctx_check_gid_compatibility`. Connect the QP (RTR, RTS)
+    /// with the peer's keys next, then make [`BwTest::syncs_after_connect`] calls to
+    /// [`Connected::sync`].
+    pub fn exchange_keys(mut self, local: Keys) -> Result<Connected, OobError> {
+        let peer = self.session.hand_shake(&local, "exchanging QP keys")?;
+        if let (Some(l), Some(r)) = (local.gid, peer.gid) {
+            if is_v4_mapped(&l) != is_v4_mapped(&r) {
+                return Err(OobError::GidTypeMismatch {
+                    local: l,
+                    remote: r,
+                });
+            }
+        }
+        Ok(Connected {
+            session: self.session,
+            local,
+            peer,
+        })
+    }
+}
+
+impl Connected {
+    pub fn local(&self) -> &Keys {
+        &self.local
+    }
+
+    pub fn peer(&self) -> &Keys {
+        &self.peer
+    }
+
+    /// Changes the read timeout, e.g. before the sync that waits out the peer's whole test.
+    pub fn set_timeout(&mut self, timeout: Option<Duration>) -> Result<(), OobError> {
+        self.session.channel.set_timeout(timeout)
+    }
+
+    /// One more `ctx_hand_shake`: perftest's barrier. The peer must send its keys unchanged.
+    pub fn sync(&mut self) -> Result<(), OobError> {
+        let again = self
+            .session
+            .hand_shake(&self.local, "synchronising with the peer")?;
+        if again != self.peer {
+            return Err(OobError::KeysChanged {
+                first: self.peer.to_string(),
+                now: again.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `xchg_bw_reports`: five 8-byte exchanges. Returns the peer's report.
+    pub fn exchange_reports(&mut self, mine: &BwReport) -> Result<BwReport, OobError> {
+        let mut theirs = [[0u8; 8]; 5];
+        for (mine, theirs) in mine.to_messages().into_iter().zip(&mut theirs) {
+            *theirs = self
+                .session
+                .exchange_array(mine, "exchanging test results")?;
+        }
+        Ok(BwReport::from_messages(theirs))
+    }
+
+    /// `ctx_close_connection`: a last sync, then `"done\0"`. perftest never reads the peer's
+    /// `"done"`; we read it when it comes, so that our close does not reset the connection,
+    /// and accept the peer hanging up first.
+    pub fn close(mut self) -> Result<(), OobError> {
+        self.sync()?;
+        let step = "closing";
+        self.session.channel.send(&DONE, step)?;
+        let mut done = [0u8; DONE.len()];
+        match self.session.channel.recv(&mut done, step) {
+            Ok(()) if done == DONE => Ok(()),
+            Ok(()) => Err(MalformedMessage::new(
+                "done\\0",
+                &done,
+                "the peer's last message must be \"done\" and a NUL".into(),
+            )
+            .into()),
+            Err(OobError::Closed { got: 0, .. }) => Ok(()),
+            Err(OobError::Io { source, .. })
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Everything after the test: for write, read and atomic a sync (the server waits here
+    /// for the client's test to end), the results (returns the peer's) and the close; for
+    /// send only the close (`mine` is not sent, and `None` is returned).
+    pub fn finish(mut self, test: BwTest, mine: &BwReport) -> Result<Option<BwReport>, OobError> {
+        let peer_report = if test.exchanges_reports() {
+            self.sync()?;
+            Some(self.exchange_reports(mine)?)
+        } else {
+            None
+        };
+        self.close()?;
+        Ok(peer_report)
+    }
+}

@@ -1,0 +1,440 @@
+//! The out-of-band exchange of rdma-core's `ibv_rc_pingpong`, `ibv_uc_pingpong` and
+//! `ibv_ud_pingpong` (libibverbs/examples, rdma-core 44.0 as in Debian 12; unchanged since).
+//!
+//! All three use the same code (`pp_client_exch_dest` / `pp_server_exch_dest` in each
+//! `*_pingpong.c`, `gid_to_wire_gid` / `wire_gid_to_gid` in `pingpong.c`), over TCP port
+//! 18515 by default:
+//!
+//! ```text
+//! client                                    server
+//!   connect ------------------------------->  accept
+//!   52 bytes "LLLL:QQQQQQ:PPPPPP:GID\0" ---->  read 52; moves its QP to RTR/RTS
+//!                                             (UD: creates the address handle)
+//!   read 52  <----------------------------- 52 bytes, same layout
+//!   "done\0" (5 bytes) -------------------->  read, must return exactly 5 bytes
+//!   close; moves its QP to RTR/RTS; posts      close; waits for the first SEND
+//!   the first SEND
+//! ```
+//!
+//! The message is `sprintf("%04x:%06x:%06x:%s", lid, qpn, psn, gid)` into
+//! `char msg[sizeof "0000:000000:000000:00000000000000000000000000000000"]` and written
+//! whole, so it is 51 characters and the terminating NUL. The GID is 32 lowercase hex digits
+//! in wire (network) byte order: `gid_to_wire_gid` prints each 32-bit word of the raw GID
+//! with `%08x` after `htobe32`, which on any host is the 16 bytes in order.
+//!
+//! Because the server connects its QP *before* it answers, a server here must make its QP
+//! ready to receive (receives posted, RTR) between [`ServerExchange::accept`] and
+//! [`ServerExchange::reply`]: the real client sends its first message as soon as it has read
+//! the reply. On RoCE the tools need `-g IDX` (rxe: 1 for the IPv4-mapped GID, 0 for the
+//! IPv6 link-local one); without it they send an all-zero GID and then fail to reach RTR.
+
+use std::fmt;
+use std::net::{Ipv6Addr, TcpStream};
+use std::time::Duration;
+
+use super::error::{MalformedMessage, OobError};
+use super::net::Channel;
+use super::text::{Fields, nul_terminated};
+use crate::wire::{Psn, Qpn};
+
+/// The tools' default TCP port (`-p`).
+pub const DEFAULT_PORT: u16 = 18515;
+/// Length of the address message on the wire, NUL included.
+pub const MESSAGE_LEN: usize = 52;
+/// What the client sends after reading the server's address: `"done"` with its NUL.
+pub const DONE: [u8; 5] = *b"done\0";
+/// Length of a GID in its wire text form.
+pub const WIRE_GID_LEN: usize = 32;
+/// The message layout, as error messages name it.
+pub const FORMAT: &str = "LLLL:QQQQQQ:PPPPPP:GID";
+
+/// Q_Key that `ibv_ud_pingpong` gives its QP and puts in every send.
+pub const UD_QKEY: u32 = 0x1111_1111;
+/// Bytes `ibv_ud_pingpong` reserves before the payload in its buffer: receives land the
+/// 40-byte GRH there (for RoCEv2 over IPv4, the IPv4 header in its last 20 bytes), so a
+/// receive of `size` payload bytes completes with `size + 40` bytes.
+pub const UD_GRH_LEN: usize = 40;
+
+/// One side's address: what a QP needs to reach the other (`struct pingpong_dest`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Dest {
+    /// Port LID; 0 on RoCE.
+    pub lid: u16,
+    pub qpn: Qpn,
+    /// The sender's initial send PSN (the receiver's expected PSN); random 24 bits in the tools.
+    pub psn: Psn,
+    /// All zero when the tool ran without `-g`.
+    pub gid: Ipv6Addr,
+}
+
+impl Dest {
+    /// The 52 bytes the tools write.
+    pub fn to_message(&self) -> [u8; MESSAGE_LEN] {
+        let gid = gid_to_wire(&self.gid);
+        let gid = core::str::from_utf8(&gid).unwrap_or_default();
+        nul_terminated(&format!(
+            "{:04x}:{:06x}:{:06x}:{gid}",
+            self.lid,
+            self.qpn.value(),
+            self.psn.value()
+        ))
+    }
+
+    /// Parses exactly the layout the tools write: 52 bytes, fixed-width hex fields, `:`
+    /// separators, NUL last.
+    pub fn parse(msg: &[u8]) -> Result<Dest, MalformedMessage> {
+        let mut f = Fields::new(msg, MESSAGE_LEN, FORMAT)?;
+        let lid = f.hex(4, "LID")? as u16;
+        f.expect(b':')?;
+        let qpn = Qpn::new(f.hex(6, "QPN")? as u32);
+        f.expect(b':')?;
+        let psn = Psn::new(f.hex(6, "PSN")? as u32);
+        f.expect(b':')?;
+        let gid = read_wire_gid(&mut f)?;
+        f.expect(0)?;
+        Ok(Dest { lid, qpn, psn, gid })
+    }
+}
+
+impl fmt::Display for Dest {
+    /// As the tools print an address: `LID 0x0000, QPN 0x000011, PSN 0x3a5c1f, GID ::ffff:…`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "LID {:#06x}, QPN {:#08x}, PSN {:#08x}, GID {}",
+            self.lid,
+            self.qpn.value(),
+            self.psn.value(),
+            self.gid
+        )
+    }
+}
+
+/// `gid_to_wire_gid`: each 32-bit word of the GID printed `%08x` after `htobe32`. Printing a
+/// big-endian word most-significant digit first is printing its bytes in memory order, so
+/// the result is the 16 bytes in order as 32 lowercase hex digits, on any host.
+pub fn gid_to_wire(gid: &Ipv6Addr) -> [u8; WIRE_GID_LEN] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; WIRE_GID_LEN];
+    for (pair, byte) in out.chunks_exact_mut(2).zip(gid.octets()) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0xf)];
+    }
+    out
+}
+
+/// `wire_gid_to_gid`, strictly: 32 hex digits, nothing else.
+pub fn wire_to_gid(wire: &[u8]) -> Result<Ipv6Addr, MalformedMessage> {
+    read_wire_gid(&mut Fields::new(
+        wire,
+        WIRE_GID_LEN,
+        "32 hex digits of a GID",
+    )?)
+}
+
+/// Four `%08x` words, each the big-endian value of 4 GID bytes (`sscanf("%x")` + `be32toh`).
+fn read_wire_gid(f: &mut Fields<'_>) -> Result<Ipv6Addr, MalformedMessage> {
+    let mut gid = [0u8; 16];
+    for word in gid.chunks_exact_mut(4) {
+        word.copy_from_slice(&(f.hex(8, "GID")? as u32).to_be_bytes());
+    }
+    Ok(Ipv6Addr::from(gid))
+}
+
+/// The client's side: sends `local`, reads the server's address, sends `"done\0"`, closes.
+/// Move the QP to RTR/RTS with the result afterwards, as the tools do.
+pub fn client_exchange(
+    stream: TcpStream,
+    local: &Dest,
+    timeout: Option<Duration>,
+) -> Result<Dest, OobError> {
+    let mut channel = Channel::new(stream, timeout)?;
+    channel.send(&local.to_message(), "sending our address")?;
+    let mut msg = [0u8; MESSAGE_LEN];
+    channel.recv(&mut msg, "reading the server's address")?;
+    let remote = Dest::parse(&msg)?;
+    channel.send(&DONE, "sending \"done\"")?;
+    Ok(remote)
+}
+
+/// The server's side, in two steps so that the QP can be connected in between.
+#[derive(Debug)]
+pub struct ServerExchange {
+    channel: Channel,
+    peer: Dest,
+}
+
+impl ServerExchange {
+    /// Reads the client's address from a freshly accepted connection.
+    pub fn accept(stream: TcpStream, timeout: Option<Duration>) -> Result<Self, OobError> {
+        let mut channel = Channel::new(stream, timeout)?;
+        let mut msg = [0u8; MESSAGE_LEN];
+        channel.recv(&mut msg, "reading the client's address")?;
+        let peer = Dest::parse(&msg)?;
+        Ok(ServerExchange { channel, peer })
+    }
+
+    /// The client's address, to connect the QP with before replying.
+    pub fn peer(&self) -> &Dest {
+        &self.peer
+    }
+
+    /// Sends `local` and waits for the client's `"done\0"`; returns the client's address.
+    pub fn reply(mut self, local: &Dest) -> Result<Dest, OobError> {
+        self.channel
+            .send(&local.to_message(), "sending our address")?;
+        let mut done = [0u8; DONE.len()];
+        self.channel
+            .recv(&mut done, "waiting for the client's \"done\"")?;
+        if done != DONE {
+            return Err(MalformedMessage::new(
+                "done\\0",
+                &done,
+                "the client's last message must be \"done\" and a NUL".into(),
+            )
+            .into());
+        }
+        Ok(self.peer)
+    }
+}
+
+/// Which of the three tools; they differ only in defaults and in what the QP does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tool {
+    RcPingpong,
+    UcPingpong,
+    UdPingpong,
+}
+
+/// A tool's defaults, from its `main()` (not its usage text, which is wrong for UD's size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Defaults {
+    pub port: u16,
+    /// `-s`: payload bytes per message.
+    pub size: u32,
+    /// `-n`: round trips.
+    pub iters: u32,
+    /// `-r`: receives kept posted.
+    pub rx_depth: u32,
+    /// `-m`: path MTU in bytes; `None` for UD, which only checks `size` against the port MTU.
+    pub mtu: Option<u32>,
+}
+
+impl Tool {
+    pub const fn defaults(self) -> Defaults {
+        let (size, mtu) = match self {
+            Tool::RcPingpong | Tool::UcPingpong => (4096, Some(1024)),
+            // ud_pingpong.c: `size = 1024` although its usage says "default 2048".
+            Tool::UdPingpong => (1024, None),
+        };
+        Defaults {
+            port: DEFAULT_PORT,
+            size,
+            iters: 1000,
+            rx_depth: 500,
+            mtu,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::script::{self, Step::*};
+    use super::super::{accept, connect};
+    use super::*;
+    use proptest::prelude::*;
+    use std::net::{Ipv4Addr, TcpListener};
+    use std::thread;
+
+    const T: Option<Duration> = Some(Duration::from_secs(10));
+
+    /// What `ibv_rc_pingpong -g 1` on rxe over 192.168.122.10 writes for QPN 0x11, PSN 0x3a5c1f,
+    /// from the format string "%04x:%06x:%06x:%s" and gid_to_wire_gid.
+    const FIXTURE: &[u8; 52] = b"0000:000011:3a5c1f:00000000000000000000ffffc0a87a0a\0";
+
+    fn fixture_dest() -> Dest {
+        Dest {
+            lid: 0,
+            qpn: Qpn::new(0x11),
+            psn: Psn::new(0x3a_5c1f),
+            gid: Ipv4Addr::new(192, 168, 122, 10).to_ipv6_mapped(),
+        }
+    }
+
+    fn link_local() -> Dest {
+        Dest {
+            lid: 0,
+            qpn: Qpn::new(0xab_cdef),
+            psn: Psn::new(0xff_ffff),
+            gid: "fe80::5054:ff:fe12:3456".parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn emits_the_tools_bytes() {
+        assert_eq!(&fixture_dest().to_message(), FIXTURE);
+        assert_eq!(
+            &link_local().to_message(),
+            b"0000:abcdef:ffffff:fe80000000000000505400fffe123456\0"
+        );
+    }
+
+    #[test]
+    fn parses_the_tools_bytes() {
+        assert_eq!(Dest::parse(FIXTURE).unwrap(), fixture_dest());
+        let upper = FIXTURE.to_ascii_uppercase();
+        assert_eq!(Dest::parse(&upper).unwrap(), fixture_dest());
+    }
+
+    #[test]
+    fn gid_wire_form_is_the_bytes_in_order() {
+        let gid: Ipv6Addr = "fe80::1:2:3:4".parse().unwrap();
+        assert_eq!(&gid_to_wire(&gid), b"fe800000000000000001000200030004");
+        assert_eq!(wire_to_gid(&gid_to_wire(&gid)).unwrap(), gid);
+        assert!(wire_to_gid(b"fe80").is_err());
+    }
+
+    #[test]
+    fn display_matches_the_tools_address_line() {
+        assert_eq!(
+            fixture_dest().to_string(),
+            "LID 0x0000, QPN 0x000011, PSN 0x3a5c1f, GID ::ffff:192.168.122.10"
+        );
+    }
+
+    fn reason(msg: &[u8]) -> String {
+        Dest::parse(msg).unwrap_err().reason
+    }
+
+    #[test]
+    fn malformed_messages_are_typed_errors() {
+        assert_eq!(reason(&FIXTURE[..51]), "51 bytes, expected 52");
+        let mut long = FIXTURE.to_vec();
+        long.push(0);
+        assert_eq!(reason(&long), "53 bytes, expected 52");
+        let mut bad = *FIXTURE;
+        bad[7] = b'g';
+        assert_eq!(reason(&bad), "QPN: byte 7 is 'g', not a hex digit");
+        let mut bad = *FIXTURE;
+        bad[4] = b'-';
+        assert_eq!(reason(&bad), "byte 4 is '-', expected ':'");
+        let mut bad = *FIXTURE;
+        bad[51] = b'0';
+        assert_eq!(reason(&bad), "byte 51 is '0', expected '\\0'");
+        // A LID wider than %04x shifts every later field.
+        let wide = b"10000:000011:3a5c1f:0000000000000000000ffffc0a87a0a\0";
+        assert_eq!(reason(wide), "byte 4 is '0', expected ':'");
+        let err = Dest::parse(b"").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "peer message is not LLLL:QQQQQQ:PPPPPP:GID (got \"\"): 0 bytes, expected 52"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(lid: u16, qpn in 0u32..1 << 24, psn in 0u32..1 << 24, gid: [u8; 16]) {
+            let dest = Dest { lid, qpn: Qpn::new(qpn), psn: Psn::new(psn), gid: gid.into() };
+            prop_assert_eq!(Dest::parse(&dest.to_message()).unwrap(), dest);
+        }
+
+        #[test]
+        fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+            let _ = Dest::parse(&bytes);
+        }
+    }
+
+    #[test]
+    fn loopback_client_and_server() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = thread::spawn(move || {
+            let stream = accept(&listener, T).unwrap();
+            let exchange = ServerExchange::accept(stream, T).unwrap();
+            assert_eq!(*exchange.peer(), fixture_dest());
+            exchange.reply(&link_local()).unwrap()
+        });
+        let stream = connect(addr, Duration::from_secs(5)).unwrap();
+        let from_server = client_exchange(stream, &fixture_dest(), T).unwrap();
+        assert_eq!(from_server, link_local());
+        assert_eq!(server.join().unwrap(), fixture_dest());
+    }
+
+    /// The server's reply for these tests, written by hand from "%04x:%06x:%06x:%s".
+    const REPLY: &[u8; 52] = b"0000:abcdef:ffffff:fe80000000000000505400fffe123456\0";
+
+    /// Our client against a peer that plays the C server (`pp_server_exch_dest`) byte for byte.
+    #[test]
+    fn client_speaks_the_tools_sequence() {
+        let (addr, c_server) = script::server(vec![vec![
+            Expect(FIXTURE.to_vec()),
+            Send(REPLY.to_vec()),
+            ExpectEnd(DONE.to_vec()),
+        ]]);
+        let stream = connect(addr, Duration::from_secs(5)).unwrap();
+        let remote = client_exchange(stream, &fixture_dest(), T).unwrap();
+        assert_eq!(remote, link_local());
+        c_server.join().unwrap();
+    }
+
+    /// Our server against a peer that plays the C client (`pp_client_exch_dest`).
+    #[test]
+    fn server_speaks_the_tools_sequence() {
+        let (listener, c_client) = script::client(vec![vec![
+            Send(FIXTURE.to_vec()),
+            Expect(REPLY.to_vec()),
+            Send(b"done\0".to_vec()),
+            ExpectEnd(Vec::new()),
+        ]]);
+        let exchange = ServerExchange::accept(accept(&listener, T).unwrap(), T).unwrap();
+        assert_eq!(*exchange.peer(), fixture_dest());
+        assert_eq!(exchange.reply(&link_local()).unwrap(), fixture_dest());
+        c_client.join().unwrap();
+    }
+
+    #[test]
+    fn server_rejects_a_malformed_address_and_a_wrong_done() {
+        let (listener, c_client) = script::client(vec![
+            vec![Send(vec![b'x'; 52])],
+            vec![
+                Send(FIXTURE.to_vec()),
+                Expect(REPLY.to_vec()),
+                Send(b"nope\0".to_vec()),
+            ],
+        ]);
+        let err = ServerExchange::accept(accept(&listener, T).unwrap(), T).unwrap_err();
+        assert!(matches!(err, OobError::Malformed(_)), "{err}");
+        let exchange = ServerExchange::accept(accept(&listener, T).unwrap(), T).unwrap();
+        let err = exchange.reply(&link_local()).unwrap_err();
+        assert!(err.to_string().contains("\"nope\\0\""), "{err}");
+        c_client.join().unwrap();
+    }
+
+    #[test]
+    fn client_reports_a_server_that_hangs_up() {
+        let (addr, c_server) = script::server(vec![vec![
+            Expect(FIXTURE.to_vec()),
+            Send(REPLY[..20].to_vec()),
+        ]]);
+        let stream = connect(addr, Duration::from_secs(5)).unwrap();
+        let err = client_exchange(stream, &fixture_dest(), T).unwrap_err();
+        c_server.join().unwrap();
+        let closed_early = matches!(
+            err,
+            OobError::Closed {
+                got: 20,
+                expected: 52,
+                ..
+            }
+        );
+        assert!(closed_early, "{err}");
+    }
+
+    #[test]
+    fn defaults_follow_the_sources() {
+        assert_eq!(Tool::RcPingpong.defaults().size, 4096);
+        assert_eq!(Tool::UcPingpong.defaults().mtu, Some(1024));
+        assert_eq!(Tool::UdPingpong.defaults().size, 1024);
+        assert_eq!(Tool::UdPingpong.defaults().mtu, None);
+    }
+}
