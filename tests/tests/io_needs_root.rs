@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use roce::io::tap::TapDevice;
+use roce::io::xdp::{XdpConfig, XdpDevice, XdpFilter, XdpMode};
 use roce::io::{Device, DeviceError};
 use roce_tests::netns::{Netns, inside, ip};
 
@@ -93,4 +94,152 @@ fn tap_exchanges_frames_with_the_kernel_needs_root() {
 fn tap_refuses_names_the_kernel_cannot_hold() {
     let err = TapDevice::open("a-name-far-too-long-for-linux", None).unwrap_err();
     assert!(err.to_string().contains("invalid interface name"), "{err}");
+}
+
+const XDP_NS_A: &str = "roce-io-xa";
+const XDP_NS_B: &str = "roce-io-xb";
+
+/// Namespaces A and B joined by veth `xa` (10.78.0.1, in A) <-> `xb` (10.78.0.2, in B); the
+/// test body then runs again inside A. Returns false in the parent, true in the child.
+fn in_xdp_namespaces(test: &str) -> bool {
+    if inside().is_some() {
+        return true;
+    }
+    let a = Netns::create(XDP_NS_A);
+    let b = Netns::create(XDP_NS_B);
+    roce_tests::netns::veth(&a, "xa", "10.78.0.1/24", &b, "xb", "10.78.0.2/24", 1500);
+    a.rerun(test);
+    false
+}
+
+fn is_udp_to(port: u16) -> impl Fn(&[u8]) -> bool {
+    move |f| {
+        f.len() >= 42 && f[12..14] == [0x08, 0x00] && f[23] == 17 && f[36..38] == port.to_be_bytes()
+    }
+}
+
+fn xdp_receives_only_rocev2_and_passes_the_rest(mode: XdpMode, test: &str) {
+    if !in_xdp_namespaces(test) {
+        return;
+    }
+    let config = XdpConfig {
+        mode,
+        ..XdpConfig::default()
+    };
+    let mut dev = XdpDevice::open("xa", config).expect("open AF_XDP on xa");
+    assert_eq!(dev.mode(), mode);
+    assert_eq!(dev.capabilities().mtu, 1500);
+    let kernel = std::net::UdpSocket::bind("10.78.0.1:4792").unwrap();
+    kernel.set_nonblocking(true).unwrap();
+
+    let script = "for i in $(seq 1 20); do printf roce$i > /dev/udp/10.78.0.1/4791; \
+                  printf kern$i > /dev/udp/10.78.0.1/4792; done";
+    roce_tests::netns::run("ip", &["netns", "exec", XDP_NS_B, "bash", "-c", script]);
+
+    let mut roce = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while roce.len() < 20 && Instant::now() < deadline {
+        let mut frames = Vec::new();
+        while dev.receive(&mut |f| frames.push(f.to_vec())).unwrap() {}
+        for f in frames {
+            assert!(
+                is_udp_to(4791)(&f),
+                "only RoCEv2 reaches the socket: {f:02x?}"
+            );
+            roce.push(String::from_utf8_lossy(&f[42..]).into_owned());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let expected: Vec<String> = (1..=20).map(|i| format!("roce{i}")).collect();
+    assert_eq!(roce, expected);
+
+    let mut buf = [0u8; 64];
+    let mut passed = 0;
+    while let Ok(n) = kernel.recv(&mut buf) {
+        assert!(buf[..n].starts_with(b"kern"));
+        passed += 1;
+    }
+    assert_eq!(passed, 20, "other UDP ports still reach the kernel");
+    let stats = dev.statistics().unwrap();
+    assert_eq!(stats.rx_dropped, 0);
+}
+
+/// Reads a counter of `dev` in namespace `ns` from sysfs.
+fn counter(ns: &str, dev: &str, name: &str) -> u64 {
+    let path = format!("/sys/class/net/{dev}/statistics/{name}");
+    let out = roce_tests::netns::run("ip", &["netns", "exec", ns, "cat", &path]);
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+fn xdp_transmits_and_takes_every_frame(mode: XdpMode, test: &str) {
+    if !in_xdp_namespaces(test) {
+        return;
+    }
+    let config = XdpConfig {
+        mode,
+        filter: XdpFilter::All,
+        ..XdpConfig::default()
+    };
+    let mut dev = XdpDevice::open("xa", config).expect("open AF_XDP on xa");
+    let mac = dev.capabilities().mac.unwrap();
+    let before = counter(XDP_NS_B, "xb", "rx_packets");
+    let mut frame = vec![0u8; 1514];
+    frame[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x99]); // nobody's: B counts and drops it
+    frame[6..12].copy_from_slice(&mac);
+    frame[12..14].copy_from_slice(&[0x88, 0xb5]);
+    let mut sent = 0;
+    while sent < 5000 {
+        if dev.transmit(&frame).unwrap() {
+            sent += 1;
+        } else {
+            dev.flush().unwrap();
+        }
+    }
+    dev.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    // The kernel of A may send a frame of its own meanwhile (IPv6 neighbour discovery).
+    let received = counter(XDP_NS_B, "xb", "rx_packets") - before;
+    assert!((5000..5010).contains(&received), "{received}");
+
+    // With every frame redirected, the kernel's ARP reply to our request comes to us.
+    let request = arp_request(mac, [10, 78, 0, 1], [10, 78, 0, 2]);
+    assert!(dev.transmit(&request).unwrap());
+    dev.flush().unwrap();
+    let reply = receive_until(
+        &mut dev,
+        Duration::from_secs(3),
+        is_arp_reply_from([10, 78, 0, 2]),
+    )
+    .expect("B's ARP reply arrives through the AF_XDP socket");
+    assert_eq!(reply[0..6], mac);
+}
+
+#[test]
+#[ignore = "needs root; .ci/run runs it with --include-ignored"]
+fn xdp_generic_receives_only_rocev2_needs_root() {
+    xdp_receives_only_rocev2_and_passes_the_rest(
+        XdpMode::Generic,
+        "xdp_generic_receives_only_rocev2_needs_root",
+    );
+}
+
+#[test]
+#[ignore = "needs root; .ci/run runs it with --include-ignored"]
+fn xdp_native_receives_only_rocev2_needs_root() {
+    xdp_receives_only_rocev2_and_passes_the_rest(
+        XdpMode::Native,
+        "xdp_native_receives_only_rocev2_needs_root",
+    );
+}
+
+#[test]
+#[ignore = "needs root; .ci/run runs it with --include-ignored"]
+fn xdp_generic_transmits_needs_root() {
+    xdp_transmits_and_takes_every_frame(XdpMode::Generic, "xdp_generic_transmits_needs_root");
+}
+
+#[test]
+#[ignore = "needs root; .ci/run runs it with --include-ignored"]
+fn xdp_native_transmits_needs_root() {
+    xdp_transmits_and_takes_every_frame(XdpMode::Native, "xdp_native_transmits_needs_root");
 }

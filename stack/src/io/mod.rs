@@ -2,7 +2,7 @@
 //!
 //! Backends: [`memory`] (two endpoints in one process, optionally through the fault model),
 //! [`pcap`] (frames read from a capture, sent frames written to one), [`tap`]
-//! (`/dev/net/tun`). Middleware wraps any
+//! (`/dev/net/tun`) and [`xdp`] (AF_XDP on an existing interface). Middleware wraps any
 //! device and is itself a device: [`FaultInjector`], [`PcapRecorder`], [`Tracer`].
 //!
 //! Every device is non-blocking: `receive` and `transmit` return at once, and an event loop
@@ -44,6 +44,7 @@ pub mod pcap;
 mod recorder;
 pub mod tap;
 mod trace;
+pub mod xdp;
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,269 @@
+//! The XDP program that steers frames to our AF_XDP socket, assembled here as eBPF
+//! instructions (Documentation/bpf/standardization/instruction-set.rst) so that no compiler
+//! and no object file are needed.
+//!
+//! [`XdpFilter::RoceV2`] redirects only RoCEv2 frames (IPv4 without options or IPv6, UDP
+//! destination port 4791) and passes everything else to the kernel, so ARP, and the TCP
+//! connection the perftest tools exchange QP numbers over, keep working on the interface.
+//! [`XdpFilter::All`] takes every frame.
+
+use std::os::fd::RawFd;
+
+/// Which frames the program redirects to the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XdpFilter {
+    #[default]
+    RoceV2,
+    All,
+}
+
+/// One eBPF instruction, laid out as `struct bpf_insn`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Insn {
+    code: u8,
+    /// dst_reg in the low nibble, src_reg in the high one.
+    regs: u8,
+    off: i16,
+    imm: i32,
+}
+
+const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+    Insn {
+        code,
+        regs: (src << 4) | (dst & 0x0f),
+        off,
+        imm,
+    }
+}
+
+// Opcodes: class | size/source | mode/operation.
+const LDX_W: u8 = 0x61; // BPF_LDX | BPF_MEM | BPF_W
+const LDX_H: u8 = 0x69; // BPF_LDX | BPF_MEM | BPF_H
+const LDX_B: u8 = 0x71; // BPF_LDX | BPF_MEM | BPF_B
+const MOV64_X: u8 = 0xbf;
+const MOV64_K: u8 = 0xb7;
+const ADD64_K: u8 = 0x07;
+const JGT_X: u8 = 0x2d;
+const JEQ_K: u8 = 0x15;
+const JNE_K: u8 = 0x55;
+const JA: u8 = 0x05;
+const LD_IMM64: u8 = 0x18; // BPF_LD | BPF_IMM | BPF_DW, two slots
+const CALL: u8 = 0x85;
+const EXIT: u8 = 0x95;
+/// src_reg of LD_IMM64 saying the immediate is a map file descriptor.
+const PSEUDO_MAP_FD: u8 = 1;
+const HELPER_REDIRECT_MAP: i32 = 51;
+const XDP_PASS: i32 = 2;
+
+// struct xdp_md offsets.
+const MD_DATA: i16 = 0;
+const MD_DATA_END: i16 = 4;
+const MD_RX_QUEUE_INDEX: i16 = 16;
+
+/// Network-order 16-bit constants as a little-endian halfword load sees them.
+const fn wire16(v: u16) -> i32 {
+    v.swap_bytes() as i32
+}
+const ETHERTYPE_IPV4: i32 = wire16(0x0800);
+const ETHERTYPE_IPV6: i32 = wire16(0x86dd);
+const ROCEV2_PORT: i32 = wire16(4791);
+const IPPROTO_UDP: i32 = 17;
+
+/// Registers: r1 context on entry, r6 context kept, r2 data, r3 data_end, r4 bound, r5 field.
+const R0: u8 = 0;
+const R1: u8 = 1;
+const R2: u8 = 2;
+const R3: u8 = 3;
+const R4: u8 = 4;
+const R5: u8 = 5;
+const R6: u8 = 6;
+
+/// A conditional or plain jump to a label, resolved once the program is laid out.
+enum Item {
+    Insn(Insn),
+    Jump {
+        code: u8,
+        reg: u8,
+        imm: i32,
+        src: u8,
+        to: Label,
+    },
+    Label(Label),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Label {
+    Ipv6,
+    Redirect,
+    Pass,
+}
+
+/// The program for `filter`, redirecting into the XSKMAP `map_fd` at the receive queue's
+/// index (falling back to XDP_PASS when that slot is empty).
+pub fn program(map_fd: RawFd, filter: XdpFilter) -> Vec<Insn> {
+    use Item::{Insn as I, Jump, Label as L};
+    let jne = |reg, imm, to| Jump {
+        code: JNE_K,
+        reg,
+        imm,
+        src: 0,
+        to,
+    };
+    // Packet bytes up to data + `len` must exist before any load from them (the verifier
+    // insists, and short frames are simply passed).
+    let need = |len: i32| {
+        [
+            I(insn(MOV64_X, R4, R2, 0, 0)),
+            I(insn(ADD64_K, R4, 0, 0, len)),
+            Jump {
+                code: JGT_X,
+                reg: R4,
+                imm: 0,
+                src: R3,
+                to: Label::Pass,
+            },
+        ]
+    };
+    let mut items = Vec::new();
+    if filter == XdpFilter::RoceV2 {
+        items.extend([
+            I(insn(MOV64_X, R6, R1, 0, 0)),
+            I(insn(LDX_W, R2, R6, MD_DATA, 0)),
+            I(insn(LDX_W, R3, R6, MD_DATA_END, 0)),
+        ]);
+        // IPv4: Ethernet 14 + IPv4 20 + the UDP ports.
+        items.extend(need(14 + 20 + 4));
+        items.extend([
+            I(insn(LDX_H, R5, R2, 12, 0)),
+            Jump {
+                code: JEQ_K,
+                reg: R5,
+                imm: ETHERTYPE_IPV6,
+                src: 0,
+                to: Label::Ipv6,
+            },
+            jne(R5, ETHERTYPE_IPV4, Label::Pass),
+            // Version 4, IHL 5: RoCEv2 senders use no IP options.
+            I(insn(LDX_B, R5, R2, 14, 0)),
+            jne(R5, 0x45, Label::Pass),
+            I(insn(LDX_B, R5, R2, 14 + 9, 0)),
+            jne(R5, IPPROTO_UDP, Label::Pass),
+            I(insn(LDX_H, R5, R2, 14 + 20 + 2, 0)),
+            jne(R5, ROCEV2_PORT, Label::Pass),
+            Jump {
+                code: JA,
+                reg: 0,
+                imm: 0,
+                src: 0,
+                to: Label::Redirect,
+            },
+            L(Label::Ipv6),
+        ]);
+        items.extend(need(14 + 40 + 4));
+        items.extend([
+            I(insn(LDX_B, R5, R2, 14 + 6, 0)),
+            jne(R5, IPPROTO_UDP, Label::Pass),
+            I(insn(LDX_H, R5, R2, 14 + 40 + 2, 0)),
+            jne(R5, ROCEV2_PORT, Label::Pass),
+        ]);
+    } else {
+        items.push(I(insn(MOV64_X, R6, R1, 0, 0)));
+    }
+    items.extend([
+        L(Label::Redirect),
+        I(insn(LDX_W, R2, R6, MD_RX_QUEUE_INDEX, 0)),
+        I(insn(LD_IMM64, R1, PSEUDO_MAP_FD, 0, map_fd)),
+        I(insn(0, 0, 0, 0, 0)),
+        I(insn(MOV64_K, R3, 0, 0, XDP_PASS)),
+        I(insn(CALL, 0, 0, 0, HELPER_REDIRECT_MAP)),
+        I(insn(EXIT, 0, 0, 0, 0)),
+    ]);
+    // The verifier refuses unreachable instructions, so the pass block only when jumped to.
+    if filter == XdpFilter::RoceV2 {
+        items.extend([
+            L(Label::Pass),
+            I(insn(MOV64_K, R0, 0, 0, XDP_PASS)),
+            I(insn(EXIT, 0, 0, 0, 0)),
+        ]);
+    }
+    assemble(&items)
+}
+
+fn assemble(items: &[Item]) -> Vec<Insn> {
+    let mut at = Vec::new();
+    let mut pc = 0i16;
+    for item in items {
+        match item {
+            Item::Label(label) => at.push((*label, pc)),
+            _ => pc += 1,
+        }
+    }
+    let target = |label: Label| {
+        at.iter()
+            .find(|(l, _)| *l == label)
+            .map_or(0, |(_, pc)| *pc)
+    };
+    let mut out = Vec::new();
+    for item in items {
+        match *item {
+            Item::Insn(i) => out.push(i),
+            Item::Jump {
+                code,
+                reg,
+                imm,
+                src,
+                to,
+            } => {
+                let off = target(to) - (out.len() as i16 + 1);
+                out.push(insn(code, reg, src, off, imm));
+            }
+            Item::Label(_) => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jumps_land_on_their_labels_and_every_path_exits() {
+        for filter in [XdpFilter::RoceV2, XdpFilter::All] {
+            let prog = program(7, filter);
+            for (pc, i) in prog.iter().enumerate() {
+                if matches!(i.code, JGT_X | JEQ_K | JNE_K | JA) {
+                    let to = pc as i64 + 1 + i64::from(i.off);
+                    assert!((0..prog.len() as i64).contains(&to), "{pc}: {i:?}");
+                }
+            }
+            assert_eq!(prog.last().unwrap().code, EXIT);
+            let map = prog.iter().position(|i| i.code == LD_IMM64).unwrap();
+            assert_eq!(
+                (prog[map].imm, prog[map].regs),
+                (7, (PSEUDO_MAP_FD << 4) | R1)
+            );
+        }
+        // The IPv4 port check falls through to the redirect block; mismatches go to pass.
+        let prog = program(3, XdpFilter::RoceV2);
+        let pass = prog.len() - 2;
+        let port_check = prog
+            .iter()
+            .rposition(|i| i.code == JNE_K && i.imm == ROCEV2_PORT)
+            .unwrap();
+        assert_eq!(
+            port_check as i64 + 1 + i64::from(prog[port_check].off),
+            pass as i64
+        );
+    }
+
+    #[test]
+    fn constants_are_in_wire_order() {
+        assert_eq!(
+            u16::from_le_bytes(4791u16.to_be_bytes()) as i32,
+            ROCEV2_PORT
+        );
+        assert_eq!(ETHERTYPE_IPV4, 0x0008);
+    }
+}

@@ -1,0 +1,410 @@
+//! AF_XDP on an existing interface (a veth end, a NIC queue): frames move through a UMEM
+//! shared with the kernel and four single-producer rings, steered to the socket by a small
+//! XDP program, with one system call per batch of transmitted frames and none per received
+//! frame.
+//!
+//! # Why no xsk-rs
+//! xsk-rs (MIT) drives libxdp and libbpf through libxdp-sys, which builds libxdp from source:
+//! that needs clang to compile libxdp's BPF dispatcher objects, libelf and zlib headers, and at
+//! run time libxdp looks for those objects on disk. Debian ships libbpf 1.1 and libxdp, so it
+//! is possible, but every developer machine and CI would need the toolchain, for what amounts
+//! to a handful of system calls. Here instead: `libc` for the socket, UMEM and rings
+//! ([`sys`]), and the redirect program assembled as two dozen eBPF instructions ([`bpf`]),
+//! loaded with bpf(2) and attached with a BPF link, which the kernel removes when the device
+//! is dropped or the process dies, so no stale program is left on the interface. (The
+//! licences were not the obstacle: libxdp and libbpf are LGPL-2.1 OR BSD-2-Clause.)
+//!
+//! # Limits
+//! One queue (`queue`, default 0): on a multi-queue NIC, steer RoCE to it or set one channel.
+//! Frames larger than a chunk less the kernel's 256-byte XDP headroom are dropped by the
+//! kernel, so [`Capabilities::mtu`] is at most 4096 - 256 - 18 = 3822 and a RoCE path MTU of
+//! 2048 is the largest that fits; multi-buffer (XDP_USE_SG) would lift this.
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::Ordering;
+
+use super::netdev::Netdev;
+use super::{Capabilities, Device, DeviceError, ETHERNET_HEADER_LEN, check_frame_len};
+
+mod bpf;
+#[allow(unsafe_code)]
+mod sys;
+
+pub use bpf::XdpFilter;
+use sys::{RingKind, Umem};
+
+/// Where the kernel puts a received frame inside its chunk (XDP_PACKET_HEADROOM).
+const XDP_PACKET_HEADROOM: usize = 256;
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+/// Copy-mode transmit handles at most this many descriptors per kick (TX_BATCH_SIZE).
+const TX_KICK_BATCH: u32 = 32;
+
+/// Where the XDP program runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XdpMode {
+    /// Native (driver) mode if the driver has it, else generic.
+    #[default]
+    Auto,
+    Native,
+    /// Generic (SKB) mode: any interface, frames copied from socket buffers.
+    Generic,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XdpConfig {
+    pub queue: u32,
+    pub mode: XdpMode,
+    pub filter: XdpFilter,
+    /// UMEM chunks; half receive, half transmit. A power of two.
+    pub chunks: u32,
+    /// Entries of each ring; a power of two, at most `chunks / 2`.
+    pub ring_size: u32,
+}
+
+impl Default for XdpConfig {
+    fn default() -> Self {
+        XdpConfig {
+            queue: 0,
+            mode: XdpMode::Auto,
+            filter: XdpFilter::RoceV2,
+            chunks: 4096,
+            ring_size: 2048,
+        }
+    }
+}
+
+const CHUNK_SIZE: u32 = 4096;
+
+/// Producer side of a ring: entries are written at `head`, published with a Release store.
+#[derive(Debug)]
+struct Producer<T> {
+    ring: sys::Ring<T>,
+    head: u32,
+    /// The consumer index last read; the ring is full when `head - tail == size`.
+    tail: u32,
+}
+
+impl<T: Copy> Producer<T> {
+    fn new(ring: sys::Ring<T>) -> Producer<T> {
+        let head = ring.producer().load(Ordering::Relaxed);
+        let tail = ring.consumer().load(Ordering::Acquire);
+        Producer { ring, head, tail }
+    }
+
+    fn push(&mut self, value: T) -> bool {
+        if self.head.wrapping_sub(self.tail) == self.ring.size {
+            self.tail = self.ring.consumer().load(Ordering::Acquire);
+            if self.head.wrapping_sub(self.tail) == self.ring.size {
+                return false;
+            }
+        }
+        self.ring.write(self.head, value);
+        self.head = self.head.wrapping_add(1);
+        true
+    }
+
+    fn publish(&self) {
+        self.ring.producer().store(self.head, Ordering::Release);
+    }
+
+    /// Entries the kernel has not consumed yet.
+    fn outstanding(&mut self) -> u32 {
+        self.tail = self.ring.consumer().load(Ordering::Acquire);
+        self.head.wrapping_sub(self.tail)
+    }
+
+    fn needs_wakeup(&self) -> bool {
+        self.ring.flags().load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
+    }
+}
+
+/// Consumer side of a ring: entries are read at `tail`, released with a Release store.
+#[derive(Debug)]
+struct Consumer<T> {
+    ring: sys::Ring<T>,
+    tail: u32,
+    head: u32,
+}
+
+impl<T: Copy> Consumer<T> {
+    fn new(ring: sys::Ring<T>) -> Consumer<T> {
+        let tail = ring.consumer().load(Ordering::Relaxed);
+        Consumer {
+            ring,
+            tail,
+            head: tail,
+        }
+    }
+
+    fn pop(&mut self) -> Option<T> {
+        if self.tail == self.head {
+            self.head = self.ring.producer().load(Ordering::Acquire);
+            if self.tail == self.head {
+                return None;
+            }
+        }
+        let value = self.ring.read(self.tail);
+        self.tail = self.tail.wrapping_add(1);
+        Some(value)
+    }
+
+    fn release(&self) {
+        self.ring.consumer().store(self.tail, Ordering::Release);
+    }
+}
+
+/// An AF_XDP socket bound to one queue of an interface, with its XDP program attached.
+#[derive(Debug)]
+pub struct XdpDevice {
+    name: String,
+    mtu: usize,
+    mac: [u8; 6],
+    mode: XdpMode,
+    umem: Umem,
+    fill: Producer<u64>,
+    completion: Consumer<u64>,
+    rx: Consumer<libc::xdp_desc>,
+    tx: Producer<libc::xdp_desc>,
+    /// Transmit chunks we own.
+    tx_free: Vec<u64>,
+    /// Descriptors published since the last kick.
+    unkicked: u32,
+    // Dropped in declaration order: the link (detaching the program) before the socket.
+    _link: OwnedFd,
+    _program: OwnedFd,
+    _map: OwnedFd,
+    socket: OwnedFd,
+}
+
+impl XdpDevice {
+    /// Opens AF_XDP on interface `ifname` (which must exist and be up) with `config`.
+    pub fn open(ifname: &str, config: XdpConfig) -> Result<XdpDevice, DeviceError> {
+        let name = format!("xdp:{ifname}");
+        let os = |operation| {
+            let name = name.clone();
+            move |e| DeviceError::os(&name, operation, e)
+        };
+        if !config.chunks.is_power_of_two()
+            || !config.ring_size.is_power_of_two()
+            || config.ring_size > config.chunks / 2
+        {
+            return Err(DeviceError::Capture {
+                device: name,
+                reason: "chunks and ring_size must be powers of two, ring_size <= chunks / 2"
+                    .into(),
+            });
+        }
+        let netdev = Netdev::new(ifname).map_err(os("name"))?;
+        let ifindex = netdev.index().map_err(os("find interface"))?;
+        let if_mtu = netdev.mtu().map_err(os("read MTU"))?;
+        let mac = netdev.mac().map_err(os("read MAC"))?;
+
+        let socket = sys::socket().map_err(os("create AF_XDP socket"))?;
+        let umem = Umem::new(config.chunks, CHUNK_SIZE).map_err(os("allocate UMEM"))?;
+        sys::register_umem(&socket, &umem).map_err(os("register UMEM"))?;
+        for kind in [
+            RingKind::Fill,
+            RingKind::Completion,
+            RingKind::Rx,
+            RingKind::Tx,
+        ] {
+            sys::set_ring_size(&socket, kind, config.ring_size).map_err(os("size rings"))?;
+        }
+        let fill = Producer::new(
+            sys::map_ring(&socket, RingKind::Fill, config.ring_size)
+                .map_err(os("map fill ring"))?,
+        );
+        let completion = Consumer::new(
+            sys::map_ring(&socket, RingKind::Completion, config.ring_size)
+                .map_err(os("map completion ring"))?,
+        );
+        let rx = Consumer::new(
+            sys::map_ring(&socket, RingKind::Rx, config.ring_size).map_err(os("map RX ring"))?,
+        );
+        let tx = Producer::new(
+            sys::map_ring(&socket, RingKind::Tx, config.ring_size).map_err(os("map TX ring"))?,
+        );
+        // No XDP_COPY / XDP_ZEROCOPY: the kernel uses zero-copy where the driver supports it
+        // and copy mode otherwise (veth, generic XDP).
+        sys::bind(&socket, ifindex, config.queue, libc::XDP_USE_NEED_WAKEUP)
+            .map_err(os("bind AF_XDP socket (is the interface up?)"))?;
+
+        let map = sys::create_xskmap(config.queue + 1).map_err(os("create XSKMAP"))?;
+        sys::map_update(&map, config.queue, socket.as_raw_fd() as u32)
+            .map_err(os("insert socket into XSKMAP"))?;
+        let program = bpf::program(map.as_raw_fd(), config.filter);
+        let program = sys::load_xdp(&program, "Dual MIT/GPL").map_err(os("load XDP program"))?;
+        let (link, mode) = attach(&program, ifindex, config.mode)
+            .map_err(os("attach XDP program (is another one attached?)"))?;
+
+        let mut device = XdpDevice {
+            name,
+            mtu: if_mtu.min(CHUNK_SIZE as usize - XDP_PACKET_HEADROOM - ETHERNET_HEADER_LEN - 4),
+            mac,
+            mode,
+            umem,
+            fill,
+            completion,
+            rx,
+            tx,
+            tx_free: Vec::new(),
+            unkicked: 0,
+            _link: link,
+            _program: program,
+            _map: map,
+            socket,
+        };
+        let half = config.chunks / 2;
+        for chunk in 0..half {
+            let pushed = device.fill.push(u64::from(chunk) * u64::from(CHUNK_SIZE));
+            debug_assert!(
+                pushed,
+                "ring_size <= chunks / 2 leaves room for every receive chunk"
+            );
+        }
+        device.fill.publish();
+        device.tx_free = (half..config.chunks)
+            .map(|c| u64::from(c) * u64::from(CHUNK_SIZE))
+            .collect();
+        Ok(device)
+    }
+
+    /// The mode the XDP program was attached in.
+    pub fn mode(&self) -> XdpMode {
+        self.mode
+    }
+
+    /// The kernel's counters for this socket: frames dropped because the RX ring was full or
+    /// the fill ring empty, and invalid descriptors.
+    pub fn statistics(&self) -> Result<libc::xdp_statistics, DeviceError> {
+        sys::statistics(&self.socket).map_err(|e| DeviceError::os(&self.name, "read statistics", e))
+    }
+
+    fn reclaim_completions(&mut self) {
+        let mut any = false;
+        while let Some(addr) = self.completion.pop() {
+            self.tx_free.push(addr);
+            any = true;
+        }
+        if any {
+            self.completion.release();
+        }
+    }
+
+    fn kick(&mut self) -> Result<(), DeviceError> {
+        self.unkicked = 0;
+        match sys::kick(&self.socket) {
+            Ok(()) => Ok(()),
+            // The queue is busy or the ring being drained: the next kick sends the rest.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(DeviceError::os(&self.name, "kick TX", e)),
+        }
+    }
+}
+
+/// Attaches in the requested mode; `Auto` tries native first. A BPF link never replaces an
+/// attached program (only mode flags are allowed with it), so a busy interface is an error.
+fn attach(program: &OwnedFd, ifindex: u32, mode: XdpMode) -> std::io::Result<(OwnedFd, XdpMode)> {
+    let native = || sys::link_xdp(program, ifindex, XDP_FLAGS_DRV_MODE);
+    let generic = || sys::link_xdp(program, ifindex, XDP_FLAGS_SKB_MODE);
+    match mode {
+        XdpMode::Native => native().map(|l| (l, XdpMode::Native)),
+        XdpMode::Generic => generic().map(|l| (l, XdpMode::Generic)),
+        XdpMode::Auto => native()
+            .map(|l| (l, XdpMode::Native))
+            .or_else(|_| generic().map(|l| (l, XdpMode::Generic))),
+    }
+}
+
+impl Device for XdpDevice {
+    fn receive(&mut self, consume: &mut dyn FnMut(&[u8])) -> Result<bool, DeviceError> {
+        let Some(desc) = self.rx.pop() else {
+            if self.fill.needs_wakeup() {
+                // Nothing to do on failure: the next receive asks again.
+                let _ = sys::wake_rx(&self.socket);
+            }
+            return Ok(false);
+        };
+        self.rx.release();
+        if let Some(frame) = self.umem.frame(desc.addr, desc.len as usize) {
+            consume(frame);
+        }
+        // The chunk goes back to the kernel whatever its descriptor said; a descriptor outside
+        // the UMEM cannot come from the kernel, so it is not worth an error.
+        let chunk = desc.addr - desc.addr % u64::from(CHUNK_SIZE);
+        let recycled = self.fill.push(chunk);
+        debug_assert!(recycled, "the fill ring has room for every receive chunk");
+        self.fill.publish();
+        Ok(true)
+    }
+
+    fn transmit(&mut self, frame: &[u8]) -> Result<bool, DeviceError> {
+        check_frame_len(&self.name, &self.capabilities(), frame)?;
+        self.reclaim_completions();
+        let Some(addr) = self.tx_free.pop() else {
+            self.kick()?;
+            return Ok(false);
+        };
+        let Some(chunk) = self.umem.frame_mut(addr, frame.len()) else {
+            self.tx_free.push(addr);
+            return Err(DeviceError::FrameTooLarge {
+                device: self.name.clone(),
+                len: frame.len(),
+                max: CHUNK_SIZE as usize,
+            });
+        };
+        chunk.copy_from_slice(frame);
+        let desc = libc::xdp_desc {
+            addr,
+            len: frame.len() as u32,
+            options: 0,
+        };
+        if !self.tx.push(desc) {
+            self.tx_free.push(addr);
+            self.kick()?;
+            return Ok(false);
+        }
+        self.tx.publish();
+        self.unkicked += 1;
+        if self.unkicked >= TX_KICK_BATCH {
+            self.kick()?;
+        }
+        Ok(true)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            mtu: self.mtu,
+            icrc_offload: false,
+            mac: Some(self.mac),
+        }
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.socket.as_raw_fd())
+    }
+
+    /// Kicks until the kernel has taken every published descriptor (copy mode sends at most
+    /// 32 per kick) or stops making progress.
+    fn flush(&mut self) -> Result<(), DeviceError> {
+        let mut last = u32::MAX;
+        loop {
+            let outstanding = self.tx.outstanding();
+            if outstanding == 0 || outstanding == last {
+                break;
+            }
+            last = outstanding;
+            self.kick()?;
+        }
+        self.reclaim_completions();
+        Ok(())
+    }
+}
