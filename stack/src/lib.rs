@@ -6,6 +6,7 @@
 //! - [`endpoint`]: real clock and sockets; the out-of-band TCP exchanges of the rdma-core tools.
 #![deny(unsafe_code)]
 
+pub mod capture;
 pub mod endpoint;
 pub mod fault;
 pub mod io;

@@ -1,7 +1,6 @@
 //! `roce`: the command-line face of the roce RoCEv2 stack. Each subcommand lives in its own
 //! module under `cmd/`; adding one is one line in `commands!` below.
 
-mod capture;
 mod cmd;
 
 use std::process::ExitCode;

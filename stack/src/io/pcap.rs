@@ -2,7 +2,7 @@
 //! analysis, regression inputs) and writes what it transmits to a pcap file; [`PcapWriter`]
 //! writes the classic pcap format that [`PcapRecorder`](super::PcapRecorder) also uses.
 //!
-//! Reading goes through pcap-parser, which knows both formats. Writing is classic pcap with
+//! Reading goes through [`crate::capture`], the project's one capture reader. Writing is classic pcap with
 //! nanosecond timestamps (magic 0xa1b23c4d): every tool reads it, and a handful of
 //! fixed-layout fields are less code than another dependency.
 
@@ -10,10 +10,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
-use pcap_parser::pcapng::Block;
-use pcap_parser::traits::{PcapNGPacketBlock, PcapReaderIterator};
-use pcap_parser::{Linktype, PcapBlockOwned, PcapError, create_reader};
-
+use crate::capture::{CaptureError, CaptureReader, Link};
 use crate::fault::Nanos;
 
 use super::{Capabilities, Device, DeviceError, check_frame_len};
@@ -74,9 +71,7 @@ pub fn create(path: &Path) -> Result<PcapWriter<BufWriter<File>>, DeviceError> {
 /// asked for; transmitted frames go to an optional output capture.
 pub struct PcapDevice {
     name: String,
-    reader: Box<dyn PcapReaderIterator + Send>,
-    /// Link type of each pcapng interface of the current section, or of the pcap file.
-    linktypes: Vec<Linktype>,
+    reader: CaptureReader,
     output: Option<PcapWriter<BufWriter<File>>>,
     clock: super::SystemClock,
     caps: Capabilities,
@@ -96,18 +91,21 @@ impl PcapDevice {
     /// Opens `input` (pcap or pcapng, Ethernet frames) for receiving.
     pub fn open(input: &Path) -> Result<PcapDevice, DeviceError> {
         let name = format!("pcap:{}", input.display());
-        let file = File::open(input).map_err(|e| DeviceError::os(&name, "open", e))?;
-        let reader = create_reader(1 << 16, file).map_err(|e| DeviceError::Capture {
-            device: name.clone(),
-            reason: match e {
-                PcapError::Eof => "empty file".to_owned(),
-                e => e.to_string(),
-            },
-        })?;
+        let reader = match CaptureReader::open(input) {
+            Ok(reader) => reader,
+            Err(CaptureError::Open { source, .. }) => {
+                return Err(DeviceError::os(&name, "open", source));
+            }
+            Err(e) => {
+                return Err(DeviceError::Capture {
+                    device: name,
+                    reason: e.to_string(),
+                });
+            }
+        };
         Ok(PcapDevice {
             name,
             reader,
-            linktypes: Vec::new(),
             output: None,
             clock: super::SystemClock::new(),
             caps: Capabilities {
@@ -139,89 +137,27 @@ impl PcapDevice {
     }
 }
 
-/// Where a block leaves the reader.
-enum Step {
-    Frame,
-    Skip,
-    NotEthernet(Linktype),
-}
-
 impl Device for PcapDevice {
     /// Returns [`DeviceError::Closed`] once the capture is exhausted.
     fn receive(&mut self, consume: &mut dyn FnMut(&[u8])) -> Result<bool, DeviceError> {
-        loop {
-            let step = match self.reader.next() {
-                Ok((offset, block)) => {
-                    let linktypes = &mut self.linktypes;
-                    let mut deliver = |linktype: Option<&Linktype>, data: &[u8]| match linktype {
-                        Some(&Linktype::ETHERNET) => {
-                            consume(data);
-                            Step::Frame
-                        }
-                        other => Step::NotEthernet(other.copied().unwrap_or(Linktype(-1))),
-                    };
-                    let step = match block {
-                        PcapBlockOwned::LegacyHeader(header) => {
-                            *linktypes = vec![header.network];
-                            Step::Skip
-                        }
-                        PcapBlockOwned::Legacy(b) => deliver(linktypes.first(), b.data),
-                        PcapBlockOwned::NG(Block::SectionHeader(_)) => {
-                            linktypes.clear();
-                            Step::Skip
-                        }
-                        PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
-                            linktypes.push(idb.linktype);
-                            Step::Skip
-                        }
-                        PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
-                            let linktype = linktypes.get(epb.if_id as usize);
-                            deliver(linktype, epb.packet_data())
-                        }
-                        PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
-                            let len = (spb.origlen as usize).min(spb.data.len());
-                            deliver(linktypes.first(), &spb.data[..len])
-                        }
-                        PcapBlockOwned::NG(_) => Step::Skip,
-                    };
-                    self.reader.consume(offset);
-                    step
-                }
-                Err(PcapError::Eof) => {
-                    return Err(DeviceError::Closed {
-                        device: self.name.clone(),
-                    });
-                }
-                Err(PcapError::UnexpectedEof) => {
-                    return Err(self.error("the file ends inside a record".to_owned()));
-                }
-                Err(PcapError::Incomplete(_)) => {
-                    if self.reader.reader_exhausted() {
-                        return Err(self.error("the file ends inside a record".to_owned()));
-                    }
-                    let refilled = self.reader.refill().map_err(|e| e.to_string());
-                    refilled.map_err(|reason| self.error(reason))?;
-                    continue;
-                }
-                Err(e) => {
-                    let reason = e.to_string();
-                    return Err(self.error(reason));
-                }
-            };
-            match step {
-                Step::Frame => {
-                    self.frames += 1;
-                    return Ok(true);
-                }
-                Step::Skip => {}
-                Step::NotEthernet(linktype) => {
-                    return Err(self.error(format!(
-                        "frame {} has link type {}, only Ethernet (1) is supported",
-                        self.frames + 1,
-                        linktype.0
-                    )));
-                }
+        match self.reader.next_frame() {
+            Ok(Some(frame)) if frame.link == Link::Ethernet => {
+                consume(frame.data);
+                self.frames += 1;
+                Ok(true)
             }
+            Ok(Some(frame)) => {
+                let reason = format!(
+                    "frame {} has link type {}, only Ethernet (1) is supported",
+                    frame.index + 1,
+                    frame.link.number()
+                );
+                Err(self.error(reason))
+            }
+            Ok(None) => Err(DeviceError::Closed {
+                device: self.name.clone(),
+            }),
+            Err(e) => Err(self.error(e.to_string())),
         }
     }
 

@@ -9,8 +9,37 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use roce::capture::{CaptureError, Frame};
+use roce::wire::RocePacket;
 
-use crate::capture::{self, Record};
+/// What a frame turned out to be.
+#[derive(Debug)]
+// One lives at a time, on the stack, while its frame is printed: boxing would cost more.
+#[allow(clippy::large_enum_variant)]
+pub enum Dissected<'a> {
+    Roce(RocePacket<'a>),
+    /// Not a RoCEv2 frame (another protocol, or a link type we do not read).
+    NotRoce(String),
+    /// Addressed to UDP port 4791 but not a well-formed RoCEv2 packet, or cut before we could
+    /// tell.
+    Broken(String),
+}
+
+impl<'a> Dissected<'a> {
+    pub fn of(frame: &Frame<'a>) -> Dissected<'a> {
+        match frame.roce() {
+            Ok(p) => Dissected::Roce(p),
+            Err(e) if e.is_not_roce() => Dissected::NotRoce(e.to_string()),
+            // A snap length is the usual reason for a truncated packet: say so.
+            Err(e) if frame.is_cut() => Dissected::Broken(format!(
+                "{e} (the capture kept only {} of the frame's {} bytes)",
+                frame.data.len(),
+                frame.orig_len
+            )),
+            Err(e) => Dissected::Broken(e.to_string()),
+        }
+    }
+}
 
 /// Decode every frame of a capture: each RoCEv2 header field by field, or JSON lines.
 ///
@@ -40,32 +69,34 @@ pub struct DecodeArgs {
 pub fn run(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
+    let mut reader = super::open_capture(&args.file)?;
     let mut write_err = None;
-    capture::for_each_record(&args.file, |record| {
-        if write_err.is_some() {
-            return;
-        }
-        let text = match record {
-            Record::Frame(frame) => {
-                let dissected = frame.dissect();
+    while write_err.is_none() {
+        let text = match reader.next_frame() {
+            Ok(Some(frame)) => {
+                let dissected = Dissected::of(&frame);
+                let index = frame.index as usize;
                 if args.json {
-                    json::frame(frame.index, &dissected) + "\n"
+                    json::frame(index, &dissected) + "\n"
                 } else {
-                    explain::frame(frame.index, frame.data.len(), &dissected) + "\n"
+                    explain::frame(index, frame.data.len(), &dissected) + "\n"
                 }
             }
-            Record::Damaged { index, reason } => {
+            Ok(None) => break,
+            Err(CaptureError::Damaged { frame, reason, .. }) => {
+                let index = frame as usize;
                 if args.json {
                     json::damaged(index, &reason) + "\n"
                 } else {
                     format!("#{index}  damaged capture: {reason}; nothing after this is readable\n")
                 }
             }
+            Err(e) => return Err(e.into()),
         };
         if let Err(e) = out.write_all(text.as_bytes()) {
             write_err = Some(e);
         }
-    })?;
+    }
     match write_err.map_or_else(|| out.flush(), Err) {
         // A closed pipe (`| head`) is the reader's choice, not a failure.
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e.into()),

@@ -8,8 +8,8 @@ use roce::wire::encap::{ETHERNET_HEADER_LEN, VLAN_TAG_LEN};
 use roce::wire::icrc::ICRC_LEN;
 use roce::wire::{FixedHeader, IpRepr, Ipv4Repr, Ipv6Repr, RocePacket, UdpRepr, VlanTag};
 
+use super::Dissected;
 use super::fields::{bth_fields, ext_sections};
-use crate::capture::Dissected;
 
 /// One field of a header.
 pub struct Field {

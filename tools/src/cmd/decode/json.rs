@@ -3,7 +3,7 @@
 use roce::wire::{RocePacket, Syndrome};
 use serde::Serialize;
 
-use crate::capture::Dissected;
+use super::Dissected;
 
 #[derive(Serialize)]
 struct Line<'a> {

@@ -1,0 +1,215 @@
+use std::io::Cursor;
+
+use super::*;
+use crate::wire::sample;
+
+/// A classic pcap file (microsecond timestamps, Ethernet) holding `frames`, each captured up
+/// to `snaplen` bytes, the i-th at i milliseconds.
+pub(crate) fn pcap_bytes(frames: &[Vec<u8>], snaplen: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&(snaplen as u32).to_le_bytes());
+    out.extend_from_slice(&1u32.to_le_bytes());
+    for (i, f) in frames.iter().enumerate() {
+        let cap = f.len().min(snaplen);
+        out.extend_from_slice(&7u32.to_le_bytes());
+        out.extend_from_slice(&(i as u32 * 1000).to_le_bytes());
+        out.extend_from_slice(&(cap as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&f[..cap]);
+    }
+    out
+}
+
+/// A pcapng file: section header, one Ethernet interface with nanosecond timestamps
+/// (if_tsresol 9), then one enhanced packet block per frame, the i-th at 7 s + i us.
+fn pcapng_bytes(frames: &[Vec<u8>]) -> Vec<u8> {
+    let block = |out: &mut Vec<u8>, kind: u32, body: &[u8]| {
+        let len = 12 + body.len().next_multiple_of(4);
+        out.extend_from_slice(&kind.to_le_bytes());
+        out.extend_from_slice(&(len as u32).to_le_bytes());
+        out.extend_from_slice(body);
+        out.resize(out.len() + body.len().next_multiple_of(4) - body.len(), 0);
+        out.extend_from_slice(&(len as u32).to_le_bytes());
+    };
+    let mut out = Vec::new();
+    let mut shb = 0x1a2b_3c4du32.to_le_bytes().to_vec();
+    shb.extend_from_slice(&[1, 0, 0, 0]);
+    shb.extend_from_slice(&(-1i64).to_le_bytes());
+    block(&mut out, 0x0a0d_0d0a, &shb);
+    let mut idb = vec![1, 0, 0, 0, 0, 0, 4, 0];
+    idb.extend_from_slice(&[9, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0]);
+    block(&mut out, 1, &idb);
+    for (i, f) in frames.iter().enumerate() {
+        let ts = 7_000_000_000u64 + i as u64 * 1000;
+        let mut epb = 0u32.to_le_bytes().to_vec();
+        epb.extend_from_slice(&((ts >> 32) as u32).to_le_bytes());
+        epb.extend_from_slice(&(ts as u32).to_le_bytes());
+        epb.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        epb.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        epb.extend_from_slice(f);
+        epb.resize(20 + f.len().next_multiple_of(4), 0);
+        block(&mut out, 6, &epb);
+    }
+    out
+}
+
+/// (timestamp, bytes, original length) of each frame read, and the damage if any.
+type ReadBack = (Vec<(u64, Vec<u8>, u32)>, Option<CaptureError>);
+
+fn read_all(bytes: Vec<u8>) -> ReadBack {
+    let mut reader = CaptureReader::new(Cursor::new(bytes)).expect("a capture");
+    let mut frames = Vec::new();
+    loop {
+        match reader.next_frame() {
+            Ok(Some(f)) => frames.push((f.timestamp_ns, f.data.to_vec(), f.orig_len)),
+            Ok(None) => return (frames, None),
+            Err(e) => {
+                assert!(
+                    reader.next_frame().unwrap().is_none(),
+                    "nothing after damage"
+                );
+                return (frames, Some(e));
+            }
+        }
+    }
+}
+
+#[test]
+fn pcap_and_pcapng_give_the_same_frames() {
+    let frames = sample::frames(3);
+    let (from_pcap, damage) = read_all(pcap_bytes(&frames, 65535));
+    assert!(damage.is_none());
+    let (from_ng, damage) = read_all(pcapng_bytes(&frames));
+    assert!(damage.is_none());
+    assert_eq!(from_pcap.len(), frames.len());
+    for (i, ((ts, data, len), (ts_ng, data_ng, _))) in from_pcap.iter().zip(&from_ng).enumerate() {
+        assert_eq!(data, &frames[i]);
+        assert_eq!(data_ng, &frames[i]);
+        assert_eq!(*len as usize, frames[i].len());
+        assert_eq!(*ts, 7_000_000_000 + i as u64 * 1_000_000);
+        assert_eq!(*ts_ng, 7_000_000_000 + i as u64 * 1000);
+    }
+}
+
+#[test]
+fn frames_are_sliced_by_link_type() {
+    let frames = sample::frames(4);
+    let mut reader = CaptureReader::new(Cursor::new(pcap_bytes(&frames, 65535))).unwrap();
+    assert_eq!(reader.format(), Format::Pcap);
+    while let Some(f) = reader.next_frame().unwrap() {
+        assert_eq!(f.link, Link::Ethernet);
+        assert!(f.roce().unwrap().icrc_ok());
+    }
+    assert_eq!(reader.frames(), frames.len() as u64);
+}
+
+#[test]
+fn snap_length_cut_frames_are_delivered_and_marked() {
+    let frames = sample::frames(5);
+    let (read, damage) = read_all(pcap_bytes(&frames, 64));
+    assert!(damage.is_none());
+    assert_eq!(read.len(), frames.len());
+    for ((_, data, orig), full) in read.iter().zip(&frames) {
+        assert_eq!(data.len(), full.len().min(64));
+        assert_eq!(*orig as usize, full.len());
+    }
+}
+
+#[test]
+fn a_file_cut_short_yields_its_whole_frames_then_damage() {
+    let frames = sample::frames(6);
+    let bytes = pcap_bytes(&frames, 65535);
+    for cut in [
+        bytes.len() - 1,
+        bytes.len() - frames.last().unwrap().len() - 10,
+    ] {
+        let (read, damage) = read_all(bytes[..cut].to_vec());
+        assert_eq!(read.len(), frames.len() - 1);
+        match damage {
+            Some(CaptureError::Damaged { frame, reason, .. }) => {
+                assert_eq!(frame, frames.len() as u64 - 1);
+                assert!(reason.contains("cut short"), "{reason}");
+            }
+            other => panic!("expected damage, got {other:?}"),
+        }
+    }
+    let ng = pcapng_bytes(&frames);
+    let (read, damage) = read_all(ng[..ng.len() - 3].to_vec());
+    assert_eq!(read.len(), frames.len() - 1);
+    assert!(matches!(damage, Some(CaptureError::Damaged { .. })));
+}
+
+#[test]
+fn a_record_lying_about_its_length_is_damage_not_a_panic() {
+    let frames = sample::frames(7);
+    let mut bytes = pcap_bytes(&frames[..3], 65535);
+    let second = 24 + 16 + frames[0].len();
+    bytes[second + 8..second + 12].copy_from_slice(&0x7fff_0000u32.to_le_bytes());
+    let (read, damage) = read_all(bytes);
+    assert_eq!(read.len(), 1);
+    assert!(matches!(
+        damage,
+        Some(CaptureError::Damaged { frame: 1, .. })
+    ));
+}
+
+#[test]
+fn an_unknown_interface_is_damage() {
+    let frames = sample::frames(8);
+    let mut bytes = pcapng_bytes(&frames[..2]);
+    // The first EPB's interface id: after the 28-byte SHB and the 32-byte IDB, 8 bytes in.
+    bytes[28 + 32 + 8] = 5;
+    let (read, damage) = read_all(bytes);
+    assert!(read.is_empty());
+    let Some(CaptureError::Damaged { reason, .. }) = damage else {
+        panic!("expected damage");
+    };
+    assert!(reason.contains("interface 5"), "{reason}");
+}
+
+#[test]
+fn files_that_are_not_captures_fail_to_open() {
+    for bytes in [
+        Vec::new(),
+        b"hello, this is text and not a capture at all\n".to_vec(),
+        vec![0xd4, 0xc3],
+    ] {
+        let err = CaptureReader::new(Cursor::new(bytes)).unwrap_err();
+        assert!(
+            matches!(err, CaptureError::Empty | CaptureError::NotACapture),
+            "{err:?}"
+        );
+    }
+}
+
+#[test]
+fn cooked_and_raw_links_reach_the_ip_packet() {
+    let frame = &sample::frames(9)[0];
+    let ip = &frame[14..];
+    let mut sll = vec![0u8; 16];
+    sll[14..16].copy_from_slice(&0x0800u16.to_be_bytes());
+    sll.extend_from_slice(ip);
+    let mut sll2 = vec![0u8; 20];
+    sll2[0..2].copy_from_slice(&0x0800u16.to_be_bytes());
+    sll2.extend_from_slice(ip);
+    let frame = |link, data: &[u8]| -> Result<bool, FrameError> {
+        let f = Frame {
+            index: 0,
+            timestamp_ns: 0,
+            link,
+            data,
+            orig_len: data.len() as u32,
+        };
+        f.roce().map(|p| p.icrc_ok())
+    };
+    assert_eq!(frame(Link::LinuxSll, &sll), Ok(true));
+    assert_eq!(frame(Link::LinuxSll2, &sll2), Ok(true));
+    assert_eq!(frame(Link::RawIp, ip), Ok(true));
+    assert!(frame(Link::LinuxSll, &[0u8; 16]).unwrap_err().is_not_roce());
+    assert!(!frame(Link::LinuxSll2, &[0u8; 3]).unwrap_err().is_not_roce());
+    assert!(frame(Link::Other(147), ip).unwrap_err().is_not_roce());
+}
