@@ -30,7 +30,11 @@ run() {
     rc_atomic_fetch_add) cap rc_atomic_fetch_add 'ib_atomic_bw -x 1 -F -n 5 -A FETCH_AND_ADD' 'ib_atomic_bw -x 1 -F -n 5 -A FETCH_AND_ADD $SERVER' ;;
     uc_send) cap uc_send 'ibv_uc_pingpong -g 1 -n 5 -s 64' 'ibv_uc_pingpong -g 1 -n 5 -s 64 $SERVER' ;;
     ud_send) cap ud_send 'ibv_ud_pingpong -g 1 -n 5 -s 64' 'ibv_ud_pingpong -g 1 -n 5 -s 64 $SERVER' ;;
-    rc_ipv6) cap rc_ipv6 --ipv6 'ibv_rc_pingpong -g $GIDX -n 5 -s 64' 'ibv_rc_pingpong -g $GIDX -n 5 -s 64 $SERVER' ;;
+    # ibv_*_pingpong listen on IPv4 only: the TCP exchange goes to $SERVER4, RoCE uses the IPv6 GIDs
+    rc_ipv6) cap rc_ipv6 --ipv6 'ibv_rc_pingpong -g $GIDX -n 5 -s 64' 'ibv_rc_pingpong -g $GIDX -n 5 -s 64 $SERVER4' ;;
+    rc_write_imm) cap rc_write_imm 'lab_verbs server write_imm -n 4 -s 2500 -x' 'lab_verbs client write_imm $SERVER -n 4 -s 2500 -x' ;;
+    rc_send_imm) cap rc_send_imm 'lab_verbs server send_imm -n 4 -s 2500 -x' 'lab_verbs client send_imm $SERVER -n 4 -s 2500 -x' ;;
+    rc_rnr_nak_verbs) cap rc_rnr_nak_verbs 'lab_verbs server rnr -n 3 -s 64' 'lab_verbs client rnr $SERVER -n 3 -s 64' ;;
     rc_mtu4096) cap rc_mtu4096 --mtu 9000 'ibv_rc_pingpong -g 1 -n 3 -s 8192 -m 4096' 'ibv_rc_pingpong -g 1 -n 3 -s 8192 -m 4096 $SERVER' ;;
     rdma_cm_rping) cap rdma_cm_rping 'rping -s -a $SELF -C 3 -S 64' 'rping -c -a $SERVER -C 3 -S 64' ;;
     rc_loss_write) cap rc_loss_write --loss 50 'ib_write_bw -x 1 -F -n 20 -s 8192' 'ib_write_bw -x 1 -F -n 20 -s 8192 $SERVER' ;;
@@ -42,7 +46,7 @@ run() {
 
 ALL=(rc_send_only rc_send_first_middle_last rc_write rc_write_only rc_read rc_read_only
   rc_atomic_cmp_swap rc_atomic_fetch_add uc_send ud_send rc_ipv6 rc_mtu4096 rdma_cm_rping
-  rc_loss_write rc_loss_read rc_rnr_nak)
+  rc_loss_write rc_loss_read rc_rnr_nak rc_write_imm rc_send_imm rc_rnr_nak_verbs)
 [[ $# -gt 0 ]] || set -- "${ALL[@]}"
 fails=()
 for n in "$@"; do run "$n" || fails+=("$n"); done
