@@ -159,6 +159,8 @@ impl Connected {
     }
 
     /// Changes the read timeout, e.g. before the sync that waits out the peer's whole test.
+    /// Keep one: a peer whose machine stops (an rxe guest powering off) may never close the
+    /// connection, and only the timeout then ends the wait.
     pub fn set_timeout(&mut self, timeout: Option<Duration>) -> Result<(), OobError> {
         self.session.channel.set_timeout(timeout)
     }
