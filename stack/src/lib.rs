@@ -4,6 +4,8 @@
 //! - [`wire`]: views over bytes and owned `Repr`s for every RoCEv2 header, the ICRC, and the
 //!   Ethernet / IP / UDP encapsulation.
 //! - [`endpoint`]: real clock and sockets; the out-of-band TCP exchanges of the rdma-core tools.
+//! - [`transport`]: the sans-IO RC, UC and UD engine: memory regions, completion queues,
+//!   queue pairs, retransmission; and [`transport::pair`], two engines over a simulated link.
 #![deny(unsafe_code)]
 
 pub mod capture;
@@ -11,4 +13,5 @@ pub mod endpoint;
 pub mod fault;
 pub mod io;
 pub mod rng;
+pub mod transport;
 pub mod wire;

@@ -1,0 +1,405 @@
+//! The completer (IBA 9.7.5.1, 9.9.2): acknowledgements, NAKs and responses coming back to an
+//! RC requester, and its timers.
+//!
+//! Loss recovery stays inside the wire protocol; what is ours is when to act:
+//! - a PSN sequence error NAK, an implied NAK (a READ response or atomic ACK later than
+//!   expected, or an ACK past a READ whose data never came) or an RNR NAK makes the requester
+//!   go back to that PSN at once (go-back-N, IBA 9.7.5.1.2);
+//! - a **fast retransmit timer**, about one smoothed round trip plus four deviations since the
+//!   last transmission or progress, first re-sends the newest packet with AckReq (a tail-loss
+//!   probe: if only the tail was lost it fills the hole, otherwise the responder answers with
+//!   an ACK or a NAK that says where it stands), and if that brings nothing goes back to the
+//!   oldest unacknowledged PSN, with exponential backoff. It recovers a lost NAK, a lost
+//!   retransmission (the responder NAKs a gap only once, C9-? / rxe `sent_psn_nak`) or a lost
+//!   tail in a few round trips instead of a whole local ACK timeout, and it does not consume
+//!   `retry_cnt`;
+//! - the spec's **local ACK timeout** (4.096 us x 2^timeout, IBA 9.7.6.1.3) still runs from
+//!   the last progress; each expiry costs one retry and `retry_cnt` expiries without progress
+//!   fail the request with RETRY_EXC_ERR, as the spec requires.
+
+use core::time::Duration;
+
+use super::cq::WcStatus;
+use super::qp::{QpState, QpType};
+use super::queue_pair::{Ctx, QueuePair};
+use super::time::Time;
+use crate::wire::opcode::op;
+use crate::wire::{IbPacketRepr, NakCode, Psn, RnrTimer, Syndrome};
+
+/// The requester's deadlines, retry counters and round-trip estimate.
+#[derive(Debug, Default)]
+pub(crate) struct Timers {
+    /// The spec's local ACK timeout.
+    pub ack: Option<Time>,
+    /// The fast retransmit timer.
+    pub fast: Option<Time>,
+    /// Waiting out an RNR NAK; nothing is sent until then.
+    pub rnr: Option<Time>,
+    pub retry_left: u8,
+    pub rnr_left: u8,
+    /// Tail-loss probes sent since the last progress.
+    pub probes: u8,
+    /// Doublings of the fast retransmit timer since the last progress.
+    pub backoff: u8,
+    pub srtt: Option<Duration>,
+    pub rttvar: Duration,
+    /// A packet with AckReq being timed (Karn: never a retransmitted one).
+    pub sample: Option<(Psn, Time)>,
+}
+
+const MAX_BACKOFF: u8 = 16;
+
+impl Timers {
+    pub fn stop(&mut self) {
+        self.ack = None;
+        self.fast = None;
+        self.rnr = None;
+        self.sample = None;
+        self.probes = 0;
+        self.backoff = 0;
+    }
+
+    fn on_rtt(&mut self, sample: Duration) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(sample);
+                self.rttvar = sample / 2;
+            }
+            Some(srtt) => {
+                let err = srtt.abs_diff(sample);
+                self.rttvar = (self.rttvar * 3 + err) / 4;
+                self.srtt = Some((srtt * 7 + sample) / 8);
+            }
+        }
+    }
+}
+
+/// The local ACK timeout of IBA 9.7.6.1.3; `None` when the attribute is 0 (no timer).
+pub fn local_ack_timeout(timeout: u8) -> Option<Duration> {
+    match timeout {
+        0 => None,
+        t => Some(Duration::from_nanos(4_096u64 << t.min(31))),
+    }
+}
+
+fn nak_status(code: NakCode) -> WcStatus {
+    match code {
+        NakCode::InvalidRequest => WcStatus::RemInvReqErr,
+        NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+        NakCode::RemoteOperationalError => WcStatus::RemOpErr,
+        _ => WcStatus::BadRespErr,
+    }
+}
+
+impl QueuePair {
+    fn ack_timeout(&self) -> Option<Duration> {
+        local_ack_timeout(self.attrs.timeout)
+    }
+
+    /// The fast retransmit timeout, with backoff, never beyond the local ACK timeout.
+    fn fast_rto(&self, ctx: &Ctx<'_>) -> Duration {
+        let t = &self.sq.timers;
+        let base = match t.srtt {
+            Some(srtt) => srtt + t.rttvar * 4,
+            None => ctx.config.initial_fast_rto,
+        };
+        let rto = base
+            .max(ctx.config.min_fast_rto)
+            .checked_mul(1u32 << t.backoff.min(MAX_BACKOFF))
+            .unwrap_or(Duration::MAX);
+        match self.ack_timeout() {
+            Some(limit) => rto.min(limit),
+            None => rto.min(Duration::from_secs(1)),
+        }
+    }
+
+    /// Bookkeeping of a request packet just sent; `timed` marks a fresh packet with AckReq.
+    pub(crate) fn on_transmit(&mut self, ctx: &Ctx<'_>, psn: Psn, timed: bool) {
+        let now = ctx.now;
+        let fast = now + self.fast_rto(ctx);
+        let ack = self.ack_timeout().map(|d| now + d);
+        let t = &mut self.sq.timers;
+        t.fast = Some(fast);
+        t.ack = t.ack.or(ack);
+        if timed && t.sample.is_none() {
+            t.sample = Some((psn, now));
+        }
+    }
+
+    /// The earliest deadline of this requester.
+    pub(crate) fn next_deadline(&self) -> Option<Time> {
+        if self.init.qp_type != QpType::Rc || !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            return None;
+        }
+        let t = &self.sq.timers;
+        [t.ack, t.fast, t.rnr].into_iter().flatten().min()
+    }
+
+    fn go_back(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
+        if self.sq.rewind(psn) {
+            ctx.stats.rewinds += 1;
+        }
+    }
+
+    /// Completes every SEND and RDMA WRITE the responder acknowledged up to and including `p`.
+    /// Returns true when `p` lies at or past a READ or atomic still waiting for its response:
+    /// responses come in PSN order, so that response was lost (an implied NAK, C9-? 9.7.5.1.3).
+    fn ack_through(&mut self, ctx: &mut Ctx<'_>, p: Psn) -> bool {
+        if p.distance(self.sq.una) < 0 {
+            return false;
+        }
+        while self.sq.started > 0 {
+            let Some(w) = self.sq.wqes.front() else { break };
+            if w.first_psn.distance(p) > 0 {
+                break;
+            }
+            if w.wr.op.needs_response() {
+                return true;
+            }
+            if w.last_psn().distance(p) > 0 {
+                self.sq.una = p.next();
+                break;
+            }
+            self.sq.una = w.last_psn().next();
+            self.complete_send_front(ctx, WcStatus::Success);
+        }
+        false
+    }
+
+    /// A response packet (ACK, NAK, READ response, atomic ACK) for this RC requester.
+    pub(crate) fn handle_response(&mut self, ctx: &mut Ctx<'_>, pkt: &IbPacketRepr<'_>) {
+        let old_una = self.sq.una;
+        let psn = pkt.bth.psn;
+        if !self.sq.is_outstanding(psn) {
+            ctx.stats.stale_responses += 1;
+            return;
+        }
+        match pkt.bth.opcode.low() {
+            op::ACKNOWLEDGE => match pkt.ext.aeth.map(|a| a.syndrome) {
+                Some(Syndrome::Ack { .. }) => {
+                    ctx.stats.acks_received += 1;
+                    if self.ack_through(ctx, psn) {
+                        self.implied_nak(ctx);
+                    }
+                }
+                Some(Syndrome::Nak(NakCode::PsnSequenceError)) => self.on_sequence_nak(ctx, psn),
+                Some(Syndrome::Nak(code)) => self.on_error_nak(ctx, psn, code),
+                Some(Syndrome::RnrNak { timer }) => self.on_rnr_nak(ctx, psn, timer),
+                _ => ctx.stats.stale_responses += 1,
+            },
+            op::RDMA_READ_RESPONSE_FIRST..=op::RDMA_READ_RESPONSE_ONLY => {
+                self.on_read_response(ctx, psn, pkt.bth.opcode.low(), pkt.payload);
+            }
+            op::ATOMIC_ACKNOWLEDGE => {
+                let orig = pkt.ext.atomic_ack_eth.map_or(0, |a| a.orig);
+                self.on_atomic_ack(ctx, psn, orig);
+            }
+            _ => ctx.stats.stale_responses += 1,
+        }
+        if matches!(self.state, QpState::Rts | QpState::Sqd) {
+            self.after_response(ctx, old_una);
+        }
+    }
+
+    fn implied_nak(&mut self, ctx: &mut Ctx<'_>) {
+        let una = self.sq.una;
+        if self.sq.last_rewind != Some(una) {
+            ctx.stats.implied_naks += 1;
+            self.go_back(ctx, una);
+        }
+    }
+
+    fn on_sequence_nak(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
+        ctx.stats.naks_received += 1;
+        if self.ack_through(ctx, psn.sub(1)) {
+            return self.implied_nak(ctx);
+        }
+        // The responder NAKs a gap once; a second NAK for the same PSN is a duplicate packet
+        // or older than a retransmission already under way.
+        if self.sq.last_rewind != Some(psn) {
+            self.go_back(ctx, psn);
+        }
+    }
+
+    fn on_error_nak(&mut self, ctx: &mut Ctx<'_>, psn: Psn, code: NakCode) {
+        ctx.stats.naks_received += 1;
+        self.ack_through(ctx, psn.sub(1));
+        // Requests before the failed one whose responses never came cannot complete now.
+        while self.sq.started > 0 && self.sq.wqes.front().is_some_and(|w| !w.contains(psn)) {
+            self.complete_send_front(ctx, WcStatus::WrFlushErr);
+        }
+        self.complete_send_front(ctx, nak_status(code));
+        self.enter_error(ctx);
+    }
+
+    fn on_rnr_nak(&mut self, ctx: &mut Ctx<'_>, psn: Psn, timer: RnrTimer) {
+        ctx.stats.rnr_naks_received += 1;
+        if self.ack_through(ctx, psn.sub(1)) {
+            return self.implied_nak(ctx);
+        }
+        // rnr_retry 7 means retry forever (IBA 9.7.5.2.8).
+        if self.attrs.rnr_retry != 7 {
+            if self.sq.timers.rnr_left == 0 {
+                self.complete_send_front(ctx, WcStatus::RnrRetryExcErr);
+                return self.enter_error(ctx);
+            }
+            self.sq.timers.rnr_left -= 1;
+        }
+        self.go_back(ctx, psn);
+        let t = &mut self.sq.timers;
+        t.rnr = Some(ctx.now + Duration::from_micros(u64::from(timer.micros())));
+        t.ack = None;
+        t.fast = None;
+    }
+
+    fn on_read_response(&mut self, ctx: &mut Ctx<'_>, psn: Psn, low: u8, payload: &[u8]) {
+        if self.ack_through(ctx, psn.sub(1)) {
+            return self.implied_nak(ctx);
+        }
+        let mtu = u64::from(self.attrs.path_mtu.bytes());
+        let Some(w) = self.sq.wqes.front().filter(|w| {
+            self.sq.started > 0 && w.wr.op.is_read() && w.contains(psn) && psn == self.sq.una
+        }) else {
+            ctx.stats.stale_responses += 1;
+            return;
+        };
+        let offset = psn.distance(w.first_psn) as u64 * mtu;
+        let expected = w.len.saturating_sub(offset).min(mtu) as usize;
+        let last = psn == w.last_psn();
+        let ends = matches!(
+            low,
+            op::RDMA_READ_RESPONSE_LAST | op::RDMA_READ_RESPONSE_ONLY
+        );
+        if last != ends || payload.len() != expected {
+            self.complete_send_front(ctx, WcStatus::BadRespErr);
+            return self.enter_error(ctx);
+        }
+        if ctx.mrs.scatter(&w.wr.sg_list, offset, payload).is_err() {
+            self.complete_send_front(ctx, WcStatus::LocProtErr);
+            return self.enter_error(ctx);
+        }
+        ctx.stats.payload_bytes_delivered += payload.len() as u64;
+        self.sq.una = psn.next();
+        if last {
+            self.complete_send_front(ctx, WcStatus::Success);
+        }
+    }
+
+    fn on_atomic_ack(&mut self, ctx: &mut Ctx<'_>, psn: Psn, orig: u64) {
+        if self.ack_through(ctx, psn.sub(1)) {
+            return self.implied_nak(ctx);
+        }
+        let Some(w) = self.sq.wqes.front().filter(|w| {
+            self.sq.started > 0 && w.wr.op.is_atomic() && w.first_psn == psn && psn == self.sq.una
+        }) else {
+            ctx.stats.stale_responses += 1;
+            return;
+        };
+        // The original value lands in local memory in the host's order (little-endian here).
+        if ctx
+            .mrs
+            .scatter(&w.wr.sg_list, 0, &orig.to_le_bytes())
+            .is_err()
+        {
+            self.complete_send_front(ctx, WcStatus::LocProtErr);
+            return self.enter_error(ctx);
+        }
+        self.sq.una = psn.next();
+        self.complete_send_front(ctx, WcStatus::Success);
+    }
+
+    /// Progress resets the retry counters and timers (IBA 9.7.6.1.3); then the timers are
+    /// armed for whatever is still outstanding.
+    fn after_response(&mut self, ctx: &mut Ctx<'_>, old_una: Psn) {
+        let now = ctx.now;
+        self.sq.skip_acked();
+        if self.sq.una != old_una {
+            let una = self.sq.una;
+            let t = &mut self.sq.timers;
+            t.retry_left = self.attrs.retry_cnt;
+            t.rnr_left = self.attrs.rnr_retry;
+            t.probes = 0;
+            t.backoff = 0;
+            if let Some((psn, sent)) = t.sample
+                && psn.distance(una) < 0
+            {
+                t.on_rtt(now - sent);
+                t.sample = None;
+            }
+            if self.sq.last_rewind.is_some_and(|n| n.distance(una) < 0) {
+                self.sq.last_rewind = None;
+            }
+            t.ack = None;
+            t.fast = None;
+        }
+        self.rearm(ctx);
+        self.check_drained(ctx);
+    }
+
+    fn rearm(&mut self, ctx: &Ctx<'_>) {
+        let now = ctx.now;
+        let fast = now + self.fast_rto(ctx);
+        let ack = self.ack_timeout().map(|d| now + d);
+        let outstanding = self.sq.outstanding();
+        let t = &mut self.sq.timers;
+        if !outstanding {
+            t.ack = None;
+            t.fast = None;
+            t.probes = 0;
+            t.backoff = 0;
+            return;
+        }
+        if t.rnr.is_some() {
+            return;
+        }
+        t.ack = t.ack.or(ack);
+        t.fast = t.fast.or(Some(fast));
+    }
+
+    /// Runs the timers due at `now`.
+    pub(crate) fn on_timeout(&mut self, ctx: &mut Ctx<'_>) {
+        let now = ctx.now;
+        if self.sq.timers.rnr.is_some_and(|t| t <= now) {
+            self.sq.timers.rnr = None;
+            self.rearm(ctx);
+        }
+        if self.sq.timers.ack.is_some_and(|t| t <= now) {
+            ctx.stats.local_ack_timeouts += 1;
+            if self.sq.timers.retry_left == 0 {
+                self.complete_send_front(ctx, WcStatus::RetryExcErr);
+                return self.enter_error(ctx);
+            }
+            self.sq.timers.retry_left -= 1;
+            let una = self.sq.una;
+            self.go_back(ctx, una);
+            self.sq.timers.ack = None;
+            self.sq.timers.fast = None;
+            self.sq.timers.probes = 0;
+            self.rearm(ctx);
+        }
+        if self.sq.timers.fast.is_some_and(|t| t <= now) {
+            self.on_fast_timer(ctx);
+        }
+    }
+
+    fn on_fast_timer(&mut self, ctx: &mut Ctx<'_>) {
+        let tail = self.sq.max_sent.sub(1);
+        let probeable = self
+            .sq
+            .find(tail)
+            .is_some_and(|i| !self.sq.wqes[i].wr.op.needs_response());
+        let t = &mut self.sq.timers;
+        if t.probes == 0 && probeable {
+            t.probes = 1;
+            self.sq.probe = Some(tail);
+        } else {
+            t.probes = 0;
+            t.backoff = (t.backoff + 1).min(MAX_BACKOFF);
+            ctx.stats.fast_retransmits += 1;
+            let una = self.sq.una;
+            self.go_back(ctx, una);
+        }
+        self.sq.timers.fast = None;
+        self.rearm(ctx);
+    }
+}

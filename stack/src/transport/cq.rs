@@ -1,0 +1,150 @@
+//! Completion queues and work completions (IBA 11.4.2.1, `ibv_wc`).
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+use crate::wire::Qpn;
+
+/// A work completion's status (IBA Table 100 / `ibv_wc_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WcStatus {
+    Success,
+    /// The message did not fit the receive buffer, or a UD message exceeded the MTU.
+    LocLenErr,
+    /// An internal inconsistency of the local QP (for example a message longer than 2^31).
+    LocQpOpErr,
+    /// A local scatter/gather entry failed its key, bounds or rights check.
+    LocProtErr,
+    /// The QP entered the error state before this work request completed.
+    WrFlushErr,
+    /// The responder answered with something the requester did not expect.
+    BadRespErr,
+    /// The responder NAKed with Invalid Request.
+    RemInvReqErr,
+    /// The responder NAKed with Remote Access Error.
+    RemAccessErr,
+    /// The responder NAKed with Remote Operational Error.
+    RemOpErr,
+    /// The local ACK timeout expired retry_cnt + 1 times without progress.
+    RetryExcErr,
+    /// RNR NAKs exceeded rnr_retry.
+    RnrRetryExcErr,
+}
+
+impl WcStatus {
+    /// The name libibverbs' `ibv_wc_status_str` uses, for logs and JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            WcStatus::Success => "SUCCESS",
+            WcStatus::LocLenErr => "LOC_LEN_ERR",
+            WcStatus::LocQpOpErr => "LOC_QP_OP_ERR",
+            WcStatus::LocProtErr => "LOC_PROT_ERR",
+            WcStatus::WrFlushErr => "WR_FLUSH_ERR",
+            WcStatus::BadRespErr => "BAD_RESP_ERR",
+            WcStatus::RemInvReqErr => "REM_INV_REQ_ERR",
+            WcStatus::RemAccessErr => "REM_ACCESS_ERR",
+            WcStatus::RemOpErr => "REM_OP_ERR",
+            WcStatus::RetryExcErr => "RETRY_EXC_ERR",
+            WcStatus::RnrRetryExcErr => "RNR_RETRY_EXC_ERR",
+        }
+    }
+}
+
+/// What the completed work request did (`ibv_wc_opcode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WcOpcode {
+    Send,
+    RdmaWrite,
+    RdmaRead,
+    CompSwap,
+    FetchAdd,
+    /// A receive consumed by a SEND.
+    Recv,
+    /// A receive consumed by an RDMA WRITE with immediate.
+    RecvRdmaWithImm,
+}
+
+/// One completed work request (`ibv_wc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkCompletion {
+    pub wr_id: u64,
+    pub status: WcStatus,
+    pub opcode: WcOpcode,
+    /// The local QP the work request was posted to.
+    pub qp_num: Qpn,
+    /// Bytes received (receives, including the 40-byte GRH area on UD) or moved (READ).
+    pub byte_len: u32,
+    pub imm_data: Option<u32>,
+    /// The R_Key a SEND with Invalidate invalidated.
+    pub invalidated_rkey: Option<u32>,
+    /// UD receives: the sender's QP (DETH SrcQP).
+    pub src_qp: Option<Qpn>,
+    /// UD receives: the sender's address (RoCEv2 has no LID; this stands for the GRH's SGID).
+    pub src_addr: Option<IpAddr>,
+    /// The sender set the Solicited Event bit.
+    pub solicited: bool,
+}
+
+impl WorkCompletion {
+    pub(crate) fn new(wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: Qpn) -> Self {
+        WorkCompletion {
+            wr_id,
+            status,
+            opcode,
+            qp_num,
+            byte_len: 0,
+            imm_data: None,
+            invalidated_rkey: None,
+            src_qp: None,
+            src_addr: None,
+            solicited: false,
+        }
+    }
+}
+
+/// Names a completion queue of one engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CqId(pub u32);
+
+/// A completion queue. It grows as needed: the spec's CQ overrun (an asynchronous error)
+/// is reported through [`CompletionQueue::overrun`] instead of losing completions.
+#[derive(Debug, Clone, Default)]
+pub struct CompletionQueue {
+    entries: VecDeque<WorkCompletion>,
+    capacity: usize,
+    overrun: bool,
+}
+
+impl CompletionQueue {
+    pub fn new(capacity: usize) -> CompletionQueue {
+        CompletionQueue {
+            entries: VecDeque::new(),
+            capacity,
+            overrun: false,
+        }
+    }
+
+    pub(crate) fn push(&mut self, wc: WorkCompletion) {
+        if self.entries.len() >= self.capacity {
+            self.overrun = true;
+        }
+        self.entries.push_back(wc);
+    }
+
+    pub fn pop(&mut self) -> Option<WorkCompletion> {
+        self.entries.pop_front()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// True once more completions were queued than the capacity the CQ was created with.
+    pub fn overrun(&self) -> bool {
+        self.overrun
+    }
+}

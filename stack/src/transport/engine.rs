@@ -1,0 +1,424 @@
+//! The engine: memory regions, completion queues and queue pairs of one RoCE device, driven
+//! by explicit inputs (work requests, packets, `now`) and polled for outputs (packets,
+//! deadlines, completions, events), in the manner of quinn-proto.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+use super::config::{Event, Stats, Transmit, TransportConfig};
+use super::cq::{CompletionQueue, CqId, WcOpcode, WcStatus, WorkCompletion};
+use super::error::{DropReason, TransportError};
+use super::mr::{Access, MemoryRegion, MrTable};
+use super::qp::{ModifyError, ModifyQp, QpAttrs, QpState, QpType, check_modify};
+use super::queue_pair::{Ctx, QpInit, QueuePair, send_wc_opcode};
+use super::requester::SendWqe;
+use super::time::Time;
+use super::wr::{RecvWr, SendOp, SendWr};
+use crate::wire::{IbPacketRepr, Opcode, Qpn, Transport};
+
+/// rxe numbers its first queue pair 17; QP0 and QP1 are the special ones (IBA 10.2.1).
+const FIRST_QPN: u32 = 0x11;
+
+/// A sans-IO RDMA transport engine (one RoCE device's worth of state).
+#[derive(Debug)]
+pub struct Engine {
+    config: TransportConfig,
+    mrs: MrTable,
+    cqs: Vec<CompletionQueue>,
+    /// Indexed by QPN; QPNs are handed out in order and not reused.
+    qps: Vec<Option<Box<QueuePair>>>,
+    /// QPNs that exist, in creation order, for round-robin transmission.
+    active: Vec<Qpn>,
+    next_rr: usize,
+    next_qpn: u32,
+    stats: Stats,
+    events: VecDeque<Event>,
+}
+
+impl Engine {
+    pub fn new(config: TransportConfig) -> Engine {
+        Engine {
+            config,
+            mrs: MrTable::default(),
+            cqs: Vec::new(),
+            qps: Vec::new(),
+            active: Vec::new(),
+            next_rr: 0,
+            next_qpn: FIRST_QPN,
+            stats: Stats::default(),
+            events: VecDeque::new(),
+        }
+    }
+
+    pub fn config(&self) -> &TransportConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    // ---- memory regions ----
+
+    /// Registers `data` as seen at `va..va + data.len()`; returns its key (L_Key = R_Key).
+    pub fn register_mr(
+        &mut self,
+        va: u64,
+        data: Vec<u8>,
+        access: Access,
+    ) -> Result<u32, TransportError> {
+        Ok(self.mrs.register(va, data, access)?)
+    }
+
+    /// Removes a region and returns its bytes.
+    pub fn deregister_mr(&mut self, key: u32) -> Result<Vec<u8>, TransportError> {
+        Ok(self.mrs.deregister(key)?)
+    }
+
+    pub fn mr(&self, key: u32) -> Option<&MemoryRegion> {
+        self.mrs.get(key)
+    }
+
+    pub fn mr_mut(&mut self, key: u32) -> Option<&mut MemoryRegion> {
+        self.mrs.get_mut(key)
+    }
+
+    // ---- completion queues ----
+
+    pub fn create_cq(&mut self, capacity: usize) -> CqId {
+        self.cqs.push(CompletionQueue::new(capacity));
+        CqId(self.cqs.len() as u32 - 1)
+    }
+
+    pub fn cq(&self, cq: CqId) -> Option<&CompletionQueue> {
+        self.cqs.get(cq.0 as usize)
+    }
+
+    /// The oldest completion of `cq` (`ibv_poll_cq` of one entry).
+    pub fn poll_completion(&mut self, cq: CqId) -> Option<WorkCompletion> {
+        self.cqs.get_mut(cq.0 as usize)?.pop()
+    }
+
+    /// The oldest asynchronous event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ---- queue pairs ----
+
+    /// Creates a queue pair in RESET with the next free QPN.
+    pub fn create_qp(&mut self, init: QpInit) -> Result<Qpn, TransportError> {
+        let qpn = Qpn::new(self.next_qpn);
+        self.create_qp_with_qpn(qpn, init)?;
+        self.next_qpn += 1;
+        Ok(qpn)
+    }
+
+    /// Creates a queue pair with a chosen number, for QP1 (the GSI, which receives
+    /// communication-management MADs) or to mirror a peer's numbering in tests.
+    pub fn create_qp_with_qpn(&mut self, qpn: Qpn, init: QpInit) -> Result<(), TransportError> {
+        for cq in [init.send_cq, init.recv_cq] {
+            if self.cqs.get(cq.0 as usize).is_none() {
+                return Err(TransportError::UnknownCq(cq.0));
+            }
+        }
+        let index = qpn.value() as usize;
+        if self.qps.len() <= index {
+            self.qps.resize_with(index + 1, || None);
+        }
+        if self.qps[index].is_some() {
+            return Err(TransportError::QpnInUse(qpn));
+        }
+        self.qps[index] = Some(Box::new(QueuePair::new(qpn, init)));
+        self.active.push(qpn);
+        self.next_qpn = self.next_qpn.max(qpn.value() + 1);
+        Ok(())
+    }
+
+    pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), TransportError> {
+        let slot = self
+            .qps
+            .get_mut(qpn.value() as usize)
+            .ok_or(TransportError::UnknownQp(qpn))?;
+        slot.take().ok_or(TransportError::UnknownQp(qpn))?;
+        self.active.retain(|&q| q != qpn);
+        Ok(())
+    }
+
+    /// The state and attributes of a queue pair (`ibv_query_qp`).
+    pub fn query_qp(&self, qpn: Qpn) -> Result<(QpState, QpAttrs), TransportError> {
+        let qp = self.qp(qpn)?;
+        Ok((qp.state, qp.attrs))
+    }
+
+    fn qp(&self, qpn: Qpn) -> Result<&QueuePair, TransportError> {
+        self.qps
+            .get(qpn.value() as usize)
+            .and_then(|q| q.as_deref())
+            .ok_or(TransportError::UnknownQp(qpn))
+    }
+
+    /// Runs `f` on a queue pair with the rest of the engine borrowed alongside.
+    fn with_qp<R>(
+        &mut self,
+        qpn: Qpn,
+        now: Time,
+        f: impl FnOnce(&mut QueuePair, &mut Ctx<'_>) -> R,
+    ) -> Result<R, TransportError> {
+        let Engine {
+            qps,
+            mrs,
+            cqs,
+            stats,
+            config,
+            events,
+            ..
+        } = self;
+        let qp = qps
+            .get_mut(qpn.value() as usize)
+            .and_then(|q| q.as_deref_mut())
+            .ok_or(TransportError::UnknownQp(qpn))?;
+        let mut ctx = Ctx {
+            now,
+            mrs,
+            cqs,
+            stats,
+            config,
+            events,
+        };
+        Ok(f(qp, &mut ctx))
+    }
+
+    /// `ibv_modify_qp`: checks the transition and attributes (IBA 10.3.1, 11.2.4.2), then
+    /// applies them; a refused modification changes nothing.
+    pub fn modify_qp(&mut self, qpn: Qpn, modify: &ModifyQp) -> Result<(), TransportError> {
+        self.with_qp(qpn, Time::ZERO, |qp, ctx| {
+            let from = qp.state;
+            let to = check_modify(qp.init.qp_type, from, modify).map_err(|e| match e {
+                ModifyError::Transition(to) => TransportError::BadTransition { qpn, from, to },
+                ModifyError::Attr(attr, reason) => TransportError::BadAttr { qpn, attr, reason },
+            })?;
+            if to == QpState::Reset {
+                qp.reset();
+                return Ok(());
+            }
+            modify.apply(&mut qp.attrs);
+            match (from, to) {
+                (_, QpState::Err) => qp.enter_error(ctx),
+                (QpState::Init, QpState::Rtr) => qp.resp.start_at(qp.attrs.rq_psn),
+                (QpState::Rtr, QpState::Rts) => {
+                    qp.sq.start_at(qp.attrs.sq_psn);
+                    qp.sq.timers.retry_left = qp.attrs.retry_cnt;
+                    qp.sq.timers.rnr_left = qp.attrs.rnr_retry;
+                }
+                (QpState::Rts, QpState::Sqd) => qp.drain_pending = true,
+                _ => {}
+            }
+            if to != QpState::Err {
+                qp.state = to;
+            }
+            qp.check_drained(ctx);
+            Ok(())
+        })?
+    }
+
+    /// `ibv_post_send`. In ERR and SQE the request completes at once with WR_FLUSH_ERR.
+    pub fn post_send(&mut self, qpn: Qpn, wr: SendWr) -> Result<(), TransportError> {
+        let max_sge = self.config.max_sge;
+        self.with_qp(qpn, Time::ZERO, |qp, ctx| {
+            let bad = |reason| Err(TransportError::BadWr { qpn, reason });
+            if wr.sg_list.len() > max_sge {
+                return bad("too many scatter/gather entries");
+            }
+            let allowed = match qp.init.qp_type {
+                QpType::Rc => true,
+                QpType::Uc => wr.op.is_send() || wr.op.is_write(),
+                QpType::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm { .. }),
+            };
+            if !allowed {
+                return bad("operation not available on this transport");
+            }
+            if qp.init.qp_type == QpType::Ud && wr.ud.is_none() {
+                return bad("UD work requests need a destination");
+            }
+            match qp.state {
+                QpState::Rts | QpState::Sqd => {}
+                QpState::Err | QpState::Sqe => {
+                    let mut wc = WorkCompletion::new(
+                        wr.wr_id,
+                        WcStatus::WrFlushErr,
+                        send_wc_opcode(&wr.op),
+                        qpn,
+                    );
+                    wc.byte_len = 0;
+                    ctx.complete(qp.init.send_cq, wc);
+                    return Ok(());
+                }
+                state => {
+                    return Err(TransportError::BadState {
+                        qpn,
+                        state,
+                        what: "posting a send",
+                    });
+                }
+            }
+            if qp.sq.wqes.len() >= qp.init.max_send_wr as usize {
+                return Err(TransportError::QueueFull { qpn, queue: "send" });
+            }
+            qp.sq.wqes.push_back(SendWqe::new(wr));
+            Ok(())
+        })?
+    }
+
+    /// `ibv_post_recv`. In ERR the request completes at once with WR_FLUSH_ERR.
+    pub fn post_recv(&mut self, qpn: Qpn, wr: RecvWr) -> Result<(), TransportError> {
+        let max_sge = self.config.max_sge;
+        self.with_qp(qpn, Time::ZERO, |qp, ctx| {
+            if wr.sg_list.len() > max_sge {
+                return Err(TransportError::BadWr {
+                    qpn,
+                    reason: "too many scatter/gather entries",
+                });
+            }
+            match qp.state {
+                QpState::Reset => Err(TransportError::BadState {
+                    qpn,
+                    state: QpState::Reset,
+                    what: "posting a receive",
+                }),
+                QpState::Err => {
+                    let wc =
+                        WorkCompletion::new(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, qpn);
+                    ctx.complete(qp.init.recv_cq, wc);
+                    Ok(())
+                }
+                _ if qp.rq.len() >= qp.init.max_recv_wr as usize => {
+                    Err(TransportError::QueueFull {
+                        qpn,
+                        queue: "receive",
+                    })
+                }
+                _ => {
+                    qp.rq.push_back(wr);
+                    Ok(())
+                }
+            }
+        })?
+    }
+
+    // ---- the wire ----
+
+    /// A received packet: `packet` holds BTH through pad (the endpoint checked and removed
+    /// the ICRC), `src` is the sender's IP address. A dropped packet changes nothing.
+    pub fn handle_packet(
+        &mut self,
+        now: Time,
+        src: IpAddr,
+        packet: &[u8],
+    ) -> Result<(), DropReason> {
+        self.stats.packets_received += 1;
+        let result = self.dispatch(now, src, packet);
+        if result.is_err() {
+            self.stats.dropped += 1;
+        }
+        result
+    }
+
+    fn dispatch(&mut self, now: Time, src: IpAddr, packet: &[u8]) -> Result<(), DropReason> {
+        let pkt = IbPacketRepr::parse(packet)?;
+        if pkt.bth.tver != 0 {
+            return Err(DropReason::UnsupportedVersion(pkt.bth.tver));
+        }
+        if pkt.bth.opcode == Opcode::CNP {
+            self.stats.cnps_received += 1;
+            return Err(DropReason::Cnp);
+        }
+        let qpn = pkt.bth.dest_qp;
+        self.with_qp(qpn, now, |qp, ctx| {
+            let transport = match qp.init.qp_type {
+                QpType::Rc => Transport::Rc,
+                QpType::Uc => Transport::Uc,
+                QpType::Ud => Transport::Ud,
+            };
+            if pkt.bth.opcode.transport() != transport {
+                return Err(DropReason::WrongTransport);
+            }
+            // IBA 9.6.1.1 / 10.9.3: the P_Key must match the QP's partition.
+            if !qp.attrs.pkey.matches(pkt.bth.pkey) {
+                return Err(DropReason::PKeyMismatch);
+            }
+            if qp.is_connected() && src != qp.attrs.dest_addr {
+                return Err(DropReason::WrongSource);
+            }
+            if pkt.bth.opcode.is_request() {
+                match qp.state {
+                    QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe => {}
+                    state => return Err(DropReason::NotReady(state)),
+                }
+                qp.handle_request(ctx, &pkt, src)
+            } else {
+                match qp.state {
+                    QpState::Rts | QpState::Sqd => {}
+                    state => return Err(DropReason::NotReady(state)),
+                }
+                qp.handle_response(ctx, &pkt);
+                Ok(())
+            }
+        })
+        .map_err(|_| DropReason::UnknownQp(qpn))?
+    }
+
+    /// The next packet to send, written into `buf` (at least [`MAX_PACKET_LEN`] bytes; a
+    /// smaller buffer only fits smaller packets). Queue pairs take turns packet by packet;
+    /// within one, responses go before requests.
+    ///
+    /// [`MAX_PACKET_LEN`]: super::MAX_PACKET_LEN
+    pub fn poll_transmit(&mut self, now: Time, buf: &mut [u8]) -> Option<Transmit> {
+        let n = self.active.len();
+        for k in 0..n {
+            let at = (self.next_rr + k) % n;
+            let qpn = self.active[at];
+            let sent = self
+                .with_qp(qpn, now, |qp, ctx| {
+                    if qp.state == QpState::Reset {
+                        return None;
+                    }
+                    if qp.resp.has_responses() {
+                        return qp.poll_response(ctx, buf);
+                    }
+                    let t = qp.poll_request(ctx, buf);
+                    qp.check_drained(ctx);
+                    t
+                })
+                .ok()
+                .flatten();
+            if let Some(t) = sent {
+                self.next_rr = at + 1;
+                self.stats.packets_sent += 1;
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// The earliest time [`Engine::handle_timeout`] has work to do.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        self.qps
+            .iter()
+            .flatten()
+            .filter_map(|qp| qp.next_deadline())
+            .min()
+    }
+
+    /// Runs every timer due at or before `now`.
+    pub fn handle_timeout(&mut self, now: Time) {
+        for i in 0..self.active.len() {
+            let qpn = self.active[i];
+            let _ = self.with_qp(qpn, now, |qp, ctx| {
+                if qp.next_deadline().is_some_and(|t| t <= now) {
+                    qp.on_timeout(ctx);
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,562 @@
+//! The requester (IBA 9.7.4, 9.8.x): turns send work requests into request packets.
+//!
+//! PSNs are given to a work request when it starts; from then on any of its packets can be
+//! rebuilt from the work request and a PSN alone, which is all go-back-N needs. Packets are
+//! written straight into the caller's buffer; the payload is copied once, from the memory
+//! region into that buffer.
+
+use std::collections::VecDeque;
+
+use super::completer::Timers;
+use super::config::Transmit;
+use super::cq::WcStatus;
+use super::mr::{Access, MrError};
+use super::qp::{QpState, QpType};
+use super::queue_pair::{Ctx, QueuePair};
+use super::wr::{SendOp, SendWr};
+use crate::wire::opcode::op;
+use crate::wire::{
+    AtomicEthRepr, BthRepr, DethRepr, ExtHeaders, FixedHeader, IethRepr, ImmDtRepr, Opcode, Psn,
+    RethRepr, Transport, pad_for,
+};
+
+/// The largest message: 2^31 bytes (IBA 9.4.1 / `max_msg_sz` of rxe).
+pub(crate) const MAX_MESSAGE: u64 = 1 << 31;
+
+/// A posted send work request and, once started, the PSNs it occupies.
+#[derive(Debug)]
+pub(crate) struct SendWqe {
+    pub wr: SendWr,
+    /// Bytes the message moves (the sum of its SGE lengths).
+    pub len: u64,
+    pub first_psn: Psn,
+    /// PSNs the message occupies: its packets, or its READ response packets.
+    pub npkts: u32,
+}
+
+impl SendWqe {
+    pub fn new(wr: SendWr) -> SendWqe {
+        let len = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
+        SendWqe {
+            wr,
+            len,
+            first_psn: Psn::new(0),
+            npkts: 0,
+        }
+    }
+
+    pub fn last_psn(&self) -> Psn {
+        self.first_psn.add(self.npkts.saturating_sub(1))
+    }
+
+    pub fn contains(&self, psn: Psn) -> bool {
+        let k = psn.distance(self.first_psn);
+        k >= 0 && (k as u32) < self.npkts
+    }
+}
+
+/// The send queue with the requester's and completer's positions in it.
+///
+/// `wqes[..started]` have PSNs, in order and contiguous; `wqes[..cursor]` have been sent in
+/// full. `una` is the oldest PSN not yet acknowledged, `max_sent` one past the newest PSN ever
+/// sent; go-back-N moves `cursor`/`tx_psn` back and leaves `max_sent` alone.
+#[derive(Debug, Default)]
+pub(crate) struct SendQueue {
+    pub wqes: VecDeque<SendWqe>,
+    pub started: usize,
+    pub cursor: usize,
+    pub tx_psn: Psn,
+    pub next_psn: Psn,
+    pub una: Psn,
+    pub max_sent: Psn,
+    /// Packets sent since the last one with AckReq.
+    pub since_ack_req: u32,
+    /// The next packet asks for an ACK (set after going back, so recovery is confirmed fast).
+    pub ack_req_next: bool,
+    /// A packet to send once more with AckReq (tail-loss probe).
+    pub probe: Option<Psn>,
+    /// Where the requester last went back to; a NAK or implied NAK asking for the same PSN
+    /// again before any progress is an echo of the same loss and is not acted on twice.
+    pub last_rewind: Option<Psn>,
+    pub timers: Timers,
+}
+
+impl SendQueue {
+    /// Sets every position to `psn` (RTR to RTS).
+    pub fn start_at(&mut self, psn: Psn) {
+        self.tx_psn = psn;
+        self.next_psn = psn;
+        self.una = psn;
+        self.max_sent = psn;
+    }
+
+    /// After a flush: nothing outstanding, PSNs continue from the next unassigned one.
+    pub fn reset_progress(&mut self) {
+        self.started = 0;
+        self.cursor = 0;
+        self.start_at(self.next_psn);
+        self.probe = None;
+        self.last_rewind = None;
+        self.timers.stop();
+    }
+
+    pub fn pop_front(&mut self) -> Option<SendWqe> {
+        let wqe = self.wqes.pop_front()?;
+        self.started = self.started.saturating_sub(1);
+        self.cursor = self.cursor.saturating_sub(1);
+        Some(wqe)
+    }
+
+    /// Nothing started and not complete.
+    pub fn is_idle(&self) -> bool {
+        self.started == 0
+    }
+
+    /// Packets sent and not acknowledged.
+    pub fn outstanding(&self) -> bool {
+        self.una != self.max_sent
+    }
+
+    /// True if `psn` was sent and not yet acknowledged.
+    pub fn is_outstanding(&self, psn: Psn) -> bool {
+        psn.distance(self.una) >= 0 && self.max_sent.distance(psn) > 0
+    }
+
+    /// The started work request holding `psn`.
+    pub fn find(&self, psn: Psn) -> Option<usize> {
+        self.wqes
+            .iter()
+            .take(self.started)
+            .position(|w| w.contains(psn))
+    }
+
+    /// READs and atomics among the first `i` work requests (all sent, none complete).
+    pub fn rd_atomic_before(&self, i: usize) -> usize {
+        self.wqes
+            .iter()
+            .take(i)
+            .filter(|w| w.wr.op.needs_response())
+            .count()
+    }
+
+    /// Go-back-N (IBA 9.7.5.1.2): transmit again from `psn`.
+    pub fn rewind(&mut self, psn: Psn) -> bool {
+        let index = if psn == self.next_psn {
+            Some(self.started)
+        } else {
+            self.find(psn)
+        };
+        let Some(index) = index else {
+            return false;
+        };
+        self.cursor = index;
+        self.tx_psn = psn;
+        self.last_rewind = Some(psn);
+        self.ack_req_next = true;
+        self.probe = None;
+        self.timers.sample = None;
+        true
+    }
+
+    /// Acknowledged packets are never sent again: when an ACK overtakes a go-back (it was on
+    /// its way before the loss was noticed), transmission continues after what it covers.
+    pub fn skip_acked(&mut self) {
+        if self.tx_psn.distance(self.una) >= 0 {
+            return;
+        }
+        let index = if self.una == self.next_psn {
+            Some(self.started)
+        } else {
+            self.find(self.una)
+        };
+        if let Some(index) = index {
+            self.cursor = index;
+            self.tx_psn = self.una;
+        }
+    }
+
+    /// Gives work request `i` (the first unstarted one) its PSNs.
+    fn start(&mut self, i: usize, mtu: u32) {
+        let next = self.next_psn;
+        let w = &mut self.wqes[i];
+        w.first_psn = next;
+        w.npkts = if w.wr.op.is_atomic() {
+            1
+        } else {
+            w.len.div_ceil(u64::from(mtu)).clamp(1, u64::from(u32::MAX)) as u32
+        };
+        self.next_psn = next.add(w.npkts);
+        self.started = i + 1;
+    }
+}
+
+/// Where in its message a packet lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Position {
+    Only,
+    First,
+    Middle,
+    Last,
+}
+
+/// Everything needed to write one request packet.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    low: u8,
+    /// Byte offset of the payload in the message.
+    offset: u64,
+    payload: usize,
+    /// The packet ends a message (AckReq always set on RC, IBA 9.7.5.1.1 / rxe).
+    last: bool,
+    /// The PSN after this packet (after all response PSNs for a READ).
+    next_psn: Psn,
+    solicited: bool,
+}
+
+fn plan(w: &SendWqe, psn: Psn, mtu: u32) -> Plan {
+    let k = psn.distance(w.first_psn).max(0) as u64;
+    let offset = k * u64::from(mtu);
+    let after = psn.next();
+    let request = |low| Plan {
+        low,
+        offset,
+        payload: 0,
+        last: true,
+        next_psn: after,
+        solicited: false,
+    };
+    let position = match (k == 0, k + 1 >= u64::from(w.npkts)) {
+        (true, true) => Position::Only,
+        (true, false) => Position::First,
+        (false, false) => Position::Middle,
+        (false, true) => Position::Last,
+    };
+    let ends = matches!(position, Position::Only | Position::Last);
+    let pick = |only, first, middle, last| match position {
+        Position::Only => only,
+        Position::First => first,
+        Position::Middle => middle,
+        Position::Last => last,
+    };
+    let low = match w.wr.op {
+        SendOp::Read { .. } => {
+            return Plan {
+                next_psn: w.first_psn.add(w.npkts),
+                ..request(op::RDMA_READ_REQUEST)
+            };
+        }
+        SendOp::CompareSwap { .. } => return request(op::COMPARE_SWAP),
+        SendOp::FetchAdd { .. } => return request(op::FETCH_ADD),
+        SendOp::Send => pick(
+            op::SEND_ONLY,
+            op::SEND_FIRST,
+            op::SEND_MIDDLE,
+            op::SEND_LAST,
+        ),
+        SendOp::SendWithImm { .. } => pick(
+            op::SEND_ONLY_WITH_IMMEDIATE,
+            op::SEND_FIRST,
+            op::SEND_MIDDLE,
+            op::SEND_LAST_WITH_IMMEDIATE,
+        ),
+        SendOp::SendWithInv { .. } => pick(
+            op::SEND_ONLY_WITH_INVALIDATE,
+            op::SEND_FIRST,
+            op::SEND_MIDDLE,
+            op::SEND_LAST_WITH_INVALIDATE,
+        ),
+        SendOp::Write { .. } => pick(
+            op::RDMA_WRITE_ONLY,
+            op::RDMA_WRITE_FIRST,
+            op::RDMA_WRITE_MIDDLE,
+            op::RDMA_WRITE_LAST,
+        ),
+        SendOp::WriteWithImm { .. } => pick(
+            op::RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+            op::RDMA_WRITE_FIRST,
+            op::RDMA_WRITE_MIDDLE,
+            op::RDMA_WRITE_LAST_WITH_IMMEDIATE,
+        ),
+    };
+    // Solicited events exist for SENDs and WRITEs with immediate only (IBA 9.2.1).
+    let may_solicit = w.wr.op.is_send() || matches!(w.wr.op, SendOp::WriteWithImm { .. });
+    Plan {
+        low,
+        offset,
+        payload: w.len.saturating_sub(offset).min(u64::from(mtu)) as usize,
+        last: ends,
+        next_psn: after,
+        solicited: ends && w.wr.solicited && may_solicit,
+    }
+}
+
+/// The extension headers a request packet carries (IBA 9.3; which ones the opcode decides).
+fn ext_headers(qp: &QueuePair, w: &SendWqe, p: &Plan) -> ExtHeaders {
+    let mut ext = ExtHeaders::default();
+    let first = matches!(
+        p.low,
+        op::RDMA_WRITE_FIRST | op::RDMA_WRITE_ONLY | op::RDMA_WRITE_ONLY_WITH_IMMEDIATE
+    );
+    match w.wr.op {
+        SendOp::SendWithImm { imm } | SendOp::WriteWithImm { imm, .. } if p.last => {
+            ext.immdt = Some(ImmDtRepr { imm });
+        }
+        SendOp::SendWithInv { rkey } if p.last => ext.ieth = Some(IethRepr { rkey }),
+        SendOp::Read { remote_addr, rkey } => {
+            ext.reth = Some(RethRepr {
+                va: remote_addr.wrapping_add(p.offset),
+                rkey,
+                dma_len: w.len.saturating_sub(p.offset) as u32,
+            });
+        }
+        SendOp::CompareSwap {
+            remote_addr,
+            rkey,
+            compare,
+            swap,
+        } => {
+            ext.atomic_eth = Some(AtomicEthRepr {
+                va: remote_addr,
+                rkey,
+                swap_add: swap,
+                compare,
+            });
+        }
+        SendOp::FetchAdd {
+            remote_addr,
+            rkey,
+            add,
+        } => {
+            ext.atomic_eth = Some(AtomicEthRepr {
+                va: remote_addr,
+                rkey,
+                swap_add: add,
+                compare: 0,
+            });
+        }
+        _ => {}
+    }
+    if let SendOp::Write { remote_addr, rkey }
+    | SendOp::WriteWithImm {
+        remote_addr, rkey, ..
+    } = w.wr.op
+        && first
+    {
+        ext.reth = Some(RethRepr {
+            va: remote_addr,
+            rkey,
+            dma_len: w.len as u32,
+        });
+    }
+    if let Some(ud) = w.wr.ud.filter(|_| qp.init.qp_type == QpType::Ud) {
+        // A Q_Key with the high bit set is replaced by the QP's own (IBA 10.2.5).
+        let qkey = if ud.remote_qkey & 0x8000_0000 != 0 {
+            qp.attrs.qkey
+        } else {
+            ud.remote_qkey
+        };
+        ext.deth = Some(DethRepr {
+            qkey,
+            resv: 0,
+            src_qp: qp.qpn,
+        });
+    }
+    ext
+}
+
+/// Why a packet could not be written.
+enum EmitError {
+    Mr,
+    BufferTooSmall,
+}
+
+impl QueuePair {
+    fn mtu(&self, ctx: &Ctx<'_>) -> u32 {
+        match self.init.qp_type {
+            QpType::Ud => ctx.config.port_mtu.bytes(),
+            _ => self.attrs.path_mtu.bytes(),
+        }
+    }
+
+    /// The next request packet of this queue pair, if it may send one now.
+    pub(crate) fn poll_request(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            return None;
+        }
+        let rc = self.init.qp_type == QpType::Rc;
+        if rc && self.sq.timers.rnr.is_some() {
+            return None;
+        }
+        if let Some(psn) = self.sq.probe.take()
+            && let Some(i) = self.sq.find(psn)
+        {
+            ctx.stats.probes += 1;
+            return self.transmit(ctx, buf, i, psn, true).map(|(t, _)| t);
+        }
+        let i = self.sq.cursor;
+        let w = self.sq.wqes.get(i)?;
+        let window = ctx.config.max_inflight_packets.max(1) as i32;
+        let window_full = rc && self.sq.tx_psn.distance(self.sq.una) >= window;
+        if i == self.sq.started {
+            if self.state == QpState::Sqd || window_full {
+                return None;
+            }
+            let limit = usize::from(self.attrs.max_rd_atomic.max(1));
+            let busy = self.sq.rd_atomic_before(i);
+            if (w.wr.op.needs_response() && busy >= limit) || (w.wr.fence && busy > 0) {
+                return None;
+            }
+            if let Err(status) = self.validate(ctx, i) {
+                // Earlier requests complete first so that completions stay in order.
+                if i == 0 {
+                    self.fail_local(ctx, status);
+                }
+                return None;
+            }
+            let mtu = self.mtu(ctx);
+            self.sq.start(i, mtu);
+        } else if window_full {
+            return None;
+        }
+        let psn = self.sq.tx_psn;
+        let (t, plan) = self.transmit(ctx, buf, i, psn, false)?;
+        self.sq.tx_psn = plan.next_psn;
+        if !self.sq.wqes[i].contains(plan.next_psn) {
+            self.sq.cursor = i + 1;
+            if !rc {
+                // UC and UD complete once the last packet is sent (IBA 10.8.3.1).
+                self.complete_send_front(ctx, WcStatus::Success);
+            }
+        }
+        Some(t)
+    }
+
+    /// A local error on the oldest request: RC goes to ERR, UC and UD to SQE.
+    fn fail_local(&mut self, ctx: &mut Ctx<'_>, status: WcStatus) {
+        self.complete_send_front(ctx, status);
+        if self.init.qp_type == QpType::Rc {
+            self.enter_error(ctx);
+        } else {
+            self.enter_sq_error(ctx);
+        }
+    }
+
+    /// The checks made when a work request starts (IBA 10.8.3): length and local keys.
+    fn validate(&self, ctx: &Ctx<'_>, i: usize) -> Result<(), WcStatus> {
+        let w = &self.sq.wqes[i];
+        if w.len > MAX_MESSAGE
+            || (self.init.qp_type == QpType::Ud && w.len > u64::from(self.mtu(ctx)))
+            || (w.wr.op.is_atomic() && w.len < 8)
+        {
+            return Err(WcStatus::LocLenErr);
+        }
+        let need = if w.wr.op.needs_response() {
+            Access::LOCAL_WRITE
+        } else {
+            Access::NONE
+        };
+        match ctx.mrs.check_sges(&w.wr.sg_list, need) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(WcStatus::LocProtErr),
+        }
+    }
+
+    /// Writes the packet of work request `i` at `psn` and does the bookkeeping of sending it.
+    fn transmit(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        buf: &mut [u8],
+        i: usize,
+        psn: Psn,
+        force_ack_req: bool,
+    ) -> Option<(Transmit, Plan)> {
+        let rc = self.init.qp_type == QpType::Rc;
+        let w = &self.sq.wqes[i];
+        let plan = plan(w, psn, self.mtu(ctx));
+        let inflight = psn.distance(self.sq.una).max(0) as u32;
+        let ack_req = rc
+            && (force_ack_req
+                || plan.last
+                || self.sq.ack_req_next
+                || self.sq.since_ack_req + 1 >= ctx.config.ack_req_every
+                || inflight + 1 >= ctx.config.max_inflight_packets);
+        let len = match self.emit(ctx, buf, i, psn, &plan, ack_req) {
+            Ok(len) => len,
+            Err(EmitError::BufferTooSmall) => return None,
+            Err(EmitError::Mr) => {
+                // The region changed under a started request: a local protection error.
+                self.fail_local(ctx, WcStatus::LocProtErr);
+                return None;
+            }
+        };
+        let w = &self.sq.wqes[i];
+        let (dest, dest_qp) = match (self.init.qp_type, w.wr.ud) {
+            (QpType::Ud, Some(ud)) => (ud.addr, ud.remote_qpn),
+            _ => (self.attrs.dest_addr, self.attrs.dest_qp),
+        };
+        if rc {
+            let fresh = plan.next_psn.distance(self.sq.max_sent) > 0;
+            if !fresh {
+                ctx.stats.retransmitted_packets += 1;
+            }
+            if ack_req {
+                self.sq.since_ack_req = 0;
+                self.sq.ack_req_next = false;
+            } else {
+                self.sq.since_ack_req += 1;
+            }
+            if fresh {
+                self.sq.max_sent = plan.next_psn;
+            }
+            self.on_transmit(ctx, psn, ack_req && fresh);
+        }
+        let t = Transmit {
+            dest,
+            dest_qp,
+            src_qp: self.qpn,
+            len,
+        };
+        Some((t, plan))
+    }
+
+    fn emit(
+        &self,
+        ctx: &Ctx<'_>,
+        buf: &mut [u8],
+        i: usize,
+        psn: Psn,
+        plan: &Plan,
+        ack_req: bool,
+    ) -> Result<usize, EmitError> {
+        let w = &self.sq.wqes[i];
+        let transport = match self.init.qp_type {
+            QpType::Rc => Transport::Rc,
+            QpType::Uc => Transport::Uc,
+            QpType::Ud => Transport::Ud,
+        };
+        let opcode = Opcode::new(transport, plan.low);
+        let (dest_qp, ext) = match w.wr.ud.filter(|_| transport == Transport::Ud) {
+            Some(ud) => (ud.remote_qpn, ext_headers(self, w, plan)),
+            None => (self.attrs.dest_qp, ext_headers(self, w, plan)),
+        };
+        let mut bth = BthRepr::new(opcode, dest_qp, psn);
+        bth.solicited = plan.solicited;
+        bth.pkey = self.attrs.pkey;
+        bth.ack_req = ack_req;
+        bth.pad_count = pad_for(plan.payload);
+        let headers = BthRepr::LEN + ExtHeaders::len_for(opcode).unwrap_or(0);
+        let end = headers + plan.payload;
+        let total = end + usize::from(bth.pad_count);
+        if buf.len() < total {
+            return Err(EmitError::BufferTooSmall);
+        }
+        bth.emit_unchecked(buf);
+        ext.emit(opcode, &mut buf[BthRepr::LEN..])
+            .map_err(|_| EmitError::BufferTooSmall)?;
+        ctx.mrs
+            .gather(&w.wr.sg_list, plan.offset, &mut buf[headers..end])
+            .map_err(|_: MrError| EmitError::Mr)?;
+        buf[end..total].fill(0);
+        Ok(total)
+    }
+}

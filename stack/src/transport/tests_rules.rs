@@ -1,0 +1,388 @@
+//! One test per protocol rule of the RC requester, responder and completer, each losing or
+//! changing exactly the packets the rule is about.
+
+use core::time::Duration;
+
+use super::pair::{Captured, ConnectOptions, LinkConfig, Side};
+use super::test_support::*;
+use super::{QpState, QpType, SendOp, WcStatus};
+use crate::wire::opcode::op;
+use crate::wire::{IbPacketRepr, NakCode, Psn, Syndrome};
+
+fn parsed(c: &Captured) -> IbPacketRepr<'_> {
+    IbPacketRepr::parse(&c.bytes).expect("the engine emits valid packets")
+}
+
+fn capture(s: &mut Setup) {
+    s.pair.capture = Some(Vec::new());
+}
+
+fn captured(s: &Setup) -> &[Captured] {
+    s.pair.capture.as_deref().unwrap_or(&[])
+}
+
+/// Drops the first `n` packets from `side` for which `pick` holds.
+fn drop_first(
+    s: &mut Setup,
+    side: Side,
+    mut n: usize,
+    pick: impl Fn(&IbPacketRepr<'_>) -> bool + 'static,
+) {
+    s.pair.filter = Some(Box::new(move |from, bytes| {
+        if from != side || n == 0 {
+            return true;
+        }
+        match IbPacketRepr::parse(bytes) {
+            Ok(p) if pick(&p) => {
+                n -= 1;
+                false
+            }
+            _ => true,
+        }
+    }));
+}
+
+fn naks(s: &Setup, code: NakCode) -> Vec<Psn> {
+    captured(s)
+        .iter()
+        .filter(|c| c.from == Side::B)
+        .map(parsed)
+        .filter(|p| {
+            p.ext
+                .aeth
+                .is_some_and(|a| a.syndrome == Syndrome::Nak(code))
+        })
+        .map(|p| p.bth.psn)
+        .collect()
+}
+
+#[test]
+fn sequence_error_is_naked_once_per_gap() {
+    let mut s = Setup::rc();
+    capture(&mut s);
+    let lost = ConnectOptions::default().psn_a.add(5);
+    drop_first(&mut s, Side::A, 1, move |p| p.bth.psn == lost);
+    let op = s.write_op(0);
+    s.post_a(1, op, 0, 64 * 1024);
+    let wc = s.completions_a(1);
+    assert_eq!(wc[0].status, WcStatus::Success);
+    assert_eq!(
+        naks(&s, NakCode::PsnSequenceError),
+        vec![lost],
+        "one NAK, at the gap"
+    );
+    let after_gap = captured(&s)
+        .iter()
+        .filter(|c| c.from == Side::A && parsed(c).bth.psn.distance(lost) > 0)
+        .count();
+    assert!(
+        after_gap > 1,
+        "several packets arrived inside the gap, yet only one NAK"
+    );
+    assert_eq!(s.b_bytes(s.dst_b)[..65536], s.a_bytes(s.src_a)[..65536]);
+    assert_eq!(s.pair.a.stats().local_ack_timeouts, 0);
+}
+
+#[test]
+fn duplicate_read_is_executed_again() {
+    let mut s = Setup::rc();
+    capture(&mut s);
+    drop_first(&mut s, Side::B, 1, |p| {
+        p.bth.opcode.low() == op::RDMA_READ_RESPONSE_MIDDLE
+    });
+    let op = s.read_op(0);
+    s.post_a(1, op, 0, 10_000);
+    assert_eq!(s.completions_a(1)[0].status, WcStatus::Success);
+    assert_eq!(s.a_bytes(s.dst_a)[..10_000], s.b_bytes(s.dst_b)[..10_000]);
+    let requests: Vec<_> = captured(&s)
+        .iter()
+        .filter(|c| c.from == Side::A)
+        .map(parsed)
+        .filter(|p| p.bth.opcode.low() == op::RDMA_READ_REQUEST)
+        .map(|p| (p.bth.psn, p.ext.reth.unwrap().dma_len))
+        .collect();
+    let first = ConnectOptions::default().psn_a;
+    assert_eq!(requests[0], (first, 10_000));
+    assert_eq!(
+        requests.len(),
+        2,
+        "the READ is requested again from the lost response"
+    );
+    assert_eq!(
+        requests[1],
+        (first.add(1), 10_000 - 1024),
+        "with VA and length adjusted"
+    );
+    assert!(s.pair.a.stats().implied_naks >= 1);
+}
+
+#[test]
+fn duplicate_atomic_is_replayed_not_executed() {
+    let mut s = Setup::rc();
+    capture(&mut s);
+    drop_first(&mut s, Side::B, 1, |p| {
+        p.bth.opcode.low() == op::ATOMIC_ACKNOWLEDGE
+    });
+    let rkey = s.dst_b;
+    s.pair.b.mr_mut(rkey).unwrap().bytes_mut()[..8].copy_from_slice(&40u64.to_le_bytes());
+    let fa = SendOp::FetchAdd {
+        remote_addr: DST_VA,
+        rkey,
+        add: 2,
+    };
+    s.post_a(1, fa, 0, 8);
+    assert_eq!(s.completions_a(1)[0].status, WcStatus::Success);
+    let word = u64::from_le_bytes(s.b_bytes(rkey)[..8].try_into().unwrap());
+    assert_eq!(word, 42, "executed exactly once");
+    let returned = u64::from_le_bytes(s.a_bytes(s.dst_a)[..8].try_into().unwrap());
+    assert_eq!(returned, 40, "the replay carries the original value");
+    let acks = captured(&s)
+        .iter()
+        .filter(|c| c.from == Side::B && parsed(c).bth.opcode.low() == op::ATOMIC_ACKNOWLEDGE)
+        .count();
+    assert_eq!(acks, 2);
+    assert_eq!(s.pair.b.stats().duplicate_requests, 1);
+}
+
+#[test]
+fn rnr_nak_then_retry_succeeds() {
+    let mut s = Setup::rc();
+    capture(&mut s);
+    s.post_a(1, SendOp::Send, 0, 3000);
+    let limit = later(&s.pair, 1);
+    let seen = s.pair.run_until(limit, |p| p.b.stats().rnr_naks_sent >= 2);
+    assert!(
+        seen,
+        "the responder keeps answering RNR until a receive is posted"
+    );
+    s.recv_b(7, 0, 4096);
+    let wc = s.completions_b(1);
+    assert_eq!((wc[0].wr_id, wc[0].byte_len), (7, 3000));
+    assert_eq!(s.completions_a(1)[0].status, WcStatus::Success);
+    let rnr_codes: Vec<_> = captured(&s)
+        .iter()
+        .filter(|c| c.from == Side::B)
+        .filter_map(|c| match parsed(c).ext.aeth?.syndrome {
+            Syndrome::RnrNak { timer } => Some(timer.code()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        rnr_codes
+            .iter()
+            .all(|&c| c == ConnectOptions::default().min_rnr_timer.code())
+    );
+}
+
+#[test]
+fn rnr_retry_exhaustion_fails_the_request() {
+    let opts = ConnectOptions {
+        rnr_retry: 2,
+        ..ConnectOptions::default()
+    };
+    let mut s = Setup::new(QpType::Rc, &opts, LinkConfig::default(), 2);
+    s.post_a(1, SendOp::Send, 0, 100);
+    s.post_a(2, SendOp::Send, 0, 100);
+    let wc = s.completions_a(2);
+    assert_eq!(wc[0].status, WcStatus::RnrRetryExcErr);
+    assert_eq!(wc[1].status, WcStatus::WrFlushErr);
+    assert_eq!(
+        s.pair.a.stats().rnr_naks_received,
+        3,
+        "rnr_retry + 1 RNR NAKs"
+    );
+    assert_eq!(s.pair.a.query_qp(s.conn.qp_a).unwrap().0, QpState::Err);
+}
+
+#[test]
+fn retry_exhaustion_fails_the_request_and_flushes() {
+    let opts = ConnectOptions {
+        timeout: 8,
+        retry_cnt: 3,
+        ..ConnectOptions::default()
+    };
+    let mut s = Setup::new(QpType::Rc, &opts, LinkConfig::default(), 3);
+    let mut cut = *s.pair.link();
+    cut.faults.loss = 1.0;
+    s.pair.set_link(cut);
+    let op = s.write_op(0);
+    s.post_a(1, op, 0, 5000);
+    s.post_a(2, SendOp::Send, 0, 10);
+    let start = s.pair.now();
+    let wc = s.completions_a(2);
+    assert_eq!(wc[0].status, WcStatus::RetryExcErr);
+    assert_eq!(wc[1].status, WcStatus::WrFlushErr);
+    assert_eq!(
+        s.pair.a.stats().local_ack_timeouts,
+        4,
+        "retry_cnt + 1 expiries"
+    );
+    let timeout = super::local_ack_timeout(8).unwrap();
+    let took = s.pair.now() - start;
+    assert!(took >= timeout * 4 && took < timeout * 5, "{took:?}");
+    assert_eq!(s.pair.a.query_qp(s.conn.qp_a).unwrap().0, QpState::Err);
+    s.post_a(3, SendOp::Send, 0, 10);
+    assert_eq!(s.completions_a(1)[0].status, WcStatus::WrFlushErr);
+}
+
+#[test]
+fn psn_wraps_at_2_24() {
+    let opts = ConnectOptions {
+        psn_a: Psn::new((1 << 24) - 20),
+        ..ConnectOptions::default()
+    };
+    let mut link = LinkConfig::default();
+    link.faults.loss = 0.05;
+    let mut s = Setup::new(QpType::Rc, &opts, link, 9);
+    capture(&mut s);
+    for i in 0..4 {
+        let op = s.write_op(i * 30_000);
+        s.post_a(i, op, i * 30_000, 30_000);
+    }
+    let op = s.read_op(0);
+    s.post_a(9, op, 0, 120_000);
+    let wc = s.completions_a(5);
+    assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
+    assert_eq!(s.b_bytes(s.dst_b)[..120_000], s.a_bytes(s.src_a)[..120_000]);
+    assert_eq!(s.a_bytes(s.dst_a)[..120_000], s.a_bytes(s.src_a)[..120_000]);
+    let psns: Vec<u32> = captured(&s)
+        .iter()
+        .filter(|c| c.from == Side::A)
+        .map(|c| parsed(c).bth.psn.value())
+        .collect();
+    assert!(
+        psns.contains(&0xff_ffff) && psns.contains(&0),
+        "the PSN wrapped"
+    );
+    assert!(
+        s.pair.a.stats().rewinds > 0,
+        "and losses were recovered across the wrap"
+    );
+}
+
+#[test]
+fn implied_nak_from_an_ack_past_a_read() {
+    let mut s = Setup::rc();
+    drop_first(&mut s, Side::B, 1, |p| {
+        p.bth.opcode.low() == op::RDMA_READ_RESPONSE_ONLY
+    });
+    let op = s.read_op(0);
+    s.post_a(1, op, 0, 500);
+    s.recv_b(1, 0, 100);
+    s.post_a(2, SendOp::Send, 0, 100);
+    let wc = s.completions_a(2);
+    assert!(wc.iter().all(|w| w.status == WcStatus::Success));
+    assert_eq!(s.pair.a.stats().implied_naks, 1);
+    assert_eq!(s.pair.a.stats().local_ack_timeouts, 0);
+    assert_eq!(s.a_bytes(s.dst_a)[..500], s.b_bytes(s.dst_b)[..500]);
+}
+
+#[test]
+fn bad_rkey_is_a_remote_access_error() {
+    let mut s = Setup::rc();
+    capture(&mut s);
+    s.post_a(1, s.write_op(0), 0, 100);
+    let bad = SendOp::Write {
+        remote_addr: DST_VA,
+        rkey: s.dst_b ^ 0x100,
+    };
+    s.post_a(2, bad, 0, 100);
+    s.post_a(3, s.write_op(0), 0, 100);
+    let wc = s.completions_a(3);
+    let statuses: Vec<_> = wc.iter().map(|w| w.status).collect();
+    assert_eq!(
+        statuses,
+        [
+            WcStatus::Success,
+            WcStatus::RemAccessErr,
+            WcStatus::WrFlushErr
+        ]
+    );
+    let first = ConnectOptions::default().psn_a;
+    assert_eq!(naks(&s, NakCode::RemoteAccessError), vec![first.add(1)]);
+    assert_eq!(s.pair.a.query_qp(s.conn.qp_a).unwrap().0, QpState::Err);
+    assert_eq!(s.pair.b.query_qp(s.conn.qp_b).unwrap().0, QpState::Err);
+}
+
+#[test]
+fn out_of_bounds_and_missing_rights_are_refused() {
+    for (offset, len, read) in [(MEM as u64 - 10, 100, false), (0, 100, true)] {
+        let mut s = Setup::rc();
+        let rkey = s.dst_b;
+        if read {
+            // A region without REMOTE_READ.
+            let key = s
+                .pair
+                .b
+                .register_mr(0x4000_0000, vec![1; 4096], super::Access::LOCAL_WRITE)
+                .unwrap();
+            s.post_a(
+                1,
+                SendOp::Read {
+                    remote_addr: 0x4000_0000,
+                    rkey: key,
+                },
+                0,
+                len,
+            );
+        } else {
+            let before = s.b_bytes(rkey).to_vec();
+            s.post_a(1, s.write_op(offset), 0, len);
+            assert_eq!(s.completions_a(1)[0].status, WcStatus::RemAccessErr);
+            assert_eq!(s.b_bytes(rkey), &before[..], "nothing written");
+            continue;
+        }
+        assert_eq!(s.completions_a(1)[0].status, WcStatus::RemAccessErr);
+    }
+}
+
+#[test]
+fn tail_loss_is_recovered_by_a_probe() {
+    let mut s = Setup::rc();
+    drop_first(&mut s, Side::A, 1, |p| {
+        p.bth.opcode.low() == op::RDMA_WRITE_LAST
+    });
+    s.post_a(1, s.write_op(0), 0, 20_000);
+    let start = s.pair.now();
+    assert_eq!(s.completions_a(1)[0].status, WcStatus::Success);
+    let stats = *s.pair.a.stats();
+    assert_eq!(stats.local_ack_timeouts, 0);
+    assert_eq!(stats.probes, 1);
+    assert!(
+        s.pair.now() - start < Duration::from_millis(2),
+        "well before the ACK timeout"
+    );
+}
+
+#[test]
+fn lost_nak_and_lost_retransmission_are_recovered_fast() {
+    let mut s = Setup::rc();
+    let first = ConnectOptions::default().psn_a;
+    let lost = first.add(3);
+    // Lose PSN 3 twice (the original and its first retransmission), and the NAK too.
+    let mut a_losses = 2;
+    let mut nak_lost = false;
+    s.pair.filter = Some(Box::new(move |from, bytes| {
+        let p = IbPacketRepr::parse(bytes).unwrap();
+        match from {
+            Side::A if p.bth.psn == lost && a_losses > 0 => {
+                a_losses -= 1;
+                false
+            }
+            Side::B
+                if !nak_lost
+                    && p.ext
+                        .aeth
+                        .is_some_and(|a| matches!(a.syndrome, Syndrome::Nak(_))) =>
+            {
+                nak_lost = true;
+                false
+            }
+            _ => true,
+        }
+    }));
+    s.post_a(1, s.write_op(0), 0, 60_000);
+    assert_eq!(s.completions_a(1)[0].status, WcStatus::Success);
+    assert_eq!(s.pair.a.stats().local_ack_timeouts, 0);
+    assert_eq!(s.b_bytes(s.dst_b)[..60_000], s.a_bytes(s.src_a)[..60_000]);
+}

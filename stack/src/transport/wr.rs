@@ -1,0 +1,129 @@
+//! Work requests (IBA 11.4.1.1, `ibv_send_wr` / `ibv_recv_wr`).
+
+use std::net::IpAddr;
+
+use crate::wire::Qpn;
+
+/// A scatter/gather entry: `length` bytes at `addr` in the region `lkey` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sge {
+    pub addr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+
+/// The operation of a send work request, with its operation-specific fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOp {
+    Send,
+    SendWithImm {
+        imm: u32,
+    },
+    /// SEND with Invalidate: the responder invalidates `rkey` when the message completes.
+    SendWithInv {
+        rkey: u32,
+    },
+    Write {
+        remote_addr: u64,
+        rkey: u32,
+    },
+    WriteWithImm {
+        remote_addr: u64,
+        rkey: u32,
+        imm: u32,
+    },
+    Read {
+        remote_addr: u64,
+        rkey: u32,
+    },
+    CompareSwap {
+        remote_addr: u64,
+        rkey: u32,
+        compare: u64,
+        swap: u64,
+    },
+    FetchAdd {
+        remote_addr: u64,
+        rkey: u32,
+        add: u64,
+    },
+}
+
+impl SendOp {
+    pub const fn is_send(&self) -> bool {
+        matches!(
+            self,
+            SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. }
+        )
+    }
+    pub const fn is_write(&self) -> bool {
+        matches!(self, SendOp::Write { .. } | SendOp::WriteWithImm { .. })
+    }
+    pub const fn is_read(&self) -> bool {
+        matches!(self, SendOp::Read { .. })
+    }
+    pub const fn is_atomic(&self) -> bool {
+        matches!(self, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
+    }
+    /// READs and atomics: the operations max_rd_atomic limits, which complete on a response
+    /// carrying data rather than on an ACK.
+    pub const fn needs_response(&self) -> bool {
+        self.is_read() || self.is_atomic()
+    }
+}
+
+/// Where a UD message goes: the address handle and remote QP of `ibv_send_wr.wr.ud`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdDest {
+    /// The peer's IP address; GRH-free RoCEv2 addressing needs nothing else.
+    pub addr: IpAddr,
+    pub remote_qpn: Qpn,
+    /// If its high bit is set the QP's own Q_Key is sent instead (IBA 10.2.5, controlled Q_Keys).
+    pub remote_qkey: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendWr {
+    pub wr_id: u64,
+    pub op: SendOp,
+    pub sg_list: Vec<Sge>,
+    /// Generate a completion on success (errors always complete).
+    pub signaled: bool,
+    /// Wait for every earlier READ and atomic to complete before starting.
+    pub fence: bool,
+    /// Set the BTH Solicited Event bit on the last packet.
+    pub solicited: bool,
+    /// Required on UD queue pairs, ignored on connected ones.
+    pub ud: Option<UdDest>,
+}
+
+impl SendWr {
+    /// A signaled work request without fence or solicited event.
+    pub fn new(wr_id: u64, op: SendOp, sg_list: Vec<Sge>) -> SendWr {
+        SendWr {
+            wr_id,
+            op,
+            sg_list,
+            signaled: true,
+            fence: false,
+            solicited: false,
+            ud: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecvWr {
+    pub wr_id: u64,
+    pub sg_list: Vec<Sge>,
+}
+
+impl RecvWr {
+    pub fn new(wr_id: u64, sg_list: Vec<Sge>) -> RecvWr {
+        RecvWr { wr_id, sg_list }
+    }
+
+    pub(crate) fn capacity(&self) -> u64 {
+        self.sg_list.iter().map(|s| u64::from(s.length)).sum()
+    }
+}
