@@ -315,7 +315,7 @@ impl Opcode {
     }
 
     /// The project's name for the opcode: transport prefix plus operation (`RC_SEND_ONLY`),
-    /// `CNP` for 0x81, `UNKNOWN` otherwise. See [`Opcode::fmt`] for a name that keeps the value.
+    /// `CNP` for 0x81, `UNKNOWN` otherwise. The `Display` form keeps the value of unknown opcodes.
     pub const fn name(self) -> &'static str {
         match self.info() {
             Some(_) if self.0 == Opcode::CNP.0 => "CNP",
