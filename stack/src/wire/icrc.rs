@@ -7,9 +7,11 @@
 //! flow label and hop limit; the UDP checksum; and the whole of BTH byte 4 (FECN, BECN, Resv6).
 //! The result is sent least-significant byte first.
 //!
-//! All the masked fields lie in the first 5 bytes after the UDP header at most, so only that
-//! prefix (at most 60 + 8 + 5 bytes) is copied into a stack buffer; the payload goes straight
-//! to crc32fast, which is what keeps the ICRC as fast as a plain CRC.
+//! All the masked fields lie in the first 5 bytes after the UDP header at most. That prefix,
+//! rounded up to whole 8-byte words, is run through a slicing-by-8 table CRC with the masks
+//! ORed in as the words are loaded (masking to ones is an OR), so nothing is copied and no
+//! store is reloaded; the rest of the packet goes straight to crc32fast's carry-less-multiply
+//! kernels. This keeps the ICRC within a few nanoseconds of a plain CRC of the same bytes.
 
 use crc32fast::Hasher;
 
@@ -31,6 +33,107 @@ const IPV6_HEADER: usize = 40;
 /// CRC-32 of the eight 0xFF bytes of the pseudo-LRH, in crc32fast's (complemented) form: the
 /// raw register 0xDEBB20E3 that rxe starts from, inverted.
 const PSEUDO_LRH_CRC: u32 = !0xdebb_20e3;
+
+/// The CRC-32 byte tables for slicing-by-16: `TABLES[0]` is the classic reflected table of
+/// polynomial 0xEDB88320, `TABLES[k]` advances a byte through `k` further zero bytes.
+static TABLES: [[u32; 256]; 16] = {
+    let mut t = [[0u32; 256]; 16];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xedb8_8320
+            } else {
+                c >> 1
+            };
+            bit += 1;
+        }
+        t[0][i] = c;
+        i += 1;
+    }
+    let mut k = 1;
+    while k < 16 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = t[k - 1][i];
+            t[k][i] = (prev >> 8) ^ t[0][(prev & 0xff) as usize];
+            i += 1;
+        }
+        k += 1;
+    }
+    t
+};
+
+/// Advances the raw CRC register over sixteen bytes given as two little-endian words. The
+/// sixteen lookups are independent, so the dependent chain is one step per 16 bytes.
+#[inline(always)]
+fn step16(reg: u32, lo: u64, hi: u64) -> u32 {
+    let x = lo ^ u64::from(reg);
+    let t = |table: usize, word: u64, shift: u32| TABLES[table][((word >> shift) & 0xff) as usize];
+    (t(15, x, 0) ^ t(14, x, 8) ^ t(13, x, 16) ^ t(12, x, 24))
+        ^ (t(11, x, 32) ^ t(10, x, 40) ^ t(9, x, 48) ^ t(8, x, 56))
+        ^ (t(7, hi, 0) ^ t(6, hi, 8) ^ t(5, hi, 16) ^ t(4, hi, 24))
+        ^ (t(3, hi, 32) ^ t(2, hi, 40) ^ t(1, hi, 48) ^ t(0, hi, 56))
+}
+
+/// Advances the raw CRC register over eight bytes given as a little-endian word.
+#[inline(always)]
+fn step8(reg: u32, word: u64) -> u32 {
+    let x = word ^ u64::from(reg);
+    let t = |table: usize, shift: u32| TABLES[table][((x >> shift) & 0xff) as usize];
+    (t(7, 0) ^ t(6, 8) ^ t(5, 16) ^ t(4, 24)) ^ (t(3, 32) ^ t(2, 40) ^ t(1, 48) ^ t(0, 56))
+}
+
+/// The longest masked prefix in words: a 60-byte IPv4 header, UDP, 5 BTH bytes, rounded up.
+const MAX_PREFIX_WORDS: usize = (MAX_IPV4_HEADER + UDP_LEN + BTH_MASKED_PREFIX).div_ceil(8);
+
+/// Words of the masked prefix for an IP header of `ip_len` bytes.
+const fn prefix_words(ip_len: usize) -> usize {
+    (ip_len + UDP_LEN + BTH_MASKED_PREFIX).div_ceil(8)
+}
+
+/// The bits replaced by ones, as little-endian words over the prefix, for an IPv6 header or
+/// an IPv4 header of `ip_len` bytes.
+const fn or_masks(v6: bool, ip_len: usize) -> [u64; MAX_PREFIX_WORDS] {
+    let mut bytes = [0u8; MAX_PREFIX_WORDS * 8];
+    if v6 {
+        bytes[0] = 0x0f; // traffic class, high nibble (the low one is the version)
+        bytes[1] = 0xff; // traffic class, low nibble, and flow label
+        bytes[2] = 0xff;
+        bytes[3] = 0xff;
+        bytes[7] = 0xff; // hop limit
+    } else {
+        bytes[1] = 0xff; // TOS: DSCP and ECN
+        bytes[8] = 0xff; // TTL
+        bytes[10] = 0xff; // header checksum
+        bytes[11] = 0xff;
+    }
+    bytes[ip_len + 6] = 0xff; // UDP checksum
+    bytes[ip_len + 7] = 0xff;
+    bytes[ip_len + UDP_LEN + 4] = 0xff; // BTH byte 4: FECN, BECN, Resv6
+    let mut words = [0u64; MAX_PREFIX_WORDS];
+    let mut i = 0;
+    while i < MAX_PREFIX_WORDS * 8 {
+        words[i / 8] |= (bytes[i] as u64) << (8 * (i % 8));
+        i += 1;
+    }
+    words
+}
+
+static IPV6_MASKS: [u64; MAX_PREFIX_WORDS] = or_masks(true, IPV6_HEADER);
+
+/// Indexed by IHL; entries below 5 are never used (such headers are refused).
+static IPV4_MASKS: [[u64; MAX_PREFIX_WORDS]; 16] = {
+    let mut m = [[0u64; MAX_PREFIX_WORDS]; 16];
+    let mut ihl = 5;
+    while ihl < 16 {
+        m[ihl] = or_masks(false, ihl * 4);
+        ihl += 1;
+    }
+    m
+};
 
 /// The length of the IP header at the start of `packet`, from its version nibble (and IHL).
 ///
@@ -61,28 +164,28 @@ pub fn ip_header_len(packet: &[u8]) -> Result<usize> {
 /// the ICRC trailer. Fails if it is too short to hold IP, UDP and BTH headers.
 pub fn compute(covered: &[u8]) -> Result<u32> {
     let ip_len = ip_header_len(covered)?;
-    let prefix_len = ip_len + UDP_LEN + BTH_MASKED_PREFIX;
+    // The whole BTH is required, which also makes the rounded-up prefix fit.
     check_len(NAME, covered, ip_len + UDP_LEN + BTH_LEN)?;
-
-    let mut prefix = [0u8; MAX_IPV4_HEADER + UDP_LEN + BTH_MASKED_PREFIX];
-    let prefix = &mut prefix[..prefix_len];
-    prefix.copy_from_slice(&covered[..prefix_len]);
-    if covered[0] >> 4 == 6 {
-        // Traffic class and flow label: everything after the version nibble of bytes 0-3.
-        prefix[0] |= 0x0f;
-        prefix[1..4].fill(0xff);
-        prefix[7] = 0xff; // hop limit
+    let masks = if covered[0] >> 4 == 6 {
+        &IPV6_MASKS
     } else {
-        prefix[1] = 0xff; // TOS: DSCP and ECN
-        prefix[8] = 0xff; // TTL
-        prefix[10..12].fill(0xff); // header checksum
+        &IPV4_MASKS[ip_len / 4]
+    };
+    let (prefix, rest) = covered.split_at(prefix_words(ip_len) * 8);
+    let mut words = prefix.chunks_exact(8).zip(masks).map(|(chunk, mask)| {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        u64::from_le_bytes(word) | mask
+    });
+    let mut reg = !PSEUDO_LRH_CRC;
+    while let Some(lo) = words.next() {
+        reg = match words.next() {
+            Some(hi) => step16(reg, lo, hi),
+            None => step8(reg, lo),
+        };
     }
-    prefix[ip_len + 6..ip_len + 8].fill(0xff); // UDP checksum
-    prefix[ip_len + UDP_LEN + 4] = 0xff; // BTH byte 4: FECN, BECN, Resv6
-
-    let mut hasher = Hasher::new_with_initial(PSEUDO_LRH_CRC);
-    hasher.update(prefix);
-    hasher.update(&covered[prefix_len..]);
+    let mut hasher = Hasher::new_with_initial(!reg);
+    hasher.update(rest);
     Ok(hasher.finalize())
 }
 

@@ -23,6 +23,11 @@ use super::encap::{
 use super::error::WireError;
 use super::ext::{ExtHeaders, IbPacketRepr};
 use super::icrc::{self, ICRC_LEN};
+use super::opcode::{Headers, Opcode};
+use super::{
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, CnpRepr, DethRepr, FethRepr, IethRepr, ImmDtRepr,
+    RethRepr,
+};
 
 /// The layers of a RoCEv2 frame, for saying where something is wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,12 +122,22 @@ impl PacketError {
 
 type Result<T> = core::result::Result<T, PacketError>;
 
-/// A RoCEv2 frame sliced into its layers: the parsed headers plus where each lies.
+/// A RoCEv2 frame sliced into its layers: a checked view over the frame's bytes.
+///
+/// Parsing checks every layer once and keeps the small Ethernet, IP and UDP headers; the IB
+/// part (BTH, extension headers) is read from the bytes when asked for, so that the receive
+/// path pays only for what it uses. After a successful parse no accessor can fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RocePacket<'a> {
     frame: &'a [u8],
-    repr: RoceRepr<'a>,
+    eth: Option<EthernetRepr>,
+    ip: IpRepr<'a>,
+    udp: UdpRepr,
     ip_start: usize,
+    bth_start: usize,
+    payload_start: usize,
+    payload_end: usize,
+    /// End of the IP packet, ICRC included; any bytes after it are the trailer.
     ip_end: usize,
     ipv4_checksum: u16,
 }
@@ -224,64 +239,72 @@ impl<'a> RocePacket<'a> {
                 ip: ip_payload_len,
             });
         }
-        let ib_bytes = &data[ip.header_len + UDP_HEADER_LEN..ip.packet_len];
-        let min = BthRepr::LEN + ICRC_LEN;
-        if ib_bytes.len() < min {
-            return Err(PacketError::Truncated {
-                layer: Layer::Ib,
-                needed: min,
-                available: ib_bytes.len(),
-            });
-        }
-        let ib = IbPacketRepr::parse(&ib_bytes[..ib_bytes.len() - ICRC_LEN])?;
+        let bth_start = ip_start + ip.header_len + UDP_HEADER_LEN;
+        let ip_end = ip_start + ip.packet_len;
+        let (payload_start, payload_end) = ib_bounds(&frame[bth_start..ip_end])?;
         Ok(RocePacket {
             frame,
-            repr: RoceRepr {
-                eth,
-                ip: ip.repr,
-                udp,
-                ib,
-            },
+            eth,
+            ip: ip.repr,
+            udp,
             ip_start,
-            ip_end: ip_start + ip.packet_len,
+            bth_start,
+            payload_start: bth_start + payload_start,
+            payload_end: bth_start + payload_end,
+            ip_end,
             ipv4_checksum: ip.checksum,
         })
     }
 
     /// All the headers, in the form the builder emits.
-    pub fn repr(&self) -> &RoceRepr<'a> {
-        &self.repr
+    pub fn repr(&self) -> RoceRepr<'a> {
+        RoceRepr {
+            eth: self.eth,
+            ip: self.ip,
+            udp: self.udp,
+            ib: self.ib(),
+        }
     }
     /// `None` for a packet parsed with [`RocePacket::parse_ip`].
     pub fn eth(&self) -> Option<&EthernetRepr> {
-        self.repr.eth.as_ref()
+        self.eth.as_ref()
     }
     pub fn ip(&self) -> &IpRepr<'a> {
-        &self.repr.ip
+        &self.ip
     }
     pub fn ecn(&self) -> Ecn {
-        self.repr.ip.ecn()
+        self.ip.ecn()
     }
     pub fn udp(&self) -> &UdpRepr {
-        &self.repr.udp
+        &self.udp
     }
-    pub fn ib(&self) -> &IbPacketRepr<'a> {
-        &self.repr.ib
+    pub fn opcode(&self) -> Opcode {
+        Opcode(self.frame[self.bth_start])
     }
-    pub fn bth(&self) -> &BthRepr {
-        &self.repr.ib.bth
+    pub fn bth(&self) -> BthRepr {
+        BthRepr::parse_unchecked(&self.frame[self.bth_start..])
     }
-    pub fn ext(&self) -> &ExtHeaders {
-        &self.repr.ib.ext
+    /// The extension headers the opcode calls for.
+    pub fn ext(&self) -> ExtHeaders {
+        let bytes = &self.frame[self.bth_start + BthRepr::LEN..self.payload_start];
+        // Cannot fail: parsing checked the opcode and that its headers are all present.
+        ExtHeaders::parse(self.opcode(), bytes).map_or_else(|_| ExtHeaders::default(), |(e, _)| e)
+    }
+    /// BTH, extension headers and payload.
+    pub fn ib(&self) -> IbPacketRepr<'a> {
+        IbPacketRepr {
+            bth: self.bth(),
+            ext: self.ext(),
+            payload: self.payload(),
+        }
     }
     pub fn payload(&self) -> &'a [u8] {
-        self.repr.ib.payload
+        &self.frame[self.payload_start..self.payload_end]
     }
 
     /// The `PadCnt` bytes between payload and ICRC.
     pub fn pad(&self) -> &'a [u8] {
-        let end = self.ip_end - ICRC_LEN;
-        &self.frame[end - usize::from(self.repr.ib.bth.pad_count)..end]
+        &self.frame[self.payload_end..self.ip_end - ICRC_LEN]
     }
 
     /// The ICRC the packet carries.
@@ -309,8 +332,8 @@ impl<'a> RocePacket<'a> {
 
     /// True if the IPv4 header checksum is right (always true for IPv6).
     pub fn ip_checksum_ok(&self) -> bool {
-        let header = &self.frame[self.ip_start..self.ip_start + self.repr.ip.header_len()];
-        match self.repr.ip {
+        let header = &self.frame[self.ip_start..self.udp_offset()];
+        match self.ip {
             IpRepr::V4(_) => Ipv4HeaderSlice::from_slice(header)
                 .is_ok_and(|h| h.to_header().calc_header_checksum() == h.header_checksum()),
             IpRepr::V6(_) => true,
@@ -322,10 +345,10 @@ impl<'a> RocePacket<'a> {
         self.ip_start
     }
     pub fn udp_offset(&self) -> usize {
-        self.ip_start + self.repr.ip.header_len()
+        self.bth_start - UDP_HEADER_LEN
     }
     pub fn bth_offset(&self) -> usize {
-        self.udp_offset() + UDP_HEADER_LEN
+        self.bth_start
     }
 
     /// The IP packet, ICRC included.
@@ -347,6 +370,71 @@ impl<'a> RocePacket<'a> {
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
+
+/// Where the payload starts and ends in `ib` (BTH through ICRC), after checking that the
+/// opcode is known, its extension headers are all there and the pad fits. This is the hot
+/// path, so it only computes lengths; on failure the full parse names what is wrong.
+fn ib_bounds(ib: &[u8]) -> Result<(usize, usize)> {
+    let min = BthRepr::LEN + ICRC_LEN;
+    if ib.len() < min {
+        return Err(PacketError::Truncated {
+            layer: Layer::Ib,
+            needed: min,
+            available: ib.len(),
+        });
+    }
+    let covered = &ib[..ib.len() - ICRC_LEN];
+    let ext_len = EXT_LEN[usize::from(covered[0])];
+    let start = BthRepr::LEN + usize::from(ext_len);
+    let pad = usize::from((covered[1] >> 4) & 0x3);
+    if ext_len != UNKNOWN && start + pad <= covered.len() {
+        return Ok((start, covered.len() - pad));
+    }
+    Err(match IbPacketRepr::parse(covered) {
+        Err(e) => PacketError::Ib(e),
+        Ok(_) => PacketError::Malformed {
+            layer: Layer::Ib,
+            reason: "the headers or pad do not fit the packet",
+        },
+    })
+}
+
+/// [`EXT_LEN`]'s mark for an opcode the table does not know.
+const UNKNOWN: u8 = 0xff;
+
+/// Bytes of extension headers each opcode carries, [`UNKNOWN`] for unknown opcodes: one load
+/// instead of a walk through the opcode table on every packet. Must agree with
+/// [`ExtHeaders::len_for`] (a test checks every opcode).
+static EXT_LEN: [u8; 256] = {
+    const SIZES: [(Headers, usize); 9] = [
+        (Headers::DETH, DethRepr::LEN),
+        (Headers::FETH, FethRepr::LEN),
+        (Headers::RETH, RethRepr::LEN),
+        (Headers::ATOMIC_ETH, AtomicEthRepr::LEN),
+        (Headers::AETH, AethRepr::LEN),
+        (Headers::ATOMIC_ACK_ETH, AtomicAckEthRepr::LEN),
+        (Headers::IMMDT, ImmDtRepr::LEN),
+        (Headers::IETH, IethRepr::LEN),
+        (Headers::CNP, CnpRepr::LEN),
+    ];
+    let mut table = [UNKNOWN; 256];
+    let mut v = 0;
+    while v < 256 {
+        if let Some(info) = Opcode(v as u8).info() {
+            let mut len = 0;
+            let mut i = 0;
+            while i < SIZES.len() {
+                if info.headers.contains(SIZES[i].0) {
+                    len += SIZES[i].1;
+                }
+                i += 1;
+            }
+            table[v] = len as u8;
+        }
+        v += 1;
+    }
+    table
+};
 
 /// An IP header as sliced, before its length is checked against the data.
 struct IpParts<'a> {

@@ -208,6 +208,14 @@ fn ipv6_and_bare_ip() {
 }
 
 #[test]
+fn ext_len_table_agrees_with_the_opcode_table() {
+    for v in 0..=255u8 {
+        let expected = ExtHeaders::len_for(Opcode(v)).map_or(UNKNOWN, |n| n as u8);
+        assert_eq!(EXT_LEN[usize::from(v)], expected, "opcode {v:#04x}");
+    }
+}
+
+#[test]
 fn sample_frames_round_trip() {
     for frame in sample::frames(3) {
         let pkt = RocePacket::parse(&frame).unwrap();

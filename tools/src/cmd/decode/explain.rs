@@ -442,10 +442,10 @@ fn packet(p: &RocePacket<'_>, out: &mut String) {
         note: None,
         start: p.bth_offset(),
         len: roce::wire::BthRepr::LEN,
-        fields: bth_fields(p.bth()),
+        fields: bth_fields(&p.bth()),
     });
     let ext_start = p.bth_offset() + roce::wire::BthRepr::LEN;
-    sections.extend(ext_sections(p.ext(), ext_start));
+    sections.extend(ext_sections(&p.ext(), ext_start));
     tail_sections(p, &mut sections);
     render(out, &sections);
 }
