@@ -8,6 +8,7 @@
 //!   queue pairs, retransmission; and [`transport::pair`], two engines over a simulated link.
 #![deny(unsafe_code)]
 
+pub mod analysis;
 pub mod capture;
 pub mod endpoint;
 pub mod fault;

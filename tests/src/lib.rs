@@ -8,21 +8,28 @@ pub fn pcap_bytes(frames: &[Vec<u8>]) -> Vec<u8> {
 
 /// As [`pcap_bytes`] with another link type (113 Linux SLL, 276 SLL2, 101 raw IP).
 pub fn pcap_bytes_with_link(frames: &[Vec<u8>], link_type: u32) -> Vec<u8> {
+    pcap_bytes_snap(frames, link_type, 65535)
+}
+
+/// As [`pcap_bytes_with_link`], keeping at most `snaplen` bytes of each frame (the record
+/// still gives the frame's full length, as a capture with `-s SNAPLEN` does).
+pub fn pcap_bytes_snap(frames: &[Vec<u8>], link_type: u32, snaplen: u32) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
     out.extend_from_slice(&2u16.to_le_bytes());
     out.extend_from_slice(&4u16.to_le_bytes());
     out.extend_from_slice(&0i32.to_le_bytes()); // thiszone
     out.extend_from_slice(&0u32.to_le_bytes()); // sigfigs
-    out.extend_from_slice(&65535u32.to_le_bytes()); // snaplen
+    out.extend_from_slice(&snaplen.to_le_bytes());
     out.extend_from_slice(&link_type.to_le_bytes());
     for (i, frame) in frames.iter().enumerate() {
         let len = frame.len() as u32;
+        let kept = len.min(snaplen);
         out.extend_from_slice(&0u32.to_le_bytes());
         out.extend_from_slice(&(i as u32 * 1000).to_le_bytes());
+        out.extend_from_slice(&kept.to_le_bytes());
         out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(frame);
+        out.extend_from_slice(&frame[..kept as usize]);
     }
     out
 }

@@ -27,6 +27,8 @@ macro_rules! commands {
 
 commands! {
     Decode(cmd::decode::DecodeArgs) => cmd::decode::run,
+    Analyze(cmd::analyze::AnalyzeArgs) => cmd::analyze::run,
+    Ladder(cmd::ladder::LadderArgs) => cmd::ladder::run,
 }
 
 /// A pure-software RoCEv2 stack: decode and analyse captures, talk to rdma_rxe, simulate.

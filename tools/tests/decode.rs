@@ -2,26 +2,18 @@
 //! the captures in pcaps/ and on captures these tests write.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use roce::wire::sample;
 use roce_tests::{pcap_bytes, pcap_bytes_with_link, pcapng_bytes};
 use serde_json::Value;
 
-fn roce(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(args)
-        .output()
-        .expect("the roce binary runs")
-}
+mod common;
+use common::roce;
 
-/// A file in a fresh directory under the target dir, named for the test.
+/// A file in a directory of the target dir for this test file.
 fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("decode-tests");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap();
-    path
+    common::temp_file_in("decode-tests", name, bytes)
 }
 
 fn json_lines(out: &Output) -> Vec<Value> {

@@ -1,0 +1,499 @@
+//! One requester's view of an RC connection, rebuilt from both directions of the capture: the
+//! requests it sent (one flow) and the responses it got (the reverse flow).
+//!
+//! The rules are the requester's in IBA Vol. 1 9.7: PSNs are given out in order, so a request
+//! at or before the highest PSN already used is a resend (go-back-N, 9.7.5.1); an ACK
+//! acknowledges every request up to its PSN (coalescing, 9.7.5.1.1); a PSN sequence error NAK
+//! names the PSN the responder expected (9.7.5.2.2); an RNR NAK asks for a retry of the named
+//! PSN after the RNR timer (9.7.5.2.8); a READ response or atomic ACK later than the PSN the
+//! requester expects is an implied NAK (9.7.5.1.3). Every list is capped; only counters grow.
+
+use std::collections::VecDeque;
+
+use super::report::{Episode, ImpliedNak, LossCause, MessageKind, NakEvent, RnrEvent, Trigger};
+use super::seen::SeenWindow;
+use super::sketch::LatencyHistogram;
+use crate::wire::opcode::op;
+use crate::wire::{Msn, NakCode, Opcode, Psn};
+
+/// Messages tracked between being sent and being acknowledged.
+const OUTSTANDING_CAP: usize = 4096;
+/// Events kept in detail per requester (the counters go on).
+pub(crate) const EVENTS_KEPT: usize = 32;
+
+/// A request message from its first packet to its acknowledgement.
+#[derive(Debug, Clone)]
+struct Message {
+    kind: MessageKind,
+    first_psn: Psn,
+    last_psn: Psn,
+    /// All packets of the message have been sent.
+    complete: bool,
+    /// Part of it was sent again: no RTT sample (Karn's rule).
+    resent: bool,
+    /// Time of the last packet sent (the one the ACK answers).
+    last_ts: u64,
+    /// READ: the PSN of the next response expected (starts at `first_psn`).
+    response_next: Psn,
+    /// READ and atomics: the first response arrived.
+    answered: bool,
+}
+
+/// A go-back-N episode in progress.
+#[derive(Debug, Clone)]
+struct Active {
+    episode: Episode,
+    /// Highest PSN used before the episode began: recovery means getting past it.
+    high_water: Psn,
+    last_resent: Psn,
+}
+
+/// Why the requester might be about to resend.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    trigger: Trigger,
+    psn: Psn,
+    ts: u64,
+}
+
+/// How a response packet answers requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Response {
+    Ack,
+    Nak(NakCode),
+    Rnr {
+        min_wait_us: u32,
+    },
+    /// The READ response opcode's low bits say first/middle/last/only.
+    Read(Opcode),
+    Atomic,
+}
+
+/// What the requester state learned from one packet, for per-packet annotations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// A request sent again (at or before the highest PSN already used).
+    pub resent: bool,
+    /// A response that implied a NAK.
+    pub implied_nak: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Requester {
+    pub(crate) seen: SeenWindow,
+    /// Highest PSN used so far, by requests or by the READ responses they caused.
+    high: Option<Psn>,
+    outstanding: VecDeque<Message>,
+    last_tx_ts: u64,
+    pending: Option<Pending>,
+    rnr_pending: Option<usize>,
+    active: Option<Active>,
+    pub(crate) episodes: Vec<Episode>,
+    pub(crate) episode_count: u64,
+    pub(crate) packets_resent: u64,
+    pub(crate) nak_events: Vec<NakEvent>,
+    pub(crate) nak_causes: [u64; LossCause::COUNT],
+    pub(crate) rnr_events: Vec<RnrEvent>,
+    pub(crate) implied: Vec<ImpliedNak>,
+    pub(crate) implied_count: u64,
+    pub(crate) messages: [u64; MessageKind::COUNT],
+    pub(crate) message_bytes: u64,
+    pub(crate) messages_acked: u64,
+    /// Packets that continue a message whose start the capture did not show.
+    pub(crate) orphan_packets: u64,
+    /// Messages abandoned before their last packet (a new one began).
+    pub(crate) broken_messages: u64,
+    /// Messages forgotten because too many were outstanding.
+    pub(crate) overflowed: u64,
+    pub(crate) msn_first: Option<Msn>,
+    pub(crate) msn_last: Option<Msn>,
+    pub(crate) rtt: LatencyHistogram,
+}
+
+fn kind_of(opcode: Opcode) -> MessageKind {
+    match opcode.low() {
+        op::SEND_FIRST..=op::SEND_ONLY_WITH_IMMEDIATE
+        | op::SEND_LAST_WITH_INVALIDATE
+        | op::SEND_ONLY_WITH_INVALIDATE => MessageKind::Send,
+        op::RDMA_WRITE_FIRST..=op::RDMA_WRITE_ONLY_WITH_IMMEDIATE => MessageKind::Write,
+        op::RDMA_READ_REQUEST => MessageKind::Read,
+        op::COMPARE_SWAP | op::FETCH_ADD => MessageKind::Atomic,
+        op::FLUSH => MessageKind::Flush,
+        _ => MessageKind::AtomicWrite,
+    }
+}
+
+fn push_capped<T>(list: &mut Vec<T>, item: T) {
+    if list.len() < EVENTS_KEPT {
+        list.push(item);
+    }
+}
+
+/// `a` at or after `b` in PSN order.
+fn at_or_after(a: Psn, b: Psn) -> bool {
+    a.distance(b) >= 0
+}
+
+impl Requester {
+    pub(crate) fn new() -> Requester {
+        Requester {
+            seen: SeenWindow::new(),
+            high: None,
+            outstanding: VecDeque::new(),
+            last_tx_ts: 0,
+            pending: None,
+            rnr_pending: None,
+            active: None,
+            episodes: Vec::new(),
+            episode_count: 0,
+            packets_resent: 0,
+            nak_events: Vec::new(),
+            nak_causes: [0; LossCause::COUNT],
+            rnr_events: Vec::new(),
+            implied: Vec::new(),
+            implied_count: 0,
+            messages: [0; MessageKind::COUNT],
+            message_bytes: 0,
+            messages_acked: 0,
+            orphan_packets: 0,
+            broken_messages: 0,
+            overflowed: 0,
+            msn_first: None,
+            msn_last: None,
+            rtt: LatencyHistogram::default(),
+        }
+    }
+
+    pub(crate) fn high(&self) -> Option<Psn> {
+        self.high
+    }
+
+    /// The episode still open at the end of the capture, if any.
+    pub(crate) fn open_episode(&self) -> Option<&Episode> {
+        self.active.as_ref().map(|a| &a.episode)
+    }
+
+    /// A request packet of an RC flow (after the seen-window check). `transport_ok` is false
+    /// for a packet the responder will drop (bad ICRC): it is counted, not acted on.
+    pub(crate) fn request(&mut self, ts: u64, opcode: Opcode, psn: Psn, payload: u32) -> Verdict {
+        let resent = self.high.is_some_and(|h| at_or_after(h, psn));
+        if let Some(i) = self.rnr_pending.take() {
+            match self.rnr_events.get_mut(i) {
+                Some(e) if e.psn == psn => e.wait_ns = Some(ts.saturating_sub(e.ts)),
+                _ => self.rnr_pending = Some(i),
+            }
+        }
+        if resent {
+            self.resend(ts, psn);
+        } else {
+            self.close_if_past(ts, psn);
+            self.high = Some(psn);
+        }
+        self.track_message(ts, opcode, psn, payload, resent);
+        self.last_tx_ts = ts;
+        Verdict {
+            resent,
+            implied_nak: false,
+        }
+    }
+
+    fn resend(&mut self, ts: u64, psn: Psn) {
+        self.packets_resent += 1;
+        if let Some(a) = &mut self.active {
+            if psn.distance(a.last_resent) > 0 {
+                a.last_resent = psn;
+                a.episode.packets_resent += 1;
+                return;
+            }
+            // Went back again before recovering: the episode ends here, unrecovered.
+            self.finish(None);
+        }
+        let (trigger, trigger_ts) = match self.pending.take() {
+            Some(p) => (p.trigger, p.ts),
+            None => (Trigger::Timeout, self.last_tx_ts),
+        };
+        for m in self.outstanding.iter_mut() {
+            if !m.complete || at_or_after(m.last_psn, psn) {
+                m.resent = true;
+            }
+        }
+        self.episode_count += 1;
+        self.active = Some(Active {
+            episode: Episode {
+                first_psn: psn,
+                trigger,
+                trigger_ts,
+                start_ts: ts,
+                packets_resent: 1,
+                recovered_ts: None,
+            },
+            high_water: self.high.unwrap_or(psn),
+            last_resent: psn,
+        });
+    }
+
+    fn finish(&mut self, recovered_ts: Option<u64>) {
+        if let Some(mut a) = self.active.take() {
+            a.episode.recovered_ts = recovered_ts;
+            push_capped(&mut self.episodes, a.episode);
+        }
+    }
+
+    /// Ends the open episode once the requester is past its high-water mark.
+    fn close_if_past(&mut self, ts: u64, psn: Psn) {
+        if self
+            .active
+            .as_ref()
+            .is_some_and(|a| psn.distance(a.high_water) > 0)
+        {
+            self.finish(Some(ts));
+        }
+    }
+
+    /// Follows messages from first to last packet. A resent first packet belongs to a
+    /// message already tracked; a resent middle or last one may fill a gap the capture left.
+    fn track_message(&mut self, ts: u64, opcode: Opcode, psn: Psn, payload: u32, resent: bool) {
+        if opcode.is_first() {
+            if resent {
+                return;
+            }
+            if self.outstanding.back().is_some_and(|m| !m.complete) {
+                self.broken_messages += 1;
+                self.outstanding.pop_back();
+            }
+            if self.outstanding.len() >= OUTSTANDING_CAP {
+                self.outstanding.pop_front();
+                self.overflowed += 1;
+            }
+            let kind = kind_of(opcode);
+            let complete = opcode.is_last();
+            if complete {
+                self.messages[kind as usize] += 1;
+            }
+            self.message_bytes += u64::from(payload);
+            self.outstanding.push_back(Message {
+                kind,
+                first_psn: psn,
+                last_psn: psn,
+                complete,
+                resent: false,
+                last_ts: ts,
+                response_next: psn,
+                answered: false,
+            });
+            return;
+        }
+        match self.outstanding.back_mut() {
+            Some(m) if !m.complete && m.last_psn.next() == psn => {
+                m.last_psn = psn;
+                m.last_ts = ts;
+                m.resent |= resent;
+                self.message_bytes += u64::from(payload);
+                if opcode.is_last() {
+                    m.complete = true;
+                    self.messages[m.kind as usize] += 1;
+                }
+            }
+            _ if !resent => self.orphan_packets += 1,
+            _ => {}
+        }
+    }
+
+    fn note_msn(&mut self, msn: Msn) {
+        self.msn_first.get_or_insert(msn);
+        self.msn_last = Some(msn);
+    }
+
+    /// A response from the responder (on the reverse flow) at `psn`.
+    pub(crate) fn response(&mut self, ts: u64, psn: Psn, msn: Option<Msn>, r: Response) -> Verdict {
+        if let Some(msn) = msn {
+            self.note_msn(msn);
+        }
+        let mut verdict = Verdict::default();
+        match r {
+            Response::Ack => {
+                verdict.implied_nak = self.acknowledge(ts, psn, true);
+                self.recovered_by_response(ts, psn);
+            }
+            Response::Nak(code) => {
+                self.nak(ts, psn, code);
+                self.acknowledge(ts, psn.sub(1), false);
+            }
+            Response::Rnr { min_wait_us } => {
+                self.rnr_events_push(ts, psn, min_wait_us);
+                self.pending = Some(Pending {
+                    trigger: Trigger::RnrNak,
+                    psn,
+                    ts,
+                });
+                self.acknowledge(ts, psn.sub(1), false);
+            }
+            Response::Read(opcode) => {
+                let last = matches!(
+                    opcode.low(),
+                    op::RDMA_READ_RESPONSE_LAST | op::RDMA_READ_RESPONSE_ONLY
+                );
+                verdict.implied_nak = self.reply(ts, psn, last);
+                self.raise_high(psn);
+            }
+            Response::Atomic => verdict.implied_nak = self.reply(ts, psn, true),
+        }
+        verdict
+    }
+
+    fn raise_high(&mut self, psn: Psn) {
+        if self.high.is_none_or(|h| psn.distance(h) > 0) {
+            self.high = Some(psn);
+        }
+    }
+
+    fn rnr_events_push(&mut self, ts: u64, psn: Psn, min_wait_us: u32) {
+        if self.rnr_events.len() < EVENTS_KEPT {
+            self.rnr_events.push(RnrEvent {
+                ts,
+                psn,
+                min_wait_us,
+                wait_ns: None,
+            });
+            self.rnr_pending = Some(self.rnr_events.len() - 1);
+        }
+    }
+
+    fn nak(&mut self, ts: u64, psn: Psn, code: NakCode) {
+        let cause = match code {
+            NakCode::PsnSequenceError if self.seen.contains(psn) => LossCause::AfterCapturePoint,
+            NakCode::PsnSequenceError
+                if self.seen.highest().is_some_and(|h| at_or_after(h, psn)) =>
+            {
+                LossCause::BeforeCapturePoint
+            }
+            NakCode::PsnSequenceError => LossCause::Unknown,
+            _ => LossCause::Rejected,
+        };
+        self.nak_causes[cause as usize] += 1;
+        let request = self
+            .outstanding
+            .iter()
+            .find(|m| {
+                at_or_after(psn, m.first_psn) && (!m.complete || at_or_after(m.last_psn, psn))
+            })
+            .map(|m| m.kind);
+        push_capped(
+            &mut self.nak_events,
+            NakEvent {
+                ts,
+                psn,
+                code,
+                cause,
+                request,
+            },
+        );
+        if code == NakCode::PsnSequenceError {
+            self.pending = Some(Pending {
+                trigger: Trigger::Nak(code),
+                psn,
+                ts,
+            });
+        }
+    }
+
+    fn implied_nak(&mut self, ts: u64, expected: Psn, got: Psn) -> bool {
+        let repeat = self
+            .pending
+            .is_some_and(|p| p.trigger == Trigger::ImpliedNak && p.psn == expected);
+        if repeat {
+            return false;
+        }
+        self.implied_count += 1;
+        push_capped(&mut self.implied, ImpliedNak { ts, expected, got });
+        self.pending = Some(Pending {
+            trigger: Trigger::ImpliedNak,
+            psn: expected,
+            ts,
+        });
+        true
+    }
+
+    /// Retires the messages an ACK at `psn` covers; `explicit` for a real ACK (which also
+    /// gives an RTT sample for the message it names). Returns true if the ACK jumped over an
+    /// unanswered READ or atomic: an implied NAK.
+    fn acknowledge(&mut self, ts: u64, psn: Psn, explicit: bool) -> bool {
+        while let Some(m) = self.outstanding.front() {
+            if !at_or_after(psn, m.last_psn) || !m.complete {
+                return false;
+            }
+            if waits_for_response(m) {
+                // Only its responses complete a READ or atomic; an ACK past it means they are lost.
+                let expected = m.response_next;
+                return explicit && self.implied_nak(ts, expected, psn);
+            }
+            if explicit && m.last_psn == psn && !m.resent {
+                self.rtt.record(ts.saturating_sub(m.last_ts));
+            }
+            self.outstanding.pop_front();
+            self.messages_acked += 1;
+        }
+        false
+    }
+
+    /// Retires SEND/WRITE messages wholly before `psn` (a response implicitly acknowledges
+    /// them); true if the oldest message left is a READ or atomic waiting for its response.
+    fn retire_before(&mut self, psn: Psn) -> bool {
+        while let Some(m) = self.outstanding.front() {
+            if waits_for_response(m) {
+                return true;
+            }
+            if !m.complete || at_or_after(m.last_psn, psn) {
+                return false;
+            }
+            self.outstanding.pop_front();
+            self.messages_acked += 1;
+        }
+        false
+    }
+
+    /// A READ response or atomic ACK at `psn`; `ends_message` for the last (or only) one.
+    /// Returns true if it came early: an implied NAK for the one expected.
+    fn reply(&mut self, ts: u64, psn: Psn, ends_message: bool) -> bool {
+        if !self.retire_before(psn) {
+            return false;
+        }
+        let Some(m) = self.outstanding.front_mut() else {
+            return false;
+        };
+        let expected = m.response_next;
+        let d = psn.distance(expected);
+        if d > 0 {
+            return self.implied_nak(ts, expected, psn);
+        }
+        if d < 0 {
+            return false; // a duplicate of a response already seen
+        }
+        if !m.answered && !m.resent {
+            self.rtt.record(ts.saturating_sub(m.last_ts));
+        }
+        m.answered = true;
+        m.response_next = psn.next();
+        if ends_message {
+            self.outstanding.pop_front();
+            self.messages_acked += 1;
+            self.recovered_by_response(ts, psn);
+        }
+        false
+    }
+
+    /// Ends the open episode when a response reaches its high-water mark.
+    fn recovered_by_response(&mut self, ts: u64, psn: Psn) {
+        if self
+            .active
+            .as_ref()
+            .is_some_and(|a| at_or_after(psn, a.high_water))
+        {
+            self.finish(Some(ts));
+        }
+    }
+}
+
+fn waits_for_response(m: &Message) -> bool {
+    matches!(m.kind, MessageKind::Read | MessageKind::Atomic)
+}

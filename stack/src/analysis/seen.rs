@@ -1,0 +1,167 @@
+//! Which request PSNs a flow has already carried, over a sliding window behind the highest.
+//!
+//! This is the definition of a retransmitted packet used everywhere in the project's output
+//! (and by the golden tests' independent count from tshark, `tests/fixtures/analyze/make.sh`):
+//! a request whose PSN was already seen on the flow, among the [`WINDOW`] PSNs at or before
+//! the highest seen so far (24-bit serial order, IBA 9.7.1). A PSN further behind than that is
+//! a new start (a QP reused with a new initial PSN), never a retransmission; no requester keeps
+//! that many packets outstanding. One bit per PSN in the window: 8 KiB per flow however long
+//! the capture.
+
+use crate::wire::Psn;
+
+/// PSNs remembered behind the highest one.
+pub const WINDOW: u32 = 1 << 16;
+const WORDS: usize = (WINDOW / 64) as usize;
+
+#[derive(Debug, Clone)]
+pub(crate) struct SeenWindow {
+    bits: Box<[u64; WORDS]>,
+    highest: Option<Psn>,
+    /// Times the highest PSN went past 2^24 - 1 back to 0.
+    wraps: u64,
+}
+
+impl SeenWindow {
+    pub(crate) fn new() -> SeenWindow {
+        SeenWindow {
+            bits: Box::new([0; WORDS]),
+            highest: None,
+            wraps: 0,
+        }
+    }
+
+    pub(crate) fn highest(&self) -> Option<Psn> {
+        self.highest
+    }
+
+    pub(crate) fn wraps(&self) -> u64 {
+        self.wraps
+    }
+
+    fn slot(psn: Psn) -> (usize, u64) {
+        let i = psn.value() % WINDOW;
+        ((i / 64) as usize, 1 << (i % 64))
+    }
+
+    fn set(&mut self, psn: Psn) {
+        let (w, b) = Self::slot(psn);
+        self.bits[w] |= b;
+    }
+
+    fn restart(&mut self, psn: Psn) {
+        self.bits.fill(0);
+        self.highest = Some(psn);
+        self.set(psn);
+    }
+
+    /// Records `psn`; true if it was already seen within the window (a retransmission).
+    pub(crate) fn observe(&mut self, psn: Psn) -> bool {
+        let Some(highest) = self.highest else {
+            self.restart(psn);
+            return false;
+        };
+        let ahead = psn.distance(highest);
+        if ahead > 0 {
+            if psn.value() < highest.value() {
+                self.wraps += 1;
+            }
+            if ahead as u32 >= WINDOW {
+                self.restart(psn);
+                return false;
+            }
+            // The slots of the PSNs now entering the window held PSNs WINDOW older.
+            let mut p = highest;
+            for _ in 0..ahead {
+                p = p.next();
+                let (w, b) = Self::slot(p);
+                self.bits[w] &= !b;
+            }
+            self.highest = Some(psn);
+            self.set(psn);
+            false
+        } else if ahead.unsigned_abs() >= WINDOW {
+            self.restart(psn);
+            false
+        } else {
+            let was = self.contains(psn);
+            self.set(psn);
+            was
+        }
+    }
+
+    /// True if `psn` was seen and is still within the window.
+    pub(crate) fn contains(&self, psn: Psn) -> bool {
+        let Some(highest) = self.highest else {
+            return false;
+        };
+        let behind = highest.distance(psn);
+        if !(0..WINDOW as i32).contains(&behind) {
+            return false;
+        }
+        let (w, b) = Self::slot(psn);
+        self.bits[w] & b != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn repeats_are_retransmissions_and_gaps_are_not() {
+        let mut w = SeenWindow::new();
+        for p in [10, 11, 12, 14] {
+            assert!(!w.observe(Psn::new(p)));
+        }
+        assert!(w.observe(Psn::new(11)), "go back to 11");
+        assert!(w.observe(Psn::new(12)));
+        assert!(!w.observe(Psn::new(13)), "13 was never seen: a late packet");
+        assert!(w.observe(Psn::new(14)));
+        assert!(!w.observe(Psn::new(15)));
+        assert_eq!(w.highest(), Some(Psn::new(15)));
+    }
+
+    #[test]
+    fn tracking_crosses_the_24_bit_wrap() {
+        let mut w = SeenWindow::new();
+        let start = Psn::MAX.sub(3);
+        let mut p = start;
+        for _ in 0..8 {
+            assert!(!w.observe(p));
+            p = p.next();
+        }
+        assert_eq!(w.wraps(), 1);
+        assert!(w.observe(Psn::MAX), "2^24-1 is behind 3 after the wrap");
+        assert!(w.observe(Psn::new(1)));
+        assert!(!w.observe(Psn::new(4)));
+    }
+
+    #[test]
+    fn far_behind_or_ahead_is_a_new_start() {
+        let mut w = SeenWindow::new();
+        assert!(!w.observe(Psn::new(5_000_000)));
+        assert!(!w.observe(Psn::new(5_000_000 + WINDOW + 3)));
+        assert!(!w.contains(Psn::new(5_000_000)));
+        assert!(!w.observe(Psn::new(100)), "far behind: a new start");
+        assert!(w.observe(Psn::new(100)));
+    }
+
+    proptest! {
+        /// Within the window the bitmap agrees with an exact set of every PSN seen.
+        #[test]
+        fn agrees_with_an_exact_set(start in 0u32..(1 << 24), steps in proptest::collection::vec(-40i32..60, 1..400)) {
+            let mut w = SeenWindow::new();
+            let mut exact: HashSet<u32> = HashSet::new();
+            let mut p = Psn::new(start);
+            for s in steps {
+                p = if s >= 0 { p.add(s as u32) } else { p.sub(s.unsigned_abs()) };
+                let expected = exact.contains(&p.value());
+                prop_assert_eq!(w.observe(p), expected);
+                exact.insert(p.value());
+            }
+        }
+    }
+}

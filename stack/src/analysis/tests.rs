@@ -1,0 +1,550 @@
+//! Scenarios built packet by packet with the wire builder, each checking what the analysis
+//! must conclude from it.
+
+use core::net::IpAddr;
+
+use super::report::{FlowReport, LossCause, MessageKind, Signal, Trigger};
+use super::*;
+use crate::capture::{Frame, Link};
+use crate::wire::opcode::op;
+use crate::wire::{
+    AethRepr, BthRepr, ExtHeaders, IbPacketRepr, Msn, NakCode, RnrTimer, RoceRepr, Syndrome,
+};
+
+#[derive(Debug, Clone, Copy)]
+struct Host {
+    ip: IpAddr,
+    qpn: Qpn,
+}
+
+fn host(last: u8, qpn: u32) -> Host {
+    Host {
+        ip: IpAddr::from([10, 0, 0, last]),
+        qpn: Qpn::new(qpn),
+    }
+}
+
+/// Frames of a scenario with their times, fed to an analyser at the end.
+#[derive(Default)]
+struct Scenario {
+    frames: Vec<(u64, Vec<u8>)>,
+    now: u64,
+}
+
+impl Scenario {
+    /// Advances the clock by `us` microseconds.
+    fn wait(&mut self, us: u64) -> &mut Self {
+        self.now += us * 1000;
+        self
+    }
+
+    fn frame(
+        &mut self,
+        from: Host,
+        to: Host,
+        low: u8,
+        psn: u32,
+        aeth: Option<Syndrome>,
+        len: usize,
+    ) -> Vec<u8> {
+        self.frame_with(from, to, Opcode(low), psn, aeth, &vec![0x5a; len], |_| {})
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn frame_with(
+        &mut self,
+        from: Host,
+        to: Host,
+        opcode: Opcode,
+        psn: u32,
+        aeth: Option<Syndrome>,
+        payload: &[u8],
+        adjust: impl FnOnce(&mut RoceRepr<'_>),
+    ) -> Vec<u8> {
+        let (mut ext, _) = ExtHeaders::parse(opcode, &[0u8; 64]).unwrap();
+        if let (Some(a), Some(s)) = (&mut ext.aeth, aeth) {
+            *a = AethRepr {
+                syndrome: s,
+                msn: Msn::new(psn),
+            };
+        }
+        if let Some(d) = &mut ext.deth {
+            d.src_qp = from.qpn;
+        }
+        let ib = IbPacketRepr::new(BthRepr::new(opcode, to.qpn, Psn::new(psn)), ext, payload);
+        let mac = [0x52, 0x54, 0, 0, 0, 1];
+        let mut repr = RoceRepr::rxe(mac, mac, from.ip, to.ip, from.qpn, ib).unwrap();
+        adjust(&mut repr);
+        repr.to_vec().unwrap()
+    }
+
+    fn send(
+        &mut self,
+        from: Host,
+        to: Host,
+        low: u8,
+        psn: u32,
+        aeth: Option<Syndrome>,
+        len: usize,
+    ) -> &mut Self {
+        let f = self.frame(from, to, low, psn, aeth, len);
+        self.frames.push((self.now, f));
+        self
+    }
+
+    fn ack(&mut self, from: Host, to: Host, psn: u32) -> &mut Self {
+        self.send(
+            from,
+            to,
+            op::ACKNOWLEDGE,
+            psn,
+            Some(Syndrome::Ack { credits: 31 }),
+            0,
+        )
+    }
+
+    fn write(
+        &mut self,
+        from: Host,
+        to: Host,
+        psns: impl IntoIterator<Item = u32>,
+        first: u32,
+        last: u32,
+    ) -> &mut Self {
+        for p in psns {
+            let low = match (p == first, p == last) {
+                (true, true) => op::RDMA_WRITE_ONLY,
+                (true, false) => op::RDMA_WRITE_FIRST,
+                (false, true) => op::RDMA_WRITE_LAST,
+                (false, false) => op::RDMA_WRITE_MIDDLE,
+            };
+            self.send(from, to, low, p, None, 1024).wait(1);
+        }
+        self
+    }
+
+    fn analyse(&self) -> Report {
+        let mut a = Analyzer::new();
+        for (i, (ts, data)) in self.frames.iter().enumerate() {
+            a.frame(&Frame {
+                index: i as u64,
+                timestamp_ns: *ts,
+                link: Link::Ethernet,
+                data,
+                orig_len: data.len() as u32,
+            });
+        }
+        a.report()
+    }
+}
+
+fn flow(r: &Report, from: Host, to: Host) -> &FlowReport {
+    r.flows
+        .iter()
+        .find(|f| f.src == from.ip && f.dst == to.ip && f.dest_qp == to.qpn)
+        .expect("flow present")
+}
+
+fn count(list: &[(&'static str, u64)], name: &str) -> u64 {
+    list.iter().find(|(n, _)| *n == name).map_or(0, |(_, c)| *c)
+}
+
+#[test]
+fn pingpong_pairs_flows_and_measures_rtt() {
+    let (a, b) = (host(1, 0x11), host(2, 0x11));
+    let mut s = Scenario::default();
+    for i in 0..5 {
+        s.send(a, b, op::SEND_ONLY, 100 + i, None, 64).wait(30);
+        s.ack(b, a, 100 + i).wait(5);
+        s.send(b, a, op::SEND_ONLY, 900 + i, None, 64).wait(40);
+        s.ack(a, b, 900 + i).wait(5);
+    }
+    let r = s.analyse();
+    assert_eq!((r.packets, r.roce_packets, r.icrc_errors), (20, 20, 0));
+    assert_eq!(r.flows.len(), 2);
+    let ab = flow(&r, a, b);
+    assert_eq!(ab.packets, 10);
+    assert_eq!(count(&ab.opcodes, "RC_SEND_ONLY"), 5);
+    assert_eq!(count(&ab.opcodes, "RC_ACKNOWLEDGE"), 5);
+    assert_eq!(ab.retransmitted_packets, 0);
+    assert_eq!(ab.payload_bytes, 5 * 64);
+    assert_eq!(ab.reverse, Some(1));
+    let req = ab.requester.as_ref().unwrap();
+    assert_eq!(req.messages, vec![(MessageKind::Send, 5)]);
+    assert_eq!(req.messages_acknowledged, 5);
+    let rtt = req.rtt.unwrap();
+    assert_eq!(rtt.samples, 5);
+    assert_eq!(rtt.min_ns, 30_000);
+    assert!((28_000..=32_000).contains(&rtt.median_ns), "{rtt:?}");
+    let ba = flow(&r, b, a).requester.as_ref().unwrap().rtt.unwrap();
+    assert!((38_000..=42_000).contains(&ba.median_ns), "{ba:?}");
+    assert_eq!(req.episodes, 0);
+    assert_eq!(ab.goodput.iter().sum::<u64>(), 5 * 64);
+}
+
+/// A WRITE of PSNs 0..=7 whose PSN 3 is lost; `seen` says whether the capture saw it.
+fn lost_write(seen: bool) -> Report {
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let mut s = Scenario::default();
+    let first: Vec<u32> = (0..8).filter(|&p| seen || p != 3).collect();
+    s.write(a, b, first, 0, 7).wait(20);
+    s.send(
+        b,
+        a,
+        op::ACKNOWLEDGE,
+        3,
+        Some(Syndrome::Nak(NakCode::PsnSequenceError)),
+        0,
+    )
+    .wait(10);
+    s.write(a, b, 3..8, 0, 7).wait(20);
+    s.ack(b, a, 7);
+    s.analyse()
+}
+
+#[test]
+fn go_back_n_after_a_loss_before_the_capture_point() {
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let r = lost_write(false);
+    let ab = flow(&r, a, b);
+    assert_eq!(
+        ab.retransmitted_packets, 4,
+        "4..=7 were seen before; 3 was not"
+    );
+    let ba = flow(&r, b, a);
+    assert_eq!(count(&ba.naks, "PSN_SEQUENCE_ERROR"), 1);
+    let req = ab.requester.as_ref().unwrap();
+    assert_eq!(req.nak_causes, vec![(LossCause::BeforeCapturePoint, 1)]);
+    assert_eq!(req.nak_events[0].psn, Psn::new(3));
+    assert_eq!(req.nak_events[0].request, Some(MessageKind::Write));
+    assert_eq!((req.episodes, req.packets_resent), (1, 5));
+    let e = req.episode_list[0];
+    assert_eq!(e.first_psn, Psn::new(3));
+    assert_eq!(e.trigger, Trigger::Nak(NakCode::PsnSequenceError));
+    assert_eq!(e.packets_resent, 5);
+    assert_eq!(e.start_ts - e.trigger_ts, 10_000);
+    assert_eq!(e.time_to_recover_ns(), Some(10_000 + 5_000 + 20_000));
+    assert_eq!(req.messages, vec![(MessageKind::Write, 1)]);
+    assert_eq!(req.messages_acknowledged, 1);
+    assert_eq!(req.rtt, None, "a resent message gives no RTT sample");
+    assert_eq!(
+        ab.goodput.iter().sum::<u64>(),
+        8 * 1024,
+        "resent data is not goodput"
+    );
+}
+
+#[test]
+fn a_nak_for_a_captured_packet_means_loss_after_the_capture_point() {
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let r = lost_write(true);
+    let req = flow(&r, a, b).requester.clone().unwrap();
+    assert_eq!(flow(&r, a, b).retransmitted_packets, 5);
+    assert_eq!(req.nak_causes, vec![(LossCause::AfterCapturePoint, 1)]);
+}
+
+#[test]
+fn rnr_nak_and_the_wait_before_the_retry() {
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let mut s = Scenario::default();
+    s.send(a, b, op::SEND_ONLY, 10, None, 64).wait(15);
+    let rnr = Syndrome::RnrNak {
+        timer: RnrTimer::new(14),
+    };
+    s.send(b, a, op::ACKNOWLEDGE, 10, Some(rnr), 0).wait(2000);
+    s.send(a, b, op::SEND_ONLY, 10, None, 64).wait(15);
+    s.ack(b, a, 10);
+    let r = s.analyse();
+    assert_eq!(flow(&r, b, a).rnr_naks, 1);
+    assert!(flow(&r, b, a).naks.is_empty());
+    let req = flow(&r, a, b).requester.clone().unwrap();
+    let e = req.rnr_events[0];
+    assert_eq!(
+        (e.psn, e.min_wait_us, e.wait_ns),
+        (Psn::new(10), 1280, Some(2_000_000))
+    );
+    assert_eq!(req.episode_list[0].trigger, Trigger::RnrNak);
+    assert!(req.episode_list[0].recovered_ts.is_some());
+}
+
+#[test]
+fn a_read_response_out_of_order_is_an_implied_nak() {
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let ack = Some(Syndrome::Ack { credits: 31 });
+    let mut s = Scenario::default();
+    s.send(a, b, op::RDMA_READ_REQUEST, 20, None, 0).wait(10);
+    s.send(b, a, op::RDMA_READ_RESPONSE_FIRST, 20, ack, 1024)
+        .wait(1);
+    s.send(b, a, op::RDMA_READ_RESPONSE_MIDDLE, 21, None, 1024)
+        .wait(1);
+    s.send(b, a, op::RDMA_READ_RESPONSE_LAST, 23, ack, 1024)
+        .wait(50);
+    s.send(a, b, op::RDMA_READ_REQUEST, 22, None, 0).wait(10);
+    s.send(b, a, op::RDMA_READ_RESPONSE_FIRST, 22, ack, 1024)
+        .wait(1);
+    s.send(b, a, op::RDMA_READ_RESPONSE_LAST, 23, ack, 1024)
+        .wait(1);
+    s.send(a, b, op::SEND_ONLY, 24, None, 8).wait(10);
+    s.ack(b, a, 24);
+    let r = s.analyse();
+    let ab = flow(&r, a, b);
+    assert_eq!(
+        ab.retransmitted_packets, 0,
+        "PSN 22 was never carried before"
+    );
+    let req = ab.requester.as_ref().unwrap();
+    assert_eq!(req.implied_naks, 1);
+    assert_eq!(req.implied_nak_events[0].expected, Psn::new(22));
+    assert_eq!(req.implied_nak_events[0].got, Psn::new(23));
+    assert_eq!(req.episodes, 1);
+    let e = req.episode_list[0];
+    assert_eq!(
+        (e.trigger, e.first_psn),
+        (Trigger::ImpliedNak, Psn::new(22))
+    );
+    assert_eq!(e.time_to_recover_ns(), Some(50_000 + 10_000 + 1_000));
+    assert_eq!(
+        req.messages,
+        vec![(MessageKind::Send, 1), (MessageKind::Read, 1)]
+    );
+    assert_eq!(req.messages_acknowledged, 2, "the READ and the SEND");
+    assert_eq!(
+        req.rtt.unwrap().samples,
+        2,
+        "first READ response and the SEND's ACK"
+    );
+    let ba = flow(&r, b, a);
+    assert_eq!(
+        ba.goodput.iter().sum::<u64>(),
+        4 * 1024,
+        "the out-of-order response is not goodput"
+    );
+}
+
+#[test]
+fn a_resend_with_nothing_on_the_wire_is_a_timeout() {
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let mut s = Scenario::default();
+    s.send(a, b, op::SEND_ONLY, 30, None, 64).wait(67_000);
+    s.send(a, b, op::SEND_ONLY, 30, None, 64).wait(20);
+    s.ack(b, a, 30);
+    let r = s.analyse();
+    let req = flow(&r, a, b).requester.clone().unwrap();
+    let e = req.episode_list[0];
+    assert_eq!(e.trigger, Trigger::Timeout);
+    assert_eq!(e.start_ts - e.trigger_ts, 67_000_000);
+    assert_eq!(flow(&r, a, b).retransmitted_packets, 1);
+}
+
+#[test]
+fn psn_tracking_crosses_the_wrap() {
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let mut s = Scenario::default();
+    let start = (1u32 << 24) - 3;
+    for i in 0..6u32 {
+        let psn = start.wrapping_add(i) & 0xff_ffff;
+        s.send(a, b, op::SEND_ONLY, psn, None, 16).wait(5);
+        s.ack(b, a, psn).wait(5);
+    }
+    let r = s.analyse();
+    let ab = flow(&r, a, b);
+    assert_eq!(ab.retransmitted_packets, 0);
+    let req = ab.requester.as_ref().unwrap();
+    assert_eq!((req.psn_wraps, req.highest_psn), (1, Some(Psn::new(2))));
+    assert_eq!((req.episodes, req.messages_acknowledged), (0, 6));
+}
+
+#[test]
+fn a_cnp_slows_the_marked_flow_and_the_change_is_measured() {
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let mut s = Scenario::default();
+    let mut psn = 0;
+    for _ in 0..20 {
+        let f = s.frame_with(
+            a,
+            b,
+            Opcode(op::RDMA_WRITE_MIDDLE),
+            psn,
+            None,
+            &[0; 1024],
+            |r| {
+                r.ip.set_ecn(if psn == 19 { Ecn::Ce } else { Ecn::Ect0 });
+            },
+        );
+        s.frames.push((s.now, f));
+        s.wait(1);
+        psn += 1;
+    }
+    s.send(b, a, 0x81, 0, None, 0);
+    for _ in 0..20 {
+        s.send(a, b, op::RDMA_WRITE_MIDDLE, psn, None, 1024).wait(4);
+        psn += 1;
+    }
+    let r = s.analyse();
+    assert_eq!(flow(&r, b, a).cnps, 1);
+    let ab = flow(&r, a, b);
+    assert_eq!(ab.ecn_ce, 1);
+    let changes = &ab.rate_changes;
+    assert_eq!(
+        changes.len(),
+        1,
+        "the CNP came while the CE measurement ran: {changes:?}"
+    );
+    assert_eq!(changes[0].signal, Signal::EcnCe);
+    assert_eq!(changes[0].gap_before_ns, 1000);
+    assert!(changes[0].gap_after_ns > 3000, "{changes:?}");
+}
+
+#[test]
+fn rdma_cm_ties_qps_that_psns_could_not() {
+    let (client, server) = (host(1, 0x1), host(2, 0x1));
+    let (cq, sq) = (host(1, 0x31), host(2, 0x42));
+    let other = host(1, 0x77);
+    let mut s = Scenario::default();
+    let cm = |attr: u16, fields: &[(usize, &[u8])]| {
+        let mut m = vec![0u8; 256];
+        m[..4].copy_from_slice(&[1, 7, 2, 3]);
+        m[16..18].copy_from_slice(&attr.to_be_bytes());
+        for (at, b) in fields {
+            m[24 + at..24 + at + b.len()].copy_from_slice(b);
+        }
+        m
+    };
+    let req = cm(0x10, &[(0, &5u32.to_be_bytes()), (32, &[0, 0, 0x31])]);
+    let rep = cm(
+        0x13,
+        &[
+            (0, &6u32.to_be_bytes()),
+            (4, &5u32.to_be_bytes()),
+            (12, &[0, 0, 0x42]),
+        ],
+    );
+    let rtu = cm(0x14, &[(0, &5u32.to_be_bytes()), (4, &6u32.to_be_bytes())]);
+    for (from, to, mad) in [
+        (client, server, &req),
+        (server, client, &rep),
+        (client, server, &rtu),
+    ] {
+        let f = s.frame_with(from, to, Opcode(0x64), 0, None, mad, |_| {});
+        s.frames.push((s.now, f));
+        s.wait(100);
+    }
+    // A second, busier QP on the client: without CM it would win the pairing.
+    for p in 0..5 {
+        s.send(other, sq, op::SEND_ONLY, 7 + p, None, 8).wait(1);
+    }
+    s.send(cq, sq, op::SEND_ONLY, 7, None, 8).wait(10);
+    s.ack(sq, cq, 7);
+    let r = s.analyse();
+    assert_eq!(r.connections.len(), 1);
+    let c = &r.connections[0];
+    assert_eq!(c.state.name(), "ESTABLISHED");
+    assert_eq!(
+        (c.client_qpn, c.server_qpn),
+        (Some(Qpn::new(0x31)), Some(Qpn::new(0x42)))
+    );
+    let to_server = r
+        .flows
+        .iter()
+        .position(|f| f.src == cq.ip && f.dest_qp == sq.qpn)
+        .unwrap();
+    assert_eq!(flow(&r, sq, cq).reverse, Some(to_server));
+    assert_eq!(
+        flow(&r, cq, sq)
+            .requester
+            .as_ref()
+            .unwrap()
+            .messages_acknowledged,
+        1
+    );
+}
+
+#[test]
+fn icrc_errors_and_cut_frames_are_counted_and_analysed() {
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let mut s = Scenario::default();
+    s.send(a, b, op::SEND_ONLY, 1, None, 64).wait(1);
+    s.send(a, b, op::SEND_ONLY, 2, None, 64).wait(1);
+    let last = s.frames.len() - 1;
+    s.frames[last].1[60] ^= 0xff;
+    let mut r = Analyzer::new();
+    for (i, (ts, data)) in s.frames.iter().enumerate() {
+        r.frame(&Frame {
+            index: i as u64,
+            timestamp_ns: *ts,
+            link: Link::Ethernet,
+            data,
+            orig_len: data.len() as u32,
+        });
+    }
+    let cut = &s.frames[0].1;
+    let note = r.frame(&Frame {
+        index: 2,
+        timestamp_ns: 5000,
+        link: Link::Ethernet,
+        data: &cut[..58],
+        orig_len: cut.len() as u32,
+    });
+    let Outcome::Roce(note) = note else {
+        panic!("a cut frame's headers are still read: {note:?}");
+    };
+    assert_eq!(
+        (note.icrc_ok, note.retransmitted, note.payload_len),
+        (None, true, 64)
+    );
+    let rep = r.report();
+    assert_eq!((rep.icrc_errors, rep.input.cut_frames), (1, 1));
+    assert_eq!(flow(&rep, a, b).packets, 3);
+    assert_eq!(flow(&rep, a, b).icrc_errors, 1);
+}
+
+#[test]
+fn state_stays_bounded_however_many_episodes() {
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let mut s = Scenario::default();
+    for round in 0..200u32 {
+        let base = round * 4;
+        s.write(a, b, base..base + 4, base, base + 3);
+        s.send(
+            b,
+            a,
+            op::ACKNOWLEDGE,
+            base + 1,
+            Some(Syndrome::Nak(NakCode::PsnSequenceError)),
+            0,
+        );
+        s.write(a, b, base + 1..base + 4, base, base + 3);
+        s.ack(b, a, base + 3).wait(5);
+    }
+    let r = s.analyse();
+    let req = flow(&r, a, b).requester.clone().unwrap();
+    assert_eq!(req.episodes, 200);
+    assert_eq!(req.episode_list.len(), requester::EVENTS_KEPT);
+    assert_eq!(req.nak_events.len(), requester::EVENTS_KEPT);
+    assert_eq!(flow(&r, a, b).retransmitted_packets, 600);
+    assert_eq!(flow(&r, b, a).naks, vec![("PSN_SEQUENCE_ERROR", 200)]);
+}
+
+#[test]
+fn atomics_are_answered_in_order_or_imply_a_nak() {
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let ack = Some(Syndrome::Ack { credits: 31 });
+    let mut s = Scenario::default();
+    s.send(a, b, op::COMPARE_SWAP, 40, None, 0).wait(7);
+    s.send(b, a, op::ATOMIC_ACKNOWLEDGE, 40, ack, 0).wait(1);
+    s.send(a, b, op::FETCH_ADD, 41, None, 0).wait(1);
+    s.send(a, b, op::FETCH_ADD, 42, None, 0).wait(7);
+    s.send(b, a, op::ATOMIC_ACKNOWLEDGE, 42, ack, 0).wait(30);
+    s.send(a, b, op::FETCH_ADD, 41, None, 0).wait(7);
+    s.send(b, a, op::ATOMIC_ACKNOWLEDGE, 41, ack, 0).wait(1);
+    s.send(b, a, op::ATOMIC_ACKNOWLEDGE, 42, ack, 0);
+    let r = s.analyse();
+    let req = flow(&r, a, b).requester.clone().unwrap();
+    assert_eq!(req.messages, vec![(MessageKind::Atomic, 3)]);
+    assert_eq!(req.implied_naks, 1);
+    assert_eq!(req.implied_nak_events[0].expected, Psn::new(41));
+    assert_eq!(req.episode_list[0].trigger, Trigger::ImpliedNak);
+    assert_eq!(req.messages_acknowledged, 3);
+    assert_eq!(req.rtt.unwrap().min_ns, 7_000);
+    assert_eq!(flow(&r, a, b).retransmitted_packets, 1);
+}

@@ -1,0 +1,82 @@
+//! `roce analyze FILE [--json]`: stateful replay analysis of a capture.
+
+mod json;
+pub mod text;
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use roce::analysis::{Analyzer, Report};
+
+/// Exit status when the file is damaged (cut short or corrupt): frames up to the damage
+/// were analysed.
+pub const EXIT_DAMAGED: u8 = 2;
+/// Exit status when some frames were cut by a snap length (their headers were analysed).
+pub const EXIT_CUT_FRAMES: u8 = 3;
+
+/// Replay a capture through the two transports' state: what each flow did and why.
+///
+/// A flow is one direction of traffic to one destination QP (source IP, destination IP,
+/// DestQP). For each: packets, opcodes, retransmitted packets (requests whose PSN the flow
+/// already carried), NAKs with the cause seen earlier in the capture, RNR NAKs and the wait,
+/// implied NAKs, go-back-N episodes and the time to recover, messages and MSNs,
+/// request-to-ACK round-trip times, goodput over time, CNPs and ECN CE marks with the
+/// change in packet spacing that followed, ICRC errors; and the rdma_cm connections.
+///
+/// Exit status: 0 analysed; 1 not a capture or unreadable (one line on stderr);
+/// 2 the file is damaged (cut short or corrupt): everything before the damage was analysed;
+/// 3 some frames were cut by a snap length: their headers were analysed, their ICRCs not.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  roce analyze pcaps/rc_loss_write.pcap          a readable report
+  roce analyze --json pcaps/rc_loss_write.pcap | jq '.flows[] | {src, dst, retransmitted_packets, naks}'
+
+JSON keys: packets, roce_packets, icrc_errors, flows[] with src, dst, dest_qp, packets,
+opcodes {name: count}, retransmitted_packets, naks {name: count}, rnr_naks, cnps, ecn_ce,
+payload_bytes, and more (requester, goodput, rate_changes); connections[]; input.")]
+pub struct AnalyzeArgs {
+    /// The capture to analyse (pcap or pcapng).
+    pub file: PathBuf,
+    /// One JSON document for scripts instead of the readable report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs the analyser over a whole capture.
+pub fn analyse(file: &std::path::Path) -> anyhow::Result<Report> {
+    let mut analyzer = Analyzer::new();
+    let damage = super::replay(file, |frame| {
+        analyzer.frame(frame);
+    })?;
+    if let Some(reason) = damage {
+        analyzer.damaged(reason);
+    }
+    Ok(analyzer.report())
+}
+
+pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
+    let report = analyse(&args.file)?;
+    let out = if args.json {
+        json::render(&report)? + "\n"
+    } else {
+        text::render(&args.file, &report)
+    };
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|_| stdout.flush())
+    {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => return Err(e.into()),
+        _ => {}
+    }
+    Ok(if report.input.damage.is_some() {
+        ExitCode::from(EXIT_DAMAGED)
+    } else if report.input.cut_frames > 0 {
+        ExitCode::from(EXIT_CUT_FRAMES)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,335 @@
+//! `roce analyze --json`: the contract's keys (ARCHITECTURE.md) first, then the details.
+//! Times are microseconds since the capture's first frame (`*_us`), `start_time` is that
+//! frame's time in seconds since the Unix epoch.
+
+use std::collections::BTreeMap;
+
+use roce::analysis::Report;
+use roce::analysis::cm::CmConnection;
+use roce::analysis::report::{FlowReport, RequesterReport};
+use serde::Serialize;
+
+#[derive(Serialize)]
+struct Document {
+    packets: u64,
+    roce_packets: u64,
+    icrc_errors: u64,
+    flows: Vec<Flow>,
+    start_time: Option<f64>,
+    duration_us: f64,
+    goodput_bucket_us: f64,
+    connections: Vec<Connection>,
+    input: Input,
+}
+
+#[derive(Serialize)]
+struct Flow {
+    src: String,
+    dst: String,
+    dest_qp: u32,
+    packets: u64,
+    opcodes: BTreeMap<&'static str, u64>,
+    retransmitted_packets: u64,
+    naks: BTreeMap<&'static str, u64>,
+    rnr_naks: u64,
+    cnps: u64,
+    ecn_ce: u64,
+    payload_bytes: u64,
+    index: usize,
+    udp_src_port: u16,
+    icrc_errors: u64,
+    first_us: f64,
+    last_us: f64,
+    reverse_flow: Option<usize>,
+    goodput_bytes: Vec<u64>,
+    rate_changes: Vec<RateChange>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    requester: Option<Requester>,
+}
+
+#[derive(Serialize)]
+struct RateChange {
+    signal: &'static str,
+    at_us: f64,
+    gap_before_us: f64,
+    gap_after_us: f64,
+}
+
+#[derive(Serialize)]
+struct Requester {
+    messages: BTreeMap<&'static str, u64>,
+    message_bytes: u64,
+    messages_acknowledged: u64,
+    orphan_packets: u64,
+    broken_messages: u64,
+    highest_psn: Option<u32>,
+    psn_wraps: u64,
+    msn_first: Option<u32>,
+    msn_last: Option<u32>,
+    go_back_n_episodes: u64,
+    packets_resent: u64,
+    episodes: Vec<Episode>,
+    nak_causes: BTreeMap<&'static str, u64>,
+    nak_events: Vec<NakEvent>,
+    rnr_events: Vec<RnrEvent>,
+    implied_naks: u64,
+    implied_nak_events: Vec<ImpliedNak>,
+    rtt_us: Option<Rtt>,
+}
+
+#[derive(Serialize)]
+struct Episode {
+    first_psn: u32,
+    trigger: &'static str,
+    trigger_us: f64,
+    start_us: f64,
+    packets_resent: u64,
+    time_to_recover_us: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct NakEvent {
+    at_us: f64,
+    psn: u32,
+    nak: &'static str,
+    cause: &'static str,
+    request: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct RnrEvent {
+    at_us: f64,
+    psn: u32,
+    min_wait_us: u32,
+    waited_us: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct ImpliedNak {
+    at_us: f64,
+    expected_psn: u32,
+    got_psn: u32,
+}
+
+#[derive(Serialize)]
+struct Rtt {
+    samples: u64,
+    min: f64,
+    median: f64,
+    p99: f64,
+    max: f64,
+}
+
+#[derive(Serialize)]
+struct Connection {
+    client: String,
+    server: String,
+    client_qpn: Option<u32>,
+    server_qpn: Option<u32>,
+    client_comm_id: u32,
+    server_comm_id: Option<u32>,
+    service_id: Option<String>,
+    client_start_psn: Option<u32>,
+    server_start_psn: Option<u32>,
+    state: &'static str,
+    reject_reason: Option<u16>,
+    events: Vec<CmEvent>,
+}
+
+#[derive(Serialize)]
+struct CmEvent {
+    message: &'static str,
+    at_us: f64,
+    from: &'static str,
+}
+
+#[derive(Serialize)]
+struct Input {
+    damaged: Option<String>,
+    cut_frames: u64,
+    malformed_frames: u64,
+    malformed_examples: Vec<Malformed>,
+}
+
+#[derive(Serialize)]
+struct Malformed {
+    frame: u64,
+    error: String,
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+/// Times relative to the capture's start.
+struct Clock(u64);
+
+impl Clock {
+    fn at(&self, ts: u64) -> f64 {
+        us(ts.saturating_sub(self.0))
+    }
+}
+
+fn flow(i: usize, f: &FlowReport, clock: &Clock) -> Flow {
+    Flow {
+        src: f.src.to_string(),
+        dst: f.dst.to_string(),
+        dest_qp: f.dest_qp.value(),
+        packets: f.packets,
+        opcodes: f.opcodes.iter().copied().collect(),
+        retransmitted_packets: f.retransmitted_packets,
+        naks: f.naks.iter().copied().collect(),
+        rnr_naks: f.rnr_naks,
+        cnps: f.cnps,
+        ecn_ce: f.ecn_ce,
+        payload_bytes: f.payload_bytes,
+        index: i,
+        udp_src_port: f.udp_src_port,
+        icrc_errors: f.icrc_errors,
+        first_us: clock.at(f.first_ts),
+        last_us: clock.at(f.last_ts),
+        reverse_flow: f.reverse,
+        goodput_bytes: f.goodput.clone(),
+        rate_changes: f
+            .rate_changes
+            .iter()
+            .map(|c| RateChange {
+                signal: c.signal.name(),
+                at_us: clock.at(c.ts),
+                gap_before_us: us(c.gap_before_ns),
+                gap_after_us: us(c.gap_after_ns),
+            })
+            .collect(),
+        requester: f.requester.as_ref().map(|r| requester(r, clock)),
+    }
+}
+
+fn requester(r: &RequesterReport, clock: &Clock) -> Requester {
+    Requester {
+        messages: r.messages.iter().map(|(k, n)| (k.name(), *n)).collect(),
+        message_bytes: r.message_bytes,
+        messages_acknowledged: r.messages_acknowledged,
+        orphan_packets: r.orphan_packets,
+        broken_messages: r.broken_messages,
+        highest_psn: r.highest_psn.map(|p| p.value()),
+        psn_wraps: r.psn_wraps,
+        msn_first: r.msn_first,
+        msn_last: r.msn_last,
+        go_back_n_episodes: r.episodes,
+        packets_resent: r.packets_resent,
+        episodes: r
+            .episode_list
+            .iter()
+            .map(|e| Episode {
+                first_psn: e.first_psn.value(),
+                trigger: e.trigger.name(),
+                trigger_us: clock.at(e.trigger_ts),
+                start_us: clock.at(e.start_ts),
+                packets_resent: e.packets_resent,
+                time_to_recover_us: e.time_to_recover_ns().map(us),
+            })
+            .collect(),
+        nak_causes: r.nak_causes.iter().map(|(c, n)| (c.name(), *n)).collect(),
+        nak_events: r
+            .nak_events
+            .iter()
+            .map(|e| NakEvent {
+                at_us: clock.at(e.ts),
+                psn: e.psn.value(),
+                nak: e.code.name(),
+                cause: e.cause.name(),
+                request: e.request.map(|k| k.name()),
+            })
+            .collect(),
+        rnr_events: r
+            .rnr_events
+            .iter()
+            .map(|e| RnrEvent {
+                at_us: clock.at(e.ts),
+                psn: e.psn.value(),
+                min_wait_us: e.min_wait_us,
+                waited_us: e.wait_ns.map(us),
+            })
+            .collect(),
+        implied_naks: r.implied_naks,
+        implied_nak_events: r
+            .implied_nak_events
+            .iter()
+            .map(|e| ImpliedNak {
+                at_us: clock.at(e.ts),
+                expected_psn: e.expected.value(),
+                got_psn: e.got.value(),
+            })
+            .collect(),
+        rtt_us: r.rtt.map(|t| Rtt {
+            samples: t.samples,
+            min: us(t.min_ns),
+            median: us(t.median_ns),
+            p99: us(t.p99_ns),
+            max: us(t.max_ns),
+        }),
+    }
+}
+
+fn connection(c: &CmConnection, clock: &Clock) -> Connection {
+    Connection {
+        client: c.client.to_string(),
+        server: c.server.to_string(),
+        client_qpn: c.client_qpn.map(|q| q.value()),
+        server_qpn: c.server_qpn.map(|q| q.value()),
+        client_comm_id: c.client_comm_id,
+        server_comm_id: c.server_comm_id,
+        service_id: c.service_id.map(|s| format!("{s:#018x}")),
+        client_start_psn: c.client_start_psn.map(|p| p.value()),
+        server_start_psn: c.server_start_psn.map(|p| p.value()),
+        state: c.state.name(),
+        reject_reason: c.reject_reason,
+        events: c
+            .events
+            .iter()
+            .map(|e| CmEvent {
+                message: e.kind.name(),
+                at_us: clock.at(e.ts),
+                from: if e.from_client { "client" } else { "server" },
+            })
+            .collect(),
+    }
+}
+
+pub fn render(r: &Report) -> serde_json::Result<String> {
+    let clock = Clock(r.first_ts.unwrap_or(0));
+    let doc = Document {
+        packets: r.packets,
+        roce_packets: r.roce_packets,
+        icrc_errors: r.icrc_errors,
+        flows: r
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| flow(i, f, &clock))
+            .collect(),
+        start_time: r.first_ts.map(|t| t as f64 / 1e9),
+        duration_us: r.last_ts.map_or(0.0, |l| clock.at(l)),
+        goodput_bucket_us: us(r.goodput_bucket_ns),
+        connections: r
+            .connections
+            .iter()
+            .map(|c| connection(c, &clock))
+            .collect(),
+        input: Input {
+            damaged: r.input.damage.clone(),
+            cut_frames: r.input.cut_frames,
+            malformed_frames: r.input.malformed_frames,
+            malformed_examples: r
+                .input
+                .malformed_examples
+                .iter()
+                .map(|(frame, error)| Malformed {
+                    frame: *frame,
+                    error: error.clone(),
+                })
+                .collect(),
+        },
+    };
+    serde_json::to_string_pretty(&doc)
+}

@@ -1,0 +1,293 @@
+//! The readable report of `roce analyze`.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use roce::analysis::Report;
+use roce::analysis::cm::CmConnection;
+use roce::analysis::report::{FlowReport, RequesterReport};
+
+/// Events listed per flow in the text report (JSON has all the analysis kept).
+const LISTED: usize = 8;
+
+/// A duration for people: ns, us, ms or s with three significant digits.
+pub fn duration(ns: u64) -> String {
+    let v = ns as f64;
+    match ns {
+        0..1_000 => format!("{ns} ns"),
+        1_000..1_000_000 => format!("{:.3} us", v / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.3} ms", v / 1e6),
+        _ => format!("{:.3} s", v / 1e9),
+    }
+}
+
+fn bytes(n: u64) -> String {
+    match n {
+        0..10_000 => format!("{n} B"),
+        10_000..10_000_000 => format!("{:.1} KiB", n as f64 / 1024.0),
+        _ => format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0)),
+    }
+}
+
+fn list(items: &[(&'static str, u64)]) -> String {
+    let parts: Vec<String> = items.iter().map(|(n, c)| format!("{n} {c}")).collect();
+    parts.join(", ")
+}
+
+/// Goodput buckets as a bar of eighth-blocks, scaled to the busiest bucket.
+fn sparkline(buckets: &[u64]) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let max = buckets.iter().copied().max().unwrap_or(0).max(1);
+    buckets
+        .iter()
+        .map(|&b| match b {
+            0 => ' ',
+            _ => BARS[((b * 7).div_ceil(max)) as usize],
+        })
+        .collect()
+}
+
+fn mbps(bytes: u64, ns: u64) -> f64 {
+    if ns == 0 {
+        return 0.0;
+    }
+    bytes as f64 * 8.0 * 1e3 / ns as f64
+}
+
+pub fn render(file: &Path, r: &Report) -> String {
+    let start = r.first_ts.unwrap_or(0);
+    let at = |ts: u64| format!("+{}", duration(ts.saturating_sub(start)));
+    let span = r.last_ts.unwrap_or(start).saturating_sub(start);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{}: {} frames, {} RoCEv2, {} flows, over {}",
+        file.display(),
+        r.packets,
+        r.roce_packets,
+        r.flows.len(),
+        duration(span)
+    );
+    let _ = writeln!(o, "ICRC errors: {}", r.icrc_errors);
+    for (i, f) in r.flows.iter().enumerate() {
+        flow(&mut o, i, f, r, &at);
+    }
+    if !r.connections.is_empty() {
+        let _ = writeln!(o, "\nrdma_cm connections");
+        for c in &r.connections {
+            connection(&mut o, c, &at);
+        }
+    }
+    input(&mut o, r);
+    o
+}
+
+fn flow(o: &mut String, i: usize, f: &FlowReport, r: &Report, at: &dyn Fn(u64) -> String) {
+    let reverse = f
+        .reverse
+        .map_or(String::new(), |r| format!("  (reverse: flow {r})"));
+    let _ = writeln!(
+        o,
+        "\nflow {i}: {} -> {}  QP {:#08x}{reverse}",
+        f.src,
+        f.dst,
+        f.dest_qp.value()
+    );
+    let _ = writeln!(
+        o,
+        "  {} packets, {} payload, {} retransmitted; NAKs: {}; RNR NAKs {}; CNPs {}; ECN CE {}{}",
+        f.packets,
+        bytes(f.payload_bytes),
+        f.retransmitted_packets,
+        if f.naks.is_empty() {
+            "none".to_string()
+        } else {
+            list(&f.naks)
+        },
+        f.rnr_naks,
+        f.cnps,
+        f.ecn_ce,
+        if f.icrc_errors > 0 {
+            format!("; ICRC errors {}", f.icrc_errors)
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(o, "  opcodes: {}", list(&f.opcodes));
+    if let Some(req) = &f.requester {
+        requester(o, req, at);
+    }
+    let total: u64 = f.goodput.iter().sum();
+    if total > 0 {
+        let peak = f.goodput.iter().copied().max().unwrap_or(0);
+        let _ = writeln!(
+            o,
+            "  goodput: {:.1} Mb/s mean, {:.1} Mb/s peak per {} [{}]",
+            mbps(total, f.last_ts.saturating_sub(f.first_ts)),
+            mbps(peak, r.goodput_bucket_ns),
+            duration(r.goodput_bucket_ns),
+            sparkline(&f.goodput)
+        );
+    }
+    for c in f.rate_changes.iter().take(LISTED) {
+        let ratio = c.gap_after_ns as f64 / c.gap_before_ns.max(1) as f64;
+        let _ = writeln!(
+            o,
+            "  {} at {}: packet spacing {} -> {} ({ratio:.2}x)",
+            c.signal.name(),
+            at(c.ts),
+            duration(c.gap_before_ns),
+            duration(c.gap_after_ns)
+        );
+    }
+}
+
+fn requester(o: &mut String, r: &RequesterReport, at: &dyn Fn(u64) -> String) {
+    let messages: Vec<_> = r.messages.iter().map(|(k, n)| (k.name(), *n)).collect();
+    let _ = writeln!(
+        o,
+        "  requester: messages {} ({}), {} acknowledged; highest PSN {}{}{}",
+        if messages.is_empty() {
+            "none".to_string()
+        } else {
+            list(&messages)
+        },
+        bytes(r.message_bytes),
+        r.messages_acknowledged,
+        r.highest_psn
+            .map_or("-".to_string(), |p| p.value().to_string()),
+        if r.psn_wraps > 0 {
+            format!(" after {} wraps", r.psn_wraps)
+        } else {
+            String::new()
+        },
+        match (r.msn_first, r.msn_last) {
+            (Some(a), Some(b)) => format!("; responder MSN {a} .. {b}"),
+            _ => String::new(),
+        }
+    );
+    if r.orphan_packets + r.broken_messages > 0 {
+        let _ = writeln!(
+            o,
+            "    {} packets continue a message whose start was not captured; {} messages broken off",
+            r.orphan_packets, r.broken_messages
+        );
+    }
+    if let Some(t) = r.rtt {
+        let _ = writeln!(
+            o,
+            "    request-to-ACK RTT: median {}, p99 {} (min {}, max {}, {} samples)",
+            duration(t.median_ns),
+            duration(t.p99_ns),
+            duration(t.min_ns),
+            duration(t.max_ns),
+            t.samples
+        );
+    }
+    if r.episodes > 0 {
+        let _ = writeln!(
+            o,
+            "    go-back-N: {} episodes, {} packets resent",
+            r.episodes, r.packets_resent
+        );
+        for e in r.episode_list.iter().take(LISTED) {
+            let recovered = e
+                .time_to_recover_ns()
+                .map_or("not recovered by the end of the capture".to_string(), |t| {
+                    format!("recovered {} after the trigger", duration(t))
+                });
+            let _ = writeln!(
+                o,
+                "      from PSN {} at {} after {} ({} later): {} packets resent, {recovered}",
+                e.first_psn,
+                at(e.start_ts),
+                e.trigger.name(),
+                duration(e.start_ts.saturating_sub(e.trigger_ts)),
+                e.packets_resent
+            );
+        }
+    }
+    for e in r.nak_events.iter().take(LISTED) {
+        let request = e
+            .request
+            .map_or(String::new(), |k| format!(" ({} request)", k.name()));
+        let _ = writeln!(
+            o,
+            "    NAK {} for PSN {}{request} at {}: {}",
+            e.code.name(),
+            e.psn,
+            at(e.ts),
+            e.cause.name().replace('_', " ")
+        );
+    }
+    for e in r.rnr_events.iter().take(LISTED) {
+        let waited = e.wait_ns.map_or("no retry seen".to_string(), |w| {
+            format!("retried after {}", duration(w))
+        });
+        let _ = writeln!(
+            o,
+            "    RNR NAK for PSN {} at {}: wait at least {}, {waited}",
+            e.psn,
+            at(e.ts),
+            duration(u64::from(e.min_wait_us) * 1000)
+        );
+    }
+    if r.implied_naks > 0 {
+        let _ = writeln!(o, "    implied NAKs: {}", r.implied_naks);
+        for e in r.implied_nak_events.iter().take(LISTED) {
+            let _ = writeln!(
+                o,
+                "      at {}: expected response PSN {}, got {}",
+                at(e.ts),
+                e.expected,
+                e.got
+            );
+        }
+    }
+}
+
+fn connection(o: &mut String, c: &CmConnection, at: &dyn Fn(u64) -> String) {
+    let qpn =
+        |q: Option<roce::wire::Qpn>| q.map_or("?".to_string(), |q| format!("{:#08x}", q.value()));
+    let events: Vec<String> = c
+        .events
+        .iter()
+        .map(|e| format!("{} {}", e.kind.name(), at(e.ts)))
+        .collect();
+    let _ = writeln!(
+        o,
+        "  {} QP {} <-> {} QP {}: {}{}; {}",
+        c.client,
+        qpn(c.client_qpn),
+        c.server,
+        qpn(c.server_qpn),
+        c.state.name(),
+        c.reject_reason
+            .map_or(String::new(), |r| format!(" (reason {r})")),
+        events.join(", ")
+    );
+}
+
+fn input(o: &mut String, r: &Report) {
+    let p = &r.input;
+    if !p.any() {
+        return;
+    }
+    let _ = writeln!(o, "\ninput problems");
+    if let Some(d) = &p.damage {
+        let _ = writeln!(o, "  {d}; frames after it were not analysed");
+    }
+    if p.cut_frames > 0 {
+        let _ = writeln!(
+            o,
+            "  {} frames cut by the capture's snap length: headers analysed, ICRC not checked",
+            p.cut_frames
+        );
+    }
+    if p.malformed_frames > 0 {
+        let _ = writeln!(o, "  {} malformed RoCEv2 frames", p.malformed_frames);
+        for (i, why) in &p.malformed_examples {
+            let _ = writeln!(o, "    frame {i}: {why}");
+        }
+    }
+}

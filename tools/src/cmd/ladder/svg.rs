@@ -1,0 +1,203 @@
+//! The ladder diagram as SVG, written by hand: two lifelines, one slanted arrow per packet.
+
+use std::fmt::Write;
+
+use roce::analysis::{PacketNote, Report};
+use roce::wire::{Syndrome, Transport};
+
+use crate::cmd::analyze::text::duration;
+
+const WIDTH: u32 = 980;
+const LEFT_X: u32 = 250;
+const RIGHT_X: u32 = 850;
+const TOP: u32 = 110;
+const ROW: u32 = 30;
+/// How far an arrow drops while it crosses: time passes in flight.
+const DROP: u32 = 16;
+
+/// How a packet is drawn.
+struct Style {
+    color: &'static str,
+    dashed: bool,
+    bold: bool,
+    note: String,
+}
+
+fn style(n: &PacketNote) -> Style {
+    let mut s = Style {
+        color: if n.opcode.is_request() {
+            "#222222"
+        } else {
+            "#6b6b6b"
+        },
+        dashed: false,
+        bold: false,
+        note: String::new(),
+    };
+    match n.syndrome {
+        Some(Syndrome::Nak(code)) => {
+            s.color = "#d11a1a";
+            s.bold = true;
+            s.note = format!(" NAK {}", code.name());
+        }
+        Some(Syndrome::RnrNak { timer }) => {
+            s.color = "#8e24aa";
+            s.bold = true;
+            s.note = format!(" RNR NAK (wait >= {} us)", timer.micros());
+        }
+        _ => {}
+    }
+    if n.opcode.transport() == Transport::Cnp {
+        s.color = "#1f6feb";
+        s.bold = true;
+    }
+    if n.retransmitted || n.verdict.resent {
+        s.color = "#e67e00";
+        s.bold = true;
+        s.note.push_str(if n.retransmitted {
+            " (retransmitted)"
+        } else {
+            " (resent)"
+        });
+    }
+    if n.verdict.implied_nak {
+        s.color = "#e67e00";
+        s.dashed = true;
+        s.note.push_str(" (implies NAK)");
+    }
+    if n.ecn_ce {
+        s.note.push_str(" [ECN CE]");
+    }
+    if n.icrc_ok == Some(false) {
+        s.color = "#d11a1a";
+        s.dashed = true;
+        s.note.push_str(" [bad ICRC]");
+    }
+    s
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The diagram of `rows`, packets of flow `flow` (left to right) and its reverse.
+pub fn ladder(report: &Report, flow: usize, from: u64, rows: &[PacketNote]) -> String {
+    let f = &report.flows[flow];
+    let reverse = f.reverse.map(|r| &report.flows[r]);
+    let left_qp = reverse.map_or("?".to_string(), |r| format!("{:#x}", r.dest_qp.value()));
+    let height = TOP + rows.len() as u32 * ROW + 90;
+    let start = report.first_ts.unwrap_or(0);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="monospace" font-size="12">"#
+    );
+    let _ = writeln!(o, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        o,
+        r#"<defs>{}</defs>"#,
+        ["222222", "6b6b6b", "d11a1a", "8e24aa", "1f6feb", "e67e00"]
+            .iter()
+            .map(|c| format!(
+                r##"<marker id="a{c}" markerWidth="10" markerHeight="8" refX="9" refY="4" orient="auto"><path d="M0,0 L10,4 L0,8 z" fill="#{c}"/></marker>"##
+            ))
+            .collect::<String>()
+    );
+    let title = format!(
+        "flow {flow} and its reverse: packets {from}..{} of the exchange",
+        from + rows.len() as u64 - 1
+    );
+    let _ = writeln!(
+        o,
+        r#"<text x="{}" y="24" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#,
+        WIDTH / 2,
+        escape(&title)
+    );
+    for (x, ip, qp) in [
+        (LEFT_X, f.src.to_string(), left_qp),
+        (
+            RIGHT_X,
+            f.dst.to_string(),
+            format!("{:#x}", f.dest_qp.value()),
+        ),
+    ] {
+        let _ = writeln!(
+            o,
+            r#"<text x="{x}" y="60" text-anchor="middle" font-size="14" font-weight="bold">{}</text>"#,
+            escape(&ip)
+        );
+        let _ = writeln!(
+            o,
+            r#"<text x="{x}" y="78" text-anchor="middle">QP {qp}</text>"#
+        );
+        let _ = writeln!(
+            o,
+            r##"<line x1="{x}" y1="88" x2="{x}" y2="{}" stroke="#999" stroke-width="2"/>"##,
+            height - 70
+        );
+    }
+    let _ = writeln!(o, r##"<text x="10" y="78" fill="#555">time</text>"##);
+    for (i, n) in rows.iter().enumerate() {
+        let y = TOP + i as u32 * ROW;
+        let (x1, x2) = if n.flow == flow {
+            (LEFT_X, RIGHT_X)
+        } else {
+            (RIGHT_X, LEFT_X)
+        };
+        let s = style(n);
+        let color = &s.color[1..];
+        let _ = writeln!(
+            o,
+            r##"<line x1="{x1}" y1="{y}" x2="{x2}" y2="{}" stroke="#{color}" stroke-width="{}"{} marker-end="url(#a{color})"/>"##,
+            y + DROP,
+            if s.bold { 2.2 } else { 1.2 },
+            if s.dashed {
+                r#" stroke-dasharray="6,4""#
+            } else {
+                ""
+            }
+        );
+        let label = format!("{} PSN {}{}", n.opcode.name(), n.psn, s.note);
+        let _ = writeln!(
+            o,
+            r##"<text x="{}" y="{}" text-anchor="middle" fill="#{color}"{}>{}</text>"##,
+            (LEFT_X + RIGHT_X) / 2,
+            y - 4,
+            if s.bold { r#" font-weight="bold""# } else { "" },
+            escape(&label)
+        );
+        let _ = writeln!(
+            o,
+            r##"<text x="10" y="{}" fill="#555">+{}</text>"##,
+            y + 4,
+            escape(&duration(n.ts.saturating_sub(start)))
+        );
+    }
+    let legend_y = height - 40;
+    let mut x = 20;
+    for (color, text) in [
+        ("222222", "request"),
+        ("6b6b6b", "response"),
+        ("e67e00", "retransmitted / implies NAK (dashed)"),
+        ("d11a1a", "NAK / bad ICRC"),
+        ("8e24aa", "RNR NAK"),
+        ("1f6feb", "CNP"),
+    ] {
+        let _ = writeln!(
+            o,
+            r##"<line x1="{x}" y1="{legend_y}" x2="{}" y2="{legend_y}" stroke="#{color}" stroke-width="3"/>"##,
+            x + 24
+        );
+        let _ = writeln!(
+            o,
+            r##"<text x="{}" y="{}" fill="#{color}">{text}</text>"##,
+            x + 30,
+            legend_y + 4
+        );
+        x += 36 + 7 * text.len() as u32 + 20;
+    }
+    o.push_str("</svg>\n");
+    o
+}

@@ -1,0 +1,195 @@
+//! `roce analyze` and `roce ladder` as a user runs them: exit codes, the JSON contract, and
+//! damaged or cut input, on captures these tests write. The real captures in pcaps/ are
+//! checked against tshark in tests/tests/analyze_golden.rs.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use roce::wire::sample;
+use roce_tests::{pcap_bytes, pcap_bytes_snap, pcapng_bytes};
+use serde_json::Value;
+
+mod common;
+use common::roce;
+
+/// A file in a directory of the target dir for this test file.
+fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
+    common::temp_file_in("analyze-tests", name, bytes)
+}
+
+fn analyze_json(path: &Path) -> (Output, Value) {
+    let out = roce(&["analyze", "--json", path.to_str().unwrap()]);
+    let doc = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    (out, doc)
+}
+
+fn sum_of(doc: &Value, key: &str) -> u64 {
+    doc["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f[key].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn the_contract_keys_add_up() {
+    let frames = sample::frames(11);
+    for path in [
+        temp_file("sample.pcap", &pcap_bytes(&frames)),
+        temp_file("sample.pcapng", &pcapng_bytes(&frames)),
+    ] {
+        let (out, doc) = analyze_json(&path);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(doc["packets"], frames.len());
+        assert_eq!(doc["roce_packets"], frames.len());
+        assert_eq!(doc["icrc_errors"], 0);
+        assert_eq!(sum_of(&doc, "packets"), frames.len() as u64);
+        for f in doc["flows"].as_array().unwrap() {
+            for key in [
+                "src",
+                "dst",
+                "dest_qp",
+                "packets",
+                "opcodes",
+                "retransmitted_packets",
+                "naks",
+                "rnr_naks",
+                "cnps",
+                "ecn_ce",
+                "payload_bytes",
+            ] {
+                assert!(f.get(key).is_some(), "flow lacks {key}: {f}");
+            }
+            let opcodes: u64 = f["opcodes"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|v| v.as_u64().unwrap())
+                .sum();
+            assert_eq!(opcodes, f["packets"].as_u64().unwrap());
+        }
+        let cnps: u64 = sum_of(&doc, "cnps");
+        assert_eq!(cnps, 4, "one CNP frame per family and tagging");
+        assert!(sum_of(&doc, "ecn_ce") > 0);
+    }
+}
+
+#[test]
+fn a_damaged_file_is_analysed_up_to_the_damage_and_exits_2() {
+    let frames = sample::frames(12);
+    let bytes = pcap_bytes(&frames[..10]);
+    let path = temp_file("cut-short.pcap", &bytes[..bytes.len() - 7]);
+    let (out, doc) = analyze_json(&path);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(doc["packets"], 9);
+    assert!(
+        doc["input"]["damaged"]
+            .as_str()
+            .unwrap()
+            .contains("cut short")
+    );
+    let text = roce(&["analyze", path.to_str().unwrap()]);
+    assert_eq!(text.status.code(), Some(2));
+    assert!(
+        String::from_utf8(text.stdout)
+            .unwrap()
+            .contains("input problems")
+    );
+}
+
+#[test]
+fn frames_cut_by_a_snap_length_keep_their_headers_and_exit_3() {
+    let frames = sample::frames(13);
+    let whole = analyze_json(&temp_file("whole.pcap", &pcap_bytes(&frames))).1;
+    let path = temp_file("snap.pcap", &pcap_bytes_snap(&frames, 1, 96));
+    let (out, doc) = analyze_json(&path);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(doc["input"]["cut_frames"].as_u64().unwrap() > 0);
+    assert_eq!(doc["icrc_errors"], 0, "a cut ICRC is unknown, not bad");
+    for (a, b) in doc["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(whole["flows"].as_array().unwrap())
+    {
+        assert_eq!(a["opcodes"], b["opcodes"]);
+        assert_eq!(a["payload_bytes"], b["payload_bytes"]);
+    }
+}
+
+#[test]
+fn not_a_capture_is_one_line_and_exit_1() {
+    let path = temp_file("text.pcap", b"not a capture at all, just words\n");
+    for cmd in [&["analyze"][..], &["ladder", "--svg", "/dev/null"][..]] {
+        let mut args = cmd.to_vec();
+        args.push(path.to_str().unwrap());
+        let out = roce(&args);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("roce: ") && err.contains("not a pcap"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn ladder_draws_one_arrow_per_packet() {
+    let frames = sample::frames(14);
+    let path = temp_file("ladder.pcap", &pcap_bytes(&frames));
+    let svg = temp_file("ladder.svg", b"");
+    let out = roce(&[
+        "ladder",
+        path.to_str().unwrap(),
+        "--flow",
+        "0",
+        "--count",
+        "5",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = std::fs::read_to_string(&svg).unwrap();
+    assert!(doc.starts_with("<svg") && doc.trim_end().ends_with("</svg>"));
+    let arrows = doc.matches("marker-end=").count();
+    assert!((1..=5).contains(&arrows), "{arrows}");
+    let out = roce(&[
+        "ladder",
+        path.to_str().unwrap(),
+        "--flow",
+        "9999",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("no flow 9999")
+    );
+}
+
+#[test]
+fn help_has_examples() {
+    for cmd in ["analyze", "ladder"] {
+        let out = roce(&[cmd, "--help"]);
+        assert!(out.status.success());
+        let help = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            help.contains("Examples:") && help.contains(&format!("roce {cmd} ")),
+            "{help}"
+        );
+    }
+}
