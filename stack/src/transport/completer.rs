@@ -221,15 +221,28 @@ impl QueuePair {
         }
     }
 
+    /// A NAK that ends the connection (IBA 9.9.2.2, class B/C/D). Responses to earlier READs
+    /// or atomics still missing come first: they may have been overtaken, so the NAK waits
+    /// for them (and they are asked for again, as for an implied NAK). If they never come,
+    /// the local ACK timeout fails the READ with RETRY_EXC_ERR, as rxe and hardware do.
     fn on_error_nak(&mut self, ctx: &mut Ctx<'_>, psn: Psn, code: NakCode) {
         ctx.stats.naks_received += 1;
-        self.ack_through(ctx, psn.sub(1));
-        // Requests before the failed one whose responses never came cannot complete now.
-        while self.sq.started > 0 && self.sq.wqes.front().is_some_and(|w| !w.contains(psn)) {
-            self.complete_send_front(ctx, WcStatus::WrFlushErr);
+        self.sq.pending_error = Some((psn, code));
+        if self.ack_through(ctx, psn.sub(1)) {
+            return self.implied_nak(ctx);
         }
-        self.complete_send_front(ctx, nak_status(code));
-        self.enter_error(ctx);
+        self.apply_pending_error(ctx);
+    }
+
+    /// Completes the request an error NAK names once everything before it has completed.
+    fn apply_pending_error(&mut self, ctx: &mut Ctx<'_>) {
+        let Some((psn, code)) = self.sq.pending_error else {
+            return;
+        };
+        if self.sq.started > 0 && self.sq.wqes.front().is_some_and(|w| w.contains(psn)) {
+            self.complete_send_front(ctx, nak_status(code));
+            self.enter_error(ctx);
+        }
     }
 
     fn on_rnr_nak(&mut self, ctx: &mut Ctx<'_>, psn: Psn, timer: RnrTimer) {
@@ -312,6 +325,10 @@ impl QueuePair {
     /// armed for whatever is still outstanding.
     fn after_response(&mut self, ctx: &mut Ctx<'_>, old_una: Psn) {
         let now = ctx.now;
+        self.apply_pending_error(ctx);
+        if self.state == QpState::Err {
+            return;
+        }
         self.sq.skip_acked();
         if self.sq.una != old_una {
             let una = self.sq.una;

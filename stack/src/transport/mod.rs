@@ -45,4 +45,8 @@ mod test_support;
 #[cfg(test)]
 mod tests_basic;
 #[cfg(test)]
+mod tests_prop;
+#[cfg(test)]
 mod tests_rules;
+#[cfg(test)]
+mod tests_verbs;

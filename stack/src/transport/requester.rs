@@ -16,8 +16,8 @@ use super::queue_pair::{Ctx, QueuePair};
 use super::wr::{SendOp, SendWr};
 use crate::wire::opcode::op;
 use crate::wire::{
-    AtomicEthRepr, BthRepr, DethRepr, ExtHeaders, FixedHeader, IethRepr, ImmDtRepr, Opcode, Psn,
-    RethRepr, Transport, pad_for,
+    AtomicEthRepr, BthRepr, DethRepr, ExtHeaders, FixedHeader, IethRepr, ImmDtRepr, NakCode,
+    Opcode, Psn, RethRepr, Transport, pad_for,
 };
 
 /// The largest message: 2^31 bytes (IBA 9.4.1 / `max_msg_sz` of rxe).
@@ -78,6 +78,9 @@ pub(crate) struct SendQueue {
     /// Where the requester last went back to; a NAK or implied NAK asking for the same PSN
     /// again before any progress is an echo of the same loss and is not acted on twice.
     pub last_rewind: Option<Psn>,
+    /// An error NAK that arrived before the responses to earlier READs or atomics: it takes
+    /// effect once they are in (see `completer.rs`).
+    pub pending_error: Option<(Psn, NakCode)>,
     pub timers: Timers,
 }
 
@@ -97,6 +100,7 @@ impl SendQueue {
         self.start_at(self.next_psn);
         self.probe = None;
         self.last_rewind = None;
+        self.pending_error = None;
         self.timers.stop();
     }
 

@@ -24,7 +24,7 @@ use std::net::IpAddr;
 use super::config::Transmit;
 use super::cq::{WcOpcode, WcStatus, WorkCompletion};
 use super::error::DropReason;
-use super::mr::Access;
+use super::mr::{Access, MrTable};
 use super::qp::{QpState, QpType};
 use super::queue_pair::{Ctx, QueuePair};
 use super::wr::RecvWr;
@@ -53,7 +53,7 @@ pub(crate) enum InMsg {
 }
 
 /// An RDMA READ being answered.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct ReadResponse {
     first_psn: Psn,
     last_psn: Psn,
@@ -64,9 +64,14 @@ pub(crate) struct ReadResponse {
     left: u32,
     sent_any: bool,
     msn: Msn,
+    /// The bytes still to send, copied out of the region when a later request was about to
+    /// overwrite them: a READ returns memory as it was when the READ executed (rxe generates
+    /// all of a READ's responses before it executes the next request; we send them lazily).
+    /// (VA of the first byte, bytes).
+    snapshot: Option<(u64, Vec<u8>)>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum RespItem {
     Ack { psn: Psn, aeth: AethRepr },
     Atomic { psn: Psn, msn: Msn, orig: u64 },
@@ -169,6 +174,21 @@ impl Responder {
             .position(|it| it.first_psn().distance(psn) > 0)
             .unwrap_or(self.queue.len());
         self.queue.insert(at, item);
+    }
+}
+
+/// Copies out what queued READ responses still have to send from `len` bytes at `va` of
+/// region `key`, before the responder writes there.
+fn protect_reads(queue: &mut VecDeque<RespItem>, mrs: &MrTable, key: u32, va: u64, len: u64) {
+    for item in queue.iter_mut() {
+        let RespItem::Read(r) = item else { continue };
+        let overlaps = r.rkey == key
+            && r.snapshot.is_none()
+            && va < r.va.saturating_add(u64::from(r.left))
+            && r.va < va.saturating_add(len);
+        if overlaps && let Ok(bytes) = mrs.read(key, r.va, u64::from(r.left), Access::REMOTE_READ) {
+            r.snapshot = Some((r.va, bytes.to_vec()));
+        }
     }
 }
 
@@ -284,7 +304,7 @@ impl QueuePair {
                     _ => false,
                 };
                 if let Some(i) = self.resp.queue.iter().position(covered) {
-                    if let RespItem::Read(r) = self.resp.queue[i]
+                    if let RespItem::Read(r) = &self.resp.queue[i]
                         && r.psn.distance(psn) <= 0
                     {
                         return;
@@ -330,6 +350,7 @@ impl QueuePair {
             left: len,
             sent_any: false,
             msn: self.resp.msn,
+            snapshot: None,
         }
     }
 
@@ -459,6 +480,10 @@ impl QueuePair {
         if *offset + pkt.payload.len() as u64 > recv.capacity() {
             return self.fail_recv(ctx, WcStatus::LocLenErr, NakCode::InvalidRequest);
         }
+        for sge in &recv.sg_list {
+            let len = u64::from(sge.length);
+            protect_reads(&mut self.resp.queue, ctx.mrs, sge.lkey, sge.addr, len);
+        }
         if ctx
             .mrs
             .scatter(&recv.sg_list, *offset, pkt.payload)
@@ -545,6 +570,7 @@ impl QueuePair {
         if !fits {
             return Err(RespError::Nak(NakCode::InvalidRequest));
         }
+        protect_reads(&mut self.resp.queue, ctx.mrs, *rkey, *va, len as u64);
         let dst = ctx
             .mrs
             .write(*rkey, *va, len as u64, Access::REMOTE_WRITE)
@@ -556,7 +582,9 @@ impl QueuePair {
         let total = *total;
         if last {
             self.resp.msg = None;
-            if let (Some(imm), Some(recv)) = (imm, self.rq.pop_front()) {
+            if let Some(imm) = imm
+                && let Some(recv) = self.rq.pop_front()
+            {
                 let mut wc = WorkCompletion::new(
                     recv.wr_id,
                     WcStatus::Success,
@@ -648,28 +676,25 @@ impl QueuePair {
 
     /// The next response packet (ACK, NAK, READ response, atomic ACK), if any is queued.
     pub(crate) fn poll_response(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
-        let item = *self.resp.queue.front()?;
         let mtu = self.attrs.path_mtu.bytes();
-        let (low, psn, ext, data) = match item {
+        let (low, psn, ext, payload) = match self.resp.queue.front()? {
             RespItem::Ack { psn, aeth } => {
                 let ext = ExtHeaders {
-                    aeth: Some(aeth),
+                    aeth: Some(*aeth),
                     ..ExtHeaders::default()
                 };
-                (op::ACKNOWLEDGE, psn, ext, None)
+                (op::ACKNOWLEDGE, *psn, ext, 0)
             }
             RespItem::Atomic { psn, msn, orig } => {
                 let ext = ExtHeaders {
-                    aeth: Some(AethRepr::ack(msn)),
-                    atomic_ack_eth: Some(AtomicAckEthRepr { orig }),
+                    aeth: Some(AethRepr::ack(*msn)),
+                    atomic_ack_eth: Some(AtomicAckEthRepr { orig: *orig }),
                     ..ExtHeaders::default()
                 };
-                (op::ATOMIC_ACKNOWLEDGE, psn, ext, None)
+                (op::ATOMIC_ACKNOWLEDGE, *psn, ext, 0)
             }
             RespItem::Read(r) => {
-                let len = r.left.min(mtu);
-                let last = r.left <= mtu;
-                let low = match (r.sent_any, last) {
+                let low = match (r.sent_any, r.left <= mtu) {
                     (false, true) => op::RDMA_READ_RESPONSE_ONLY,
                     (false, false) => op::RDMA_READ_RESPONSE_FIRST,
                     (true, false) => op::RDMA_READ_RESPONSE_MIDDLE,
@@ -679,21 +704,29 @@ impl QueuePair {
                     aeth: (low != op::RDMA_READ_RESPONSE_MIDDLE).then(|| AethRepr::ack(r.msn)),
                     ..ExtHeaders::default()
                 };
-                (low, r.psn, ext, Some((r.rkey, r.va, len)))
+                (low, r.psn, ext, r.left.min(mtu) as usize)
             }
         };
         let opcode = Opcode::new(Transport::Rc, low);
         let mut bth = BthRepr::new(opcode, self.attrs.dest_qp, psn);
         bth.pkey = self.attrs.pkey;
-        let payload = data.map_or(0, |(_, _, len)| len as usize);
         bth.pad_count = pad_for(payload);
         let headers = BthRepr::LEN + ExtHeaders::len_for(opcode).unwrap_or(0);
         let total = headers + payload + usize::from(bth.pad_count);
         if buf.len() < total {
             return None;
         }
-        if let Some((rkey, va, len)) = data {
-            match ctx.mrs.read(rkey, va, u64::from(len), Access::REMOTE_READ) {
+        if let Some(RespItem::Read(r)) = self.resp.queue.front() {
+            let data = match &r.snapshot {
+                Some((base, bytes)) => {
+                    let at = r.va.wrapping_sub(*base) as usize;
+                    Ok(bytes.get(at..at + payload).unwrap_or(&[]))
+                }
+                None => ctx
+                    .mrs
+                    .read(r.rkey, r.va, payload as u64, Access::REMOTE_READ),
+            };
+            match data {
                 Ok(src) => buf[headers..headers + payload].copy_from_slice(src),
                 Err(_) => {
                     // The region went away after the request was checked.
@@ -709,17 +742,18 @@ impl QueuePair {
         bth.emit_unchecked(buf);
         ext.emit(opcode, &mut buf[BthRepr::LEN..]).ok()?;
         buf[headers + payload..total].fill(0);
-        if let RespItem::Ack { aeth, .. } = item
-            && matches!(aeth.syndrome, Syndrome::Ack { .. })
-        {
-            ctx.stats.acks_sent += 1;
-        }
         match self.resp.queue.front_mut() {
             Some(RespItem::Read(r)) if r.left > mtu => {
                 r.left -= mtu;
                 r.va = r.va.wrapping_add(u64::from(mtu));
                 r.psn = r.psn.next();
                 r.sent_any = true;
+            }
+            Some(RespItem::Ack { aeth, .. }) => {
+                if matches!(aeth.syndrome, Syndrome::Ack { .. }) {
+                    ctx.stats.acks_sent += 1;
+                }
+                self.resp.queue.pop_front();
             }
             _ => {
                 self.resp.queue.pop_front();
