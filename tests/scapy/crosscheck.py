@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Cross-check `roce decode --json` against scapy's independent RoCE layer (scapy.contrib.roce).
+
+For every frame of every capture given, scapy dissects the frame and recomputes the ICRC with
+its own code (BTH.compute_icrc); the decoder's JSON line for the same frame must agree on
+whether the frame is RoCEv2, and on opcode, dest_qp, psn, pad, pkey and the ICRC verdict.
+Also writes a copy of the last capture with every third ICRC corrupted, so that both sides
+must say "bad" too. Prints `crosscheck: N passed, M failed` and exits non-zero on any
+disagreement, or if there is nothing to check.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from scapy.contrib.roce import BTH, _bth_opcodes
+from scapy.layers.inet import UDP
+from scapy.packet import Padding
+from scapy.utils import rdpcap, wrpcap
+
+ROCEV2_PORT = 4791
+
+
+def decode(roce, path):
+    out = subprocess.run([roce, "decode", "--json", path], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"crosscheck: roce decode {path} failed: {out.stderr.strip()}")
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def scapy_view(pkt):
+    """What scapy makes of a frame: None if it is not RoCEv2, else the BTH fields and ICRC."""
+    if BTH not in pkt or UDP not in pkt or pkt[UDP].dport != ROCEV2_PORT:
+        return None
+    bth = pkt[BTH]
+    wire = bytes(pkt[UDP].payload)[-4:]
+    computed = bth.compute_icrc(None)
+    return {
+        "opcode_value": bth.opcode,
+        "opcode": _bth_opcodes.get(bth.opcode),
+        "dest_qp": bth.dqpn,
+        "psn": bth.psn,
+        "pad": bth.padcount,
+        "pkey": bth.pkey,
+        "icrc": "ok" if computed == wire else "bad",
+    }
+
+
+def compare(ours, theirs):
+    """The disagreements between the decoder's JSON line and scapy's view of one frame."""
+    if theirs is None:
+        return [] if not ours.get("roce") else ["scapy sees no RoCEv2 packet, roce decode does"]
+    if not ours.get("roce") or "error" in ours:
+        return [f"roce decode: {ours.get('error', 'not RoCEv2')}; scapy dissects a BTH"]
+    diffs = []
+    for key in ("opcode_value", "dest_qp", "psn", "pad", "pkey", "icrc"):
+        if ours.get(key) != theirs[key]:
+            diffs.append(f"{key}: roce {ours.get(key)!r}, scapy {theirs[key]!r}")
+    # scapy names the opcodes it knows (not SEND_WITH_INVALIDATE, FLUSH, ATOMIC_WRITE).
+    if theirs["opcode"] is not None and ours.get("opcode") != theirs["opcode"]:
+        diffs.append(f"opcode name: roce {ours.get('opcode')!r}, scapy {theirs['opcode']!r}")
+    return diffs
+
+
+def check_file(roce, path):
+    lines = decode(roce, path)
+    frames = rdpcap(path)
+    passed, failures, icrc = 0, [], {"ok": 0, "bad": 0}
+    if len(lines) != len(frames):
+        failures.append(f"{path}: roce decode gives {len(lines)} lines, scapy reads {len(frames)} frames")
+    for index, (ours, pkt) in enumerate(zip(lines, frames)):
+        theirs = scapy_view(pkt)
+        diffs = compare(ours, theirs)
+        if theirs is not None:
+            icrc[theirs["icrc"]] += 1
+        if diffs:
+            failures.append(f"{path} frame {index}: " + "; ".join(diffs))
+        else:
+            passed += 1
+    return passed, failures, icrc
+
+
+def corrupted_copy(path, out_dir):
+    """`path` with the last ICRC byte of every third RoCE frame flipped."""
+    frames = []
+    for i, pkt in enumerate(rdpcap(path)):
+        if i % 3 == 0 and BTH in pkt:
+            raw = bytearray(bytes(pkt))
+            trailer = len(bytes(pkt[Padding])) if Padding in pkt else 0
+            raw[len(raw) - trailer - 1] ^= 0x5A
+            pkt = pkt.__class__(bytes(raw))
+        frames.append(pkt)
+    out = os.path.join(out_dir, "corrupted-icrc.pcap")
+    wrpcap(out, frames)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--roce", required=True, help="path of the roce binary")
+    parser.add_argument("--work-dir", required=True, help="where to write the corrupted copy")
+    parser.add_argument("captures", nargs="*", help="pcap/pcapng files or directories of them")
+    args = parser.parse_args()
+
+    files = []
+    for c in args.captures:
+        if os.path.isdir(c):
+            files += sorted(os.path.join(c, f) for f in os.listdir(c) if f.endswith((".pcap", ".pcapng")))
+        elif os.path.isfile(c):
+            files.append(c)
+        else:
+            print(f"crosscheck: {c}: no such file or directory", file=sys.stderr)
+            return 1
+    if not files:
+        print("crosscheck: no captures to check", file=sys.stderr)
+        return 1
+    os.makedirs(args.work_dir, exist_ok=True)
+    files.append(corrupted_copy(files[-1], args.work_dir))
+
+    passed, failed, icrc = 0, [], {"ok": 0, "bad": 0}
+    for path in files:
+        p, f, i = check_file(args.roce, path)
+        print(f"{path}: {p} frames agree, {len(f)} disagree (scapy ICRC ok {i['ok']}, bad {i['bad']})")
+        passed += p
+        failed += f
+        for k in icrc:
+            icrc[k] += i[k]
+    for line in failed[:50]:
+        print("  " + line)
+    if icrc["bad"] == 0:
+        failed.append("no frame with a bad ICRC was checked")
+        print("crosscheck: the corrupted copy produced no bad ICRC", file=sys.stderr)
+    print(f"crosscheck: {passed} passed, {len(failed)} failed")
+    return 0 if passed > 0 and not failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
