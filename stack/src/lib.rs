@@ -6,13 +6,18 @@
 //! - [`endpoint`]: real clock and sockets; the out-of-band TCP exchanges of the rdma-core tools.
 //! - [`transport`]: the sans-IO RC, UC and UD engine: memory regions, completion queues,
 //!   queue pairs, retransmission; and [`transport::pair`], two engines over a simulated link.
+//! - [`cc`]: sans-IO congestion control: DCQCN reaction and notification points, pacing, ECN
+//!   marking.
+//! - [`sim`]: deterministic simulations running the real protocol code, such as DCQCN's.
 #![deny(unsafe_code)]
 
 pub mod analysis;
 pub mod capture;
+pub mod cc;
 pub mod endpoint;
 pub mod fault;
 pub mod io;
 pub mod rng;
+pub mod sim;
 pub mod transport;
 pub mod wire;

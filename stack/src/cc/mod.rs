@@ -1,0 +1,113 @@
+//! Congestion control: DCQCN (Zhu et al., "Congestion Control for Large-Scale RDMA
+//! Deployments", SIGCOMM 2015) behind a small sans-IO trait, and the pieces around it.
+//!
+//! - [`ReactionPoint`]: the sender's rate machine (alpha, target and current rate, fast
+//!   recovery, additive and hyper increase), driven by CNPs, bytes sent and timers.
+//! - [`NotificationPoint`]: the receiver's decision to answer CE-marked packets with a CNP.
+//! - [`Pacer`]: the next-send-time limiter the requester obeys at the current rate.
+//! - [`Marker`]: the switch's RED-like CE-marking decision from its queue length.
+//! - [`fluid`]: the fixed point of the CoNEXT 2016 fluid model, to check simulations against.
+//!
+//! Nothing here reads a clock: every call takes `now` as a [`Time`].
+
+mod dcqcn;
+pub mod fluid;
+mod marker;
+mod np;
+mod pacer;
+mod time;
+
+pub use dcqcn::{DcqcnParams, Preset, ReactionPoint, Stage};
+pub use marker::Marker;
+pub use np::{CNP_INTERVAL, NotificationPoint};
+pub use pacer::Pacer;
+pub use time::{Time, transmission_time};
+
+use thiserror::Error;
+
+/// A congestion controller as the requester sees it: events in, a sending rate out.
+///
+/// DCQCN reacts to CNPs only, so there is no ACK hook: an ACK-clocked scheme would add one.
+pub trait CongestionControl {
+    /// The rate the requester must pace its packets at, in bits per second.
+    fn rate_bps(&self) -> f64;
+    /// A CNP for this QP arrived.
+    fn on_cnp(&mut self, now: Time);
+    /// The requester put `bytes` on the wire for this QP.
+    fn on_bytes_sent(&mut self, now: Time, bytes: u64);
+    /// Runs every timer due at or before `now`; calling it early or twice does nothing.
+    fn on_timer(&mut self, now: Time);
+    /// The earliest deadline [`CongestionControl::on_timer`] must be called at, if any.
+    fn next_timer(&self) -> Option<Time>;
+}
+
+/// No congestion control: always the line rate, as rdma_rxe behaves.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NoControl {
+    line_rate_bps: f64,
+}
+
+impl NoControl {
+    pub fn new(line_rate_bps: f64) -> Result<NoControl, CcError> {
+        check_rate("line rate", line_rate_bps)?;
+        Ok(NoControl { line_rate_bps })
+    }
+}
+
+impl CongestionControl for NoControl {
+    fn rate_bps(&self) -> f64 {
+        self.line_rate_bps
+    }
+    fn on_cnp(&mut self, _now: Time) {}
+    fn on_bytes_sent(&mut self, _now: Time, _bytes: u64) {}
+    fn on_timer(&mut self, _now: Time) {}
+    fn next_timer(&self) -> Option<Time> {
+        None
+    }
+}
+
+/// A parameter no controller, marker or simulation can run with.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum CcError {
+    #[error("{name} must be a positive finite rate in bit/s, got {value}")]
+    Rate { name: &'static str, value: f64 },
+    #[error("{name} must lie in [0, 1], got {value}")]
+    Fraction { name: &'static str, value: f64 },
+    #[error("{name} must be positive")]
+    Zero { name: &'static str },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub(crate) fn check_rate(name: &'static str, value: f64) -> Result<(), CcError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(CcError::Rate { name, value })
+    }
+}
+
+pub(crate) fn check_fraction(name: &'static str, value: f64) -> Result<(), CcError> {
+    if (0.0..=1.0).contains(&value) {
+        Ok(())
+    } else {
+        Err(CcError::Fraction { name, value })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_control_stays_at_line_rate() {
+        let mut cc = NoControl::new(40e9).unwrap();
+        cc.on_cnp(Time::from_micros(1));
+        cc.on_bytes_sent(Time::from_micros(2), 1 << 30);
+        cc.on_timer(Time::from_millis(5));
+        assert_eq!(cc.rate_bps(), 40e9);
+        assert_eq!(cc.next_timer(), None);
+        assert!(NoControl::new(0.0).is_err());
+        assert!(NoControl::new(f64::NAN).is_err());
+    }
+}
