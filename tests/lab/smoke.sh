@@ -46,6 +46,9 @@ acks=$(tshark -r "$pcap" -Y 'infiniband.bth.opcode == 17' 2>/dev/null | wc -l)
 echo "lab smoke: RC SEND_ONLY $sends, RC ACKNOWLEDGE $acks"
 ((sends >= 20)) || fail "expected >= 20 RC SEND_ONLY packets, found $sends"
 ((acks >= 1)) || fail "expected RC ACKNOWLEDGE packets, found none"
+if command -v python3 >/dev/null; then
+  python3 "$here/tests/lab/check-icrc.py" "$pcap" || fail "ICRC check of the capture failed"
+fi
 if [[ $own_net -eq 1 ]]; then
   "$lab" down || fail "tools/softroce-lab down failed"
   if ip netns list | grep -qw roce-lab; then fail "namespace roce-lab still exists after down"; fi
