@@ -40,14 +40,17 @@ impl MessageKind {
     }
 }
 
-/// Where the packet a PSN sequence error NAK points at was lost, judged from what the capture
-/// saw before the NAK.
+/// Why the responder sent a NAK: for a PSN sequence error, where the packet it expected went
+/// missing, judged from what the capture saw before the NAK.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LossCause {
     /// The packet with that PSN never appeared: lost before the capture point.
     BeforeCapturePoint,
     /// The packet was captured, so it was lost between the capture point and the responder.
     AfterCapturePoint,
+    /// The packet was not lost: the responder had refused that PSN with an RNR NAK and the
+    /// requester sent on regardless.
+    RnrRefused,
     /// The PSN lies beyond anything the requester was seen to send.
     Unknown,
     /// Not a loss: the responder refused the request (access, invalid or operational error).
@@ -55,10 +58,11 @@ pub enum LossCause {
 }
 
 impl LossCause {
-    pub const COUNT: usize = 4;
+    pub const COUNT: usize = 5;
     pub const ALL: [LossCause; Self::COUNT] = [
         LossCause::BeforeCapturePoint,
         LossCause::AfterCapturePoint,
+        LossCause::RnrRefused,
         LossCause::Unknown,
         LossCause::Rejected,
     ];
@@ -67,8 +71,26 @@ impl LossCause {
         match self {
             LossCause::BeforeCapturePoint => "lost_before_capture_point",
             LossCause::AfterCapturePoint => "lost_after_capture_point",
+            LossCause::RnrRefused => "refused_earlier_by_rnr_nak",
             LossCause::Unknown => "unknown",
             LossCause::Rejected => "rejected_by_responder",
+        }
+    }
+
+    /// A sentence for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            LossCause::BeforeCapturePoint => {
+                "the packet never appeared in the capture: lost before the capture point"
+            }
+            LossCause::AfterCapturePoint => {
+                "the packet was captured: lost between the capture point and the responder"
+            }
+            LossCause::RnrRefused => {
+                "not a loss: the responder had refused this PSN with an RNR NAK"
+            }
+            LossCause::Unknown => "beyond anything the requester was seen to send",
+            LossCause::Rejected => "the responder rejected the request",
         }
     }
 }
@@ -79,8 +101,9 @@ pub enum Trigger {
     Nak(NakCode),
     RnrNak,
     ImpliedNak,
-    /// Nothing on the wire: the local ACK timer expired.
-    Timeout,
+    /// Nothing on the capture set it off: the local ACK timer expired, or a response was lost
+    /// after the capture point (the requester saw a gap the capture did not).
+    Unseen,
 }
 
 impl Trigger {
@@ -89,7 +112,7 @@ impl Trigger {
             Trigger::Nak(code) => code.name(),
             Trigger::RnrNak => "RNR_NAK",
             Trigger::ImpliedNak => "IMPLIED_NAK",
-            Trigger::Timeout => "TIMEOUT",
+            Trigger::Unseen => "TIMEOUT_OR_UNSEEN_LOSS",
         }
     }
 }
@@ -99,7 +122,7 @@ impl Trigger {
 pub struct Episode {
     pub first_psn: Psn,
     pub trigger: Trigger,
-    /// When the trigger arrived (for a timeout: the last packet the requester sent before).
+    /// When the trigger arrived (with none seen: the last packet the requester sent before).
     pub trigger_ts: u64,
     /// The first resent packet.
     pub start_ts: u64,
@@ -107,6 +130,8 @@ pub struct Episode {
     /// When the requester got past what it had sent before the episode (a new PSN sent, or
     /// a response reaching it); `None` if the capture ended first.
     pub recovered_ts: Option<u64>,
+    /// The requester went back again before recovering (a new episode follows).
+    pub interrupted: bool,
 }
 
 impl Episode {

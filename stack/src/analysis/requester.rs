@@ -86,8 +86,11 @@ pub(crate) struct Requester {
     outstanding: VecDeque<Message>,
     last_tx_ts: u64,
     pending: Option<Pending>,
-    rnr_pending: Option<usize>,
+    /// The PSN the responder last refused with an RNR NAK, until an ACK covers it.
+    rnr_refused: Option<Psn>,
     active: Option<Active>,
+    /// The last episode to end, and whether `episodes` holds it.
+    finished: Option<(Active, bool)>,
     pub(crate) episodes: Vec<Episode>,
     pub(crate) episode_count: u64,
     pub(crate) packets_resent: u64,
@@ -123,10 +126,13 @@ fn kind_of(opcode: Opcode) -> MessageKind {
     }
 }
 
-fn push_capped<T>(list: &mut Vec<T>, item: T) {
-    if list.len() < EVENTS_KEPT {
+/// Appends unless the list is full; true if appended.
+fn push_capped<T>(list: &mut Vec<T>, item: T) -> bool {
+    let room = list.len() < EVENTS_KEPT;
+    if room {
         list.push(item);
     }
+    room
 }
 
 /// `a` at or after `b` in PSN order.
@@ -142,8 +148,9 @@ impl Requester {
             outstanding: VecDeque::new(),
             last_tx_ts: 0,
             pending: None,
-            rnr_pending: None,
+            rnr_refused: None,
             active: None,
+            finished: None,
             episodes: Vec::new(),
             episode_count: 0,
             packets_resent: 0,
@@ -173,14 +180,16 @@ impl Requester {
         self.active.as_ref().map(|a| &a.episode)
     }
 
-    /// A request packet of an RC flow (after the seen-window check). `transport_ok` is false
-    /// for a packet the responder will drop (bad ICRC): it is counted, not acted on.
+    /// A request packet of an RC flow (the seen window has already counted it).
     pub(crate) fn request(&mut self, ts: u64, opcode: Opcode, psn: Psn, payload: u32) -> Verdict {
         let resent = self.high.is_some_and(|h| at_or_after(h, psn));
-        if let Some(i) = self.rnr_pending.take() {
-            match self.rnr_events.get_mut(i) {
-                Some(e) if e.psn == psn => e.wait_ns = Some(ts.saturating_sub(e.ts)),
-                _ => self.rnr_pending = Some(i),
+        // The retry of a PSN refused by RNR NAKs ends the wait of each of them.
+        for e in self.rnr_events.iter_mut().rev() {
+            if e.wait_ns.is_some() {
+                break;
+            }
+            if e.psn == psn {
+                e.wait_ns = Some(ts.saturating_sub(e.ts));
             }
         }
         if resent {
@@ -199,18 +208,19 @@ impl Requester {
 
     fn resend(&mut self, ts: u64, psn: Psn) {
         self.packets_resent += 1;
+        self.reopen(psn);
         if let Some(a) = &mut self.active {
             if psn.distance(a.last_resent) > 0 {
                 a.last_resent = psn;
                 a.episode.packets_resent += 1;
                 return;
             }
-            // Went back again before recovering: the episode ends here, unrecovered.
-            self.finish(None);
+            // Went back again before recovering: the episode ends here, interrupted.
+            self.finish(None, true);
         }
         let (trigger, trigger_ts) = match self.pending.take() {
             Some(p) => (p.trigger, p.ts),
-            None => (Trigger::Timeout, self.last_tx_ts),
+            None => (Trigger::Unseen, self.last_tx_ts),
         };
         for m in self.outstanding.iter_mut() {
             if !m.complete || at_or_after(m.last_psn, psn) {
@@ -226,17 +236,43 @@ impl Requester {
                 start_ts: ts,
                 packets_resent: 1,
                 recovered_ts: None,
+                interrupted: false,
             },
             high_water: self.high.unwrap_or(psn),
             last_resent: psn,
         });
     }
 
-    fn finish(&mut self, recovered_ts: Option<u64>) {
+    fn finish(&mut self, recovered_ts: Option<u64>, interrupted: bool) {
         if let Some(mut a) = self.active.take() {
             a.episode.recovered_ts = recovered_ts;
-            push_capped(&mut self.episodes, a.episode);
+            a.episode.interrupted = interrupted;
+            let kept = push_capped(&mut self.episodes, a.episode);
+            self.finished = Some((a, kept));
         }
+    }
+
+    /// A resend that carries on where the last finished episode stopped, with nothing new on
+    /// the wire to set it off, is that episode going on: what ended it (an ACK the requester
+    /// evidently did not get) was lost after the capture point.
+    fn reopen(&mut self, psn: Psn) {
+        if self.active.is_some() || self.pending.is_some() {
+            return;
+        }
+        let Some((a, kept)) = self.finished.take() else {
+            return;
+        };
+        if a.last_resent.next() != psn {
+            self.finished = Some((a, kept));
+            return;
+        }
+        if kept {
+            self.episodes.pop();
+        }
+        let mut a = a;
+        a.episode.recovered_ts = None;
+        a.episode.interrupted = false;
+        self.active = Some(a);
     }
 
     /// Ends the open episode once the requester is past its high-water mark.
@@ -246,7 +282,7 @@ impl Requester {
             .as_ref()
             .is_some_and(|a| psn.distance(a.high_water) > 0)
         {
-            self.finish(Some(ts));
+            self.finish(Some(ts), false);
         }
     }
 
@@ -335,8 +371,14 @@ impl Requester {
                 );
                 verdict.implied_nak = self.reply(ts, psn, last);
                 self.raise_high(psn);
+                if last {
+                    self.recovered_by_response(ts, psn);
+                }
             }
-            Response::Atomic => verdict.implied_nak = self.reply(ts, psn, true),
+            Response::Atomic => {
+                verdict.implied_nak = self.reply(ts, psn, true);
+                self.recovered_by_response(ts, psn);
+            }
         }
         verdict
     }
@@ -355,12 +397,13 @@ impl Requester {
                 min_wait_us,
                 wait_ns: None,
             });
-            self.rnr_pending = Some(self.rnr_events.len() - 1);
         }
+        self.rnr_refused = Some(psn);
     }
 
     fn nak(&mut self, ts: u64, psn: Psn, code: NakCode) {
         let cause = match code {
+            NakCode::PsnSequenceError if self.rnr_refused == Some(psn) => LossCause::RnrRefused,
             NakCode::PsnSequenceError if self.seen.contains(psn) => LossCause::AfterCapturePoint,
             NakCode::PsnSequenceError
                 if self.seen.highest().is_some_and(|h| at_or_after(h, psn)) =>
@@ -418,6 +461,9 @@ impl Requester {
     /// gives an RTT sample for the message it names). Returns true if the ACK jumped over an
     /// unanswered READ or atomic: an implied NAK.
     fn acknowledge(&mut self, ts: u64, psn: Psn, explicit: bool) -> bool {
+        if explicit && self.rnr_refused.is_some_and(|r| at_or_after(psn, r)) {
+            self.rnr_refused = None;
+        }
         while let Some(m) = self.outstanding.front() {
             if !at_or_after(psn, m.last_psn) || !m.complete {
                 return false;
@@ -477,7 +523,6 @@ impl Requester {
         if ends_message {
             self.outstanding.pop_front();
             self.messages_acked += 1;
-            self.recovered_by_response(ts, psn);
         }
         false
     }
@@ -489,7 +534,7 @@ impl Requester {
             .as_ref()
             .is_some_and(|a| at_or_after(psn, a.high_water))
         {
-            self.finish(Some(ts));
+            self.finish(Some(ts), false);
         }
     }
 }

@@ -331,7 +331,7 @@ fn a_resend_with_nothing_on_the_wire_is_a_timeout() {
     let r = s.analyse();
     let req = flow(&r, a, b).requester.clone().unwrap();
     let e = req.episode_list[0];
-    assert_eq!(e.trigger, Trigger::Timeout);
+    assert_eq!(e.trigger, Trigger::Unseen);
     assert_eq!(e.start_ts - e.trigger_ts, 67_000_000);
     assert_eq!(flow(&r, a, b).retransmitted_packets, 1);
 }
@@ -547,4 +547,58 @@ fn atomics_are_answered_in_order_or_imply_a_nak() {
     assert_eq!(req.messages_acknowledged, 3);
     assert_eq!(req.rtt.unwrap().min_ns, 7_000);
     assert_eq!(flow(&r, a, b).retransmitted_packets, 1);
+}
+
+#[test]
+fn duplicate_acks_between_resends_do_not_split_the_episode() {
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let mut s = Scenario::default();
+    for p in 0..4 {
+        s.send(a, b, op::SEND_ONLY, p, None, 8).wait(1);
+    }
+    s.ack(b, a, 3).wait(80_000);
+    // The ACK was lost after the capture point: the requester times out and resends one by
+    // one, and each resend draws the same ACK again.
+    for p in 2..4 {
+        s.send(a, b, op::SEND_ONLY, p, None, 8).wait(100);
+        s.ack(b, a, 3).wait(100);
+    }
+    let r = s.analyse();
+    let req = flow(&r, a, b).requester.clone().unwrap();
+    assert_eq!((req.episodes, req.packets_resent), (1, 2));
+    let e = req.episode_list[0];
+    assert_eq!(
+        (e.first_psn, e.packets_resent, e.trigger),
+        (Psn::new(2), 2, Trigger::Unseen)
+    );
+    assert!(e.recovered_ts.is_some() && !e.interrupted);
+}
+
+#[test]
+fn a_sequence_error_after_an_rnr_nak_is_no_loss() {
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let rnr = Syndrome::RnrNak {
+        timer: RnrTimer::new(12),
+    };
+    let mut s = Scenario::default();
+    s.send(a, b, op::SEND_ONLY, 5, None, 8).wait(1);
+    s.send(a, b, op::SEND_ONLY, 6, None, 8).wait(5);
+    s.send(b, a, op::ACKNOWLEDGE, 5, Some(rnr), 0).wait(1);
+    s.send(
+        b,
+        a,
+        op::ACKNOWLEDGE,
+        5,
+        Some(Syndrome::Nak(NakCode::PsnSequenceError)),
+        0,
+    )
+    .wait(700);
+    s.send(a, b, op::SEND_ONLY, 5, None, 8).wait(1);
+    s.send(a, b, op::SEND_ONLY, 6, None, 8).wait(5);
+    s.ack(b, a, 6);
+    let r = s.analyse();
+    let req = flow(&r, a, b).requester.clone().unwrap();
+    assert_eq!(req.nak_causes, vec![(LossCause::RnrRefused, 1)]);
+    assert_eq!(req.rnr_events[0].wait_ns, Some(701_000));
+    assert_eq!(req.episodes, 1);
 }

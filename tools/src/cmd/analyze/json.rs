@@ -85,6 +85,7 @@ struct Episode {
     start_us: f64,
     packets_resent: u64,
     time_to_recover_us: Option<f64>,
+    interrupted: bool,
 }
 
 #[derive(Serialize)]
@@ -227,6 +228,7 @@ fn requester(r: &RequesterReport, clock: &Clock) -> Requester {
                 start_us: clock.at(e.start_ts),
                 packets_resent: e.packets_resent,
                 time_to_recover_us: e.time_to_recover_ns().map(us),
+                interrupted: e.interrupted,
             })
             .collect(),
         nak_causes: r.nak_causes.iter().map(|(c, n)| (c.name(), *n)).collect(),

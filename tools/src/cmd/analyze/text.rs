@@ -191,11 +191,11 @@ fn requester(o: &mut String, r: &RequesterReport, at: &dyn Fn(u64) -> String) {
             r.episodes, r.packets_resent
         );
         for e in r.episode_list.iter().take(LISTED) {
-            let recovered = e
-                .time_to_recover_ns()
-                .map_or("not recovered by the end of the capture".to_string(), |t| {
-                    format!("recovered {} after the trigger", duration(t))
-                });
+            let recovered = match e.time_to_recover_ns() {
+                Some(t) => format!("recovered {} after the trigger", duration(t)),
+                None if e.interrupted => "went back again before recovering".to_string(),
+                None => "not recovered by the end of the capture".to_string(),
+            };
             let _ = writeln!(
                 o,
                 "      from PSN {} at {} after {} ({} later): {} packets resent, {recovered}",
@@ -217,7 +217,7 @@ fn requester(o: &mut String, r: &RequesterReport, at: &dyn Fn(u64) -> String) {
             e.code.name(),
             e.psn,
             at(e.ts),
-            e.cause.name().replace('_', " ")
+            e.cause.describe()
         );
     }
     for e in r.rnr_events.iter().take(LISTED) {

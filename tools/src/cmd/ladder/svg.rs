@@ -101,7 +101,7 @@ pub fn ladder(report: &Report, flow: usize, from: u64, rows: &[PacketNote]) -> S
         ["222222", "6b6b6b", "d11a1a", "8e24aa", "1f6feb", "e67e00"]
             .iter()
             .map(|c| format!(
-                r##"<marker id="a{c}" markerWidth="10" markerHeight="8" refX="9" refY="4" orient="auto"><path d="M0,0 L10,4 L0,8 z" fill="#{c}"/></marker>"##
+                r##"<marker id="a{c}" markerUnits="userSpaceOnUse" markerWidth="10" markerHeight="8" refX="9" refY="4" orient="auto"><path d="M0,0 L10,4 L0,8 z" fill="#{c}"/></marker>"##
             ))
             .collect::<String>()
     );
