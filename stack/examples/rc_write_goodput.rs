@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use roce::transport::pair::{ConnectOptions, LinkConfig, Pair};
+use roce::transport::pair::{ConnectOptions, Framing, LinkConfig, Pair};
 use roce::transport::{Access, Mtu, QpType, SendOp, SendWr, Sge, Time, TransportConfig};
 
 const MSG: u32 = 64 * 1024;
@@ -22,16 +22,12 @@ struct Run {
     retransmitted: u64,
 }
 
-fn run(loss: f64, messages: usize, gbps: f64) -> Run {
-    let link = LinkConfig {
-        gbps,
-        delay: Duration::from_micros(2),
-        faults: roce::transport::pair::Faults {
-            loss,
-            ..Default::default()
-        },
-    };
-    let mut pair = Pair::new(TransportConfig::default(), link, 7);
+fn run(loss: f64, messages: usize, gbps: f64, delay: u64, framing: Framing) -> Run {
+    let mut link = LinkConfig::lossy(loss);
+    link.gbps = gbps;
+    link.faults.delay.base = delay;
+    link.framing = framing;
+    let mut pair = Pair::new(TransportConfig::default(), link, 7).expect("a valid link");
     let opts = ConnectOptions {
         mtu: Mtu::M4096,
         ..ConnectOptions::default()
@@ -106,12 +102,34 @@ fn main() {
         "RC WRITE {} KiB x {messages}, MTU 4096, {OUTSTANDING} outstanding",
         MSG / 1024
     );
-    for (label, gb) in [
-        ("infinitely fast link", 0.0),
-        ("100 Gb/s link, 2 us", 100.0),
+    for (label, gb, delay, framing) in [
+        (
+            "100 Gb/s link, 2 us, IB packets only",
+            100.0,
+            2_000,
+            Framing::Ib,
+        ),
+        (
+            "100 Gb/s link, 2 us, Ethernet frames with ICRC",
+            100.0,
+            2_000,
+            Framing::Ethernet,
+        ),
+        (
+            "infinitely fast link, no delay, IB packets only",
+            0.0,
+            0,
+            Framing::Ib,
+        ),
+        (
+            "infinitely fast link, 2 us, IB packets only",
+            0.0,
+            2_000,
+            Framing::Ib,
+        ),
     ] {
-        let base = run(0.0, messages, gb);
-        let lossy = run(loss, messages, gb);
+        let base = run(0.0, messages, gb, delay, framing);
+        let lossy = run(loss, messages, gb, delay, framing);
         println!("{label}:");
         for (name, r) in [("lossless", &base), ("lossy", &lossy)] {
             println!(

@@ -135,9 +135,39 @@ impl QueuePair {
         [t.ack, t.fast, t.rnr].into_iter().flatten().min()
     }
 
+    /// Go-back-N to `psn` after a loss.
     fn go_back(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
         if self.sq.rewind(psn) {
             ctx.stats.rewinds += 1;
+            self.shrink_window(ctx);
+        }
+    }
+
+    /// Everything in flight after a lost packet is sent again, so after a loss the requester
+    /// keeps less in flight: the window halves once per loss episode (until what was in
+    /// flight when it began is acknowledged), down to `min_inflight_packets`.
+    fn shrink_window(&mut self, ctx: &Ctx<'_>) {
+        let sq = &mut self.sq;
+        if sq.recovery_until.is_some() {
+            return;
+        }
+        sq.window = (sq.window / 2).max(ctx.config.min_inflight_packets).max(1);
+        sq.window_credit = 0;
+        sq.recovery_until = Some(sq.max_sent);
+    }
+
+    /// And grows back by one packet per quarter window acknowledged (four per round trip)
+    /// while no loss occurs, up to `max_inflight_packets`.
+    fn grow_window(&mut self, ctx: &Ctx<'_>, acked: u32) {
+        let sq = &mut self.sq;
+        if sq.recovery_until.is_some_and(|r| sq.una.distance(r) >= 0) {
+            sq.recovery_until = None;
+        }
+        let max = ctx.config.max_inflight_packets.max(1);
+        sq.window_credit = sq.window_credit.saturating_add(acked);
+        while sq.window < max && sq.window_credit >= (sq.window / 4).max(1) {
+            sq.window_credit -= (sq.window / 4).max(1);
+            sq.window += 1;
         }
     }
 
@@ -258,7 +288,10 @@ impl QueuePair {
             }
             self.sq.timers.rnr_left -= 1;
         }
-        self.go_back(ctx, psn);
+        // Not a loss: the window stays.
+        if self.sq.rewind(psn) {
+            ctx.stats.rewinds += 1;
+        }
         let t = &mut self.sq.timers;
         t.rnr = Some(ctx.now + Duration::from_micros(u64::from(timer.micros())));
         t.ack = None;
@@ -331,6 +364,8 @@ impl QueuePair {
         }
         self.sq.skip_acked();
         if self.sq.una != old_una {
+            let acked = self.sq.una.distance(old_una).max(0) as u32;
+            self.grow_window(ctx, acked);
             let una = self.sq.una;
             let t = &mut self.sq.timers;
             t.retry_left = self.attrs.retry_cnt;

@@ -11,8 +11,11 @@ use crate::wire::Qpn;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TransportConfig {
     /// Largest number of request PSNs an RC requester has unacknowledged. Go-back-N resends
-    /// everything after a loss, so this bounds what one loss can cost.
+    /// everything sent after a lost packet, so what is in flight is what one loss costs.
     pub max_inflight_packets: u32,
+    /// The in-flight window shrinks towards this after losses and grows back towards the
+    /// maximum while none occur (see `completer.rs`); equal to the maximum for a fixed window.
+    pub min_inflight_packets: u32,
     /// An RC requester sets AckReq at least every this many packets (rxe: 64), besides the
     /// last packet of every message, so that ACKs open the window and reveal losses early.
     pub ack_req_every: u32,
@@ -37,6 +40,7 @@ impl Default for TransportConfig {
     fn default() -> Self {
         TransportConfig {
             max_inflight_packets: 128,
+            min_inflight_packets: 16,
             ack_req_every: 16,
             min_fast_rto: Duration::from_micros(20),
             initial_fast_rto: Duration::from_millis(1),

@@ -151,6 +151,11 @@ impl Engine {
         Ok((qp.state, qp.attrs))
     }
 
+    /// The in-flight window of an RC requester, in packets (for tests and statistics).
+    pub fn qp_window(&self, qpn: Qpn) -> Result<u32, TransportError> {
+        Ok(self.qp(qpn)?.sq.window)
+    }
+
     fn qp(&self, qpn: Qpn) -> Result<&QueuePair, TransportError> {
         self.qps
             .get(qpn.value() as usize)
@@ -208,6 +213,7 @@ impl Engine {
                 (QpState::Init, QpState::Rtr) => qp.resp.start_at(qp.attrs.rq_psn),
                 (QpState::Rtr, QpState::Rts) => {
                     qp.sq.start_at(qp.attrs.sq_psn);
+                    qp.sq.window = ctx.config.max_inflight_packets.max(1);
                     qp.sq.timers.retry_left = qp.attrs.retry_cnt;
                     qp.sq.timers.rnr_left = qp.attrs.rnr_retry;
                 }
@@ -403,9 +409,9 @@ impl Engine {
 
     /// The earliest time [`Engine::handle_timeout`] has work to do.
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.qps
+        self.active
             .iter()
-            .flatten()
+            .filter_map(|q| self.qps.get(q.value() as usize)?.as_deref())
             .filter_map(|qp| qp.next_deadline())
             .min()
     }

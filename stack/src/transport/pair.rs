@@ -2,15 +2,18 @@
 //! tests, and a building block for benchmarks and the demo.
 //!
 //! Each direction of the link sends one packet at a time at its line rate (the engine is
-//! polled when the wire is free, as a NIC pulls from its queues), then applies the seeded
-//! faults: loss, duplication, reordering (extra delay), corruption (dropped, as the
-//! receiver's ICRC check would drop it) and ECN CE marking (counted; the IB part carries no IP
-//! header to mark). The fault decisions draw from `roce::rng::Rng` in the same order as the
-//! project's `fault` model, so the link can be swapped for it once that lands on main.
+//! polled when the wire is free, as a NIC pulls from its queues) into the project's seeded
+//! fault model, [`crate::fault::FaultyLink`]: loss, duplication, reordering, delay with
+//! jitter, corruption and ECN CE marking, or a congested bottleneck queue.
+//!
+//! With [`Framing::Ethernet`] every packet travels as a complete RoCEv2 frame (Ethernet,
+//! IPv4 marked ECT(0), UDP, ICRC) built by [`crate::wire::builder`]: a corrupted frame fails
+//! the receiver's ICRC check and is dropped, as on a real link, and CE marks are seen.
+//! [`Framing::Ib`] carries the IB part alone, for benchmarks that measure the engines: the
+//! fault model's corruption is then drawn separately and the packet dropped, as its ICRC
+//! check would.
 
 use core::time::Duration;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -18,56 +21,81 @@ use super::{
     Access, CqId, Engine, MAX_PACKET_LEN, ModifyQp, Mtu, QpInit, QpState, QpType, Time,
     TransportConfig,
 };
+use crate::fault::{Delay, Fate, FaultConfig, FaultError, FaultyLink};
 use crate::rng::Rng;
-use crate::wire::{Psn, Qpn, RnrTimer};
+use crate::wire::builder::RoceRepr;
+use crate::wire::encap::Ecn;
+use crate::wire::packet::RocePacket;
+use crate::wire::{IbPacketRepr, Psn, Qpn, RnrTimer};
 
 pub const ADDR_A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 pub const ADDR_B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+pub const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
+pub const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
 
 /// Bytes a RoCEv2 packet adds on the wire around the IB part: ICRC 4, UDP 8, IPv4 20,
 /// Ethernet 14 + FCS 4, preamble and inter-frame gap 20.
 pub const WIRE_OVERHEAD: usize = 70;
 
-/// Probabilities in `[0, 1]` of each fault, per packet.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Faults {
-    pub loss: f64,
-    pub duplicate: f64,
-    pub reorder: f64,
-    /// Extra delay of a reordered packet.
-    pub reorder_delay: Duration,
-    pub corrupt: f64,
-    pub ce_mark: f64,
+/// What travels on the simulated link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// Complete RoCEv2 frames with ICRC.
+    Ethernet,
+    /// The IB part only (BTH through pad).
+    Ib,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LinkConfig {
     /// Line rate of each direction in Gb/s; 0 means infinitely fast.
     pub gbps: f64,
-    /// One-way propagation delay.
-    pub delay: Duration,
-    pub faults: Faults,
+    /// Delay and faults, the same model in each direction (seeded differently).
+    pub faults: FaultConfig,
+    pub framing: Framing,
 }
 
-impl Default for LinkConfig {
-    /// 100 Gb/s, 1 us each way, no faults.
-    fn default() -> Self {
+impl LinkConfig {
+    /// A perfect 100 Gb/s link with 1 us of delay each way, carrying Ethernet frames.
+    pub fn new() -> LinkConfig {
         LinkConfig {
             gbps: 100.0,
-            delay: Duration::from_micros(1),
-            faults: Faults::default(),
+            faults: FaultConfig {
+                delay: Delay {
+                    base: 1_000,
+                    jitter: 0,
+                },
+                ..FaultConfig::default()
+            },
+            framing: Framing::Ethernet,
         }
+    }
+
+    /// The same link losing `loss` of the packets at random.
+    pub fn lossy(loss: f64) -> LinkConfig {
+        let mut link = LinkConfig::new();
+        link.faults.loss = loss;
+        link
     }
 }
 
-/// What the link did, per direction summed.
+impl Default for LinkConfig {
+    fn default() -> Self {
+        LinkConfig::new()
+    }
+}
+
+/// What the link did, both directions summed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LinkStats {
     pub sent: u64,
+    /// Lost by the fault model or dropped by a test's filter.
     pub dropped: u64,
+    /// Dropped at the receiver because their ICRC did not match.
     pub corrupted: u64,
     pub duplicated: u64,
     pub reordered: u64,
+    /// Delivered with ECN CE set.
     pub ce_marked: u64,
     pub delivered: u64,
 }
@@ -78,35 +106,73 @@ pub enum Side {
     B,
 }
 
-/// One packet the link carried, for tests that look at the exchange.
+impl Side {
+    fn index(self) -> usize {
+        match self {
+            Side::A => 0,
+            Side::B => 1,
+        }
+    }
+
+    fn addr(self) -> IpAddr {
+        match self {
+            Side::A => ADDR_A,
+            Side::B => ADDR_B,
+        }
+    }
+
+    fn mac(self) -> [u8; 6] {
+        match self {
+            Side::A => MAC_A,
+            Side::B => MAC_B,
+        }
+    }
+
+    fn peer(self) -> Side {
+        match self {
+            Side::A => Side::B,
+            Side::B => Side::A,
+        }
+    }
+}
+
+/// One packet a side sent, for tests that look at the exchange.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Captured {
     pub time: Time,
     pub from: Side,
+    pub src_qp: Qpn,
     /// BTH through pad.
     pub bytes: Vec<u8>,
-    /// False if the link dropped (or corrupted) it.
+    /// False if the fault model or the filter dropped it at once (a packet corrupted on the
+    /// way is dropped later, at the receiver).
     pub delivered: bool,
+}
+
+impl Captured {
+    /// The packet as the complete frame rxe would put on the wire (for pcap files).
+    pub fn frame(&self) -> Option<Vec<u8>> {
+        let ib = IbPacketRepr::parse(&self.bytes).ok()?;
+        let to = self.from.peer();
+        let repr = RoceRepr::rxe(
+            self.from.mac(),
+            to.mac(),
+            self.from.addr(),
+            to.addr(),
+            self.src_qp,
+            ib,
+        )?;
+        repr.to_vec().ok()
+    }
 }
 
 /// Decides whether a packet the fault model let through is dropped anyway: tests use it to
 /// lose exactly the packets a rule is about.
 pub type Filter = Box<dyn FnMut(Side, &[u8]) -> bool>;
 
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct InFlight {
-    at: Time,
-    seq: u64,
-    len: usize,
-    buf: Vec<u8>,
-}
-
-#[derive(Debug, Default)]
-struct Direction {
-    free_at: Time,
-    in_flight: BinaryHeap<Reverse<InFlight>>,
-    seq: u64,
-}
+/// Where the IB part starts in the frames of [`Framing::Ethernet`] (Ethernet 14, IPv4 20,
+/// UDP 8): the engine writes there and the headers are filled in front.
+const IB_OFFSET: usize = 42;
 
 /// Two engines, A and B, and the link between them.
 pub struct Pair {
@@ -114,9 +180,13 @@ pub struct Pair {
     pub b: Engine,
     now: Time,
     link: LinkConfig,
-    dirs: [Direction; 2],
+    /// Per direction (A to B, B to A): when the wire is free, and the fault model.
+    free_at: [Time; 2],
+    lines: [FaultyLink; 2],
+    /// Corruption draws of [`Framing::Ib`].
     rng: Rng,
     pool: Vec<Vec<u8>>,
+    scratch: Vec<u8>,
     pub stats: LinkStats,
     /// When set, every packet is recorded here.
     pub capture: Option<Vec<Captured>>,
@@ -133,7 +203,6 @@ impl fmt::Debug for Pair {
             .finish_non_exhaustive()
     }
 }
-
 /// The queue pairs and CQs [`Pair::connect`] made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Connection {
@@ -176,19 +245,35 @@ impl Default for ConnectOptions {
 }
 
 impl Pair {
-    pub fn new(config: TransportConfig, link: LinkConfig, seed: u64) -> Pair {
-        Pair {
+    /// Two engines with `config` over `link`; `seed` decides every fault.
+    pub fn new(config: TransportConfig, link: LinkConfig, seed: u64) -> Result<Pair, FaultError> {
+        let lines = Self::lines(&link, seed)?;
+        Ok(Pair {
             a: Engine::new(config),
             b: Engine::new(config),
             now: Time::ZERO,
             link,
-            dirs: [Direction::default(), Direction::default()],
-            rng: Rng::new(seed),
+            free_at: [Time::ZERO; 2],
+            lines,
+            rng: Rng::new(seed ^ 0xc0ff_ee00),
             pool: Vec::new(),
+            scratch: vec![0; MAX_PACKET_LEN],
             stats: LinkStats::default(),
             capture: None,
             filter: None,
+        })
+    }
+
+    fn lines(link: &LinkConfig, seed: u64) -> Result<[FaultyLink; 2], FaultError> {
+        let mut faults = link.faults;
+        if link.framing == Framing::Ib {
+            // Without an ICRC a corrupted packet could not be told apart: drawn separately.
+            faults.corrupt = 0.0;
         }
+        Ok([
+            FaultyLink::new(faults, seed)?,
+            FaultyLink::new(faults, seed.rotate_left(32) ^ 0x5151)?,
+        ])
     }
 
     pub fn now(&self) -> Time {
@@ -199,9 +284,12 @@ impl Pair {
         &self.link
     }
 
-    /// Changes the link (for example to cut it) from now on.
-    pub fn set_link(&mut self, link: LinkConfig) {
+    /// Changes the link from now on (for example to cut it); packets already on their way
+    /// are lost with the old link.
+    pub fn set_link(&mut self, link: LinkConfig, seed: u64) -> Result<(), FaultError> {
+        self.lines = Self::lines(&link, seed)?;
         self.link = link;
+        Ok(())
     }
 
     pub fn engine(&mut self, side: Side) -> &mut Engine {
@@ -250,12 +338,13 @@ impl Pair {
             .into_iter()
             .flatten()
             .min();
-        for d in &self.dirs {
-            if let Some(Reverse(p)) = d.in_flight.peek() {
-                next = Some(next.map_or(p.at, |n| n.min(p.at)));
+        let mut consider = |t: Time| next = Some(next.map_or(t, |n: Time| n.min(t)));
+        for d in 0..2 {
+            if let Some(at) = self.lines[d].next_delivery() {
+                consider(Time::from_nanos(at));
             }
-            if d.free_at > self.now {
-                next = Some(next.map_or(d.free_at, |n| n.min(d.free_at)));
+            if self.free_at[d] > self.now {
+                consider(self.free_at[d]);
             }
         }
         let Some(next) = next else {
@@ -296,11 +385,22 @@ impl Pair {
     }
 
     fn transmit(&mut self) {
-        for (d, from) in [(0, Side::A), (1, Side::B)] {
-            while self.dirs[d].free_at <= self.now {
-                let mut buf = self.pool.pop().unwrap_or_else(|| vec![0; MAX_PACKET_LEN]);
+        for from in [Side::A, Side::B] {
+            let d = from.index();
+            while self.free_at[d] <= self.now {
                 let now = self.now;
-                let Some(t) = self.engine(from).poll_transmit(now, &mut buf) else {
+                let mut buf = self.pool.pop().unwrap_or_default();
+                buf.resize(IB_OFFSET + MAX_PACKET_LEN + 4, 0);
+                let written = match self.link.framing {
+                    Framing::Ib => self.engine(from).poll_transmit(now, &mut buf),
+                    Framing::Ethernet => {
+                        let mut scratch = core::mem::take(&mut self.scratch);
+                        let t = self.engine(from).poll_transmit(now, &mut scratch);
+                        self.scratch = scratch;
+                        t
+                    }
+                };
+                let Some(t) = written else {
                     self.pool.push(buf);
                     break;
                 };
@@ -310,81 +410,107 @@ impl Pair {
                 } else {
                     Duration::ZERO
                 };
-                self.dirs[d].free_at = now + ser;
-                self.launch(d, from, buf, t.len);
+                self.free_at[d] = now + ser;
+                let len = match self.link.framing {
+                    Framing::Ib => t.len,
+                    Framing::Ethernet => match self.frame(from, t.src_qp, t.len, &mut buf) {
+                        Some(len) => len,
+                        None => continue,
+                    },
+                };
+                buf.truncate(len);
+                self.launch(from, t.src_qp, buf);
             }
         }
     }
 
-    /// Applies the faults to a packet that left at `free_at` and schedules its deliveries.
-    fn launch(&mut self, d: usize, from: Side, buf: Vec<u8>, len: usize) {
-        let f = self.link.faults;
+    /// Builds the frame of the IB packet in `scratch` into `buf`, as rxe would send it but
+    /// ECN-capable (ECT(0)) so that CE marking can show.
+    fn frame(&self, from: Side, src_qp: Qpn, len: usize, buf: &mut [u8]) -> Option<usize> {
+        let ib = IbPacketRepr::parse(&self.scratch[..len]).ok()?;
+        let to = from.peer();
+        let repr = RoceRepr::rxe(from.mac(), to.mac(), from.addr(), to.addr(), src_qp, ib)?
+            .with_ecn(Ecn::Ect0);
+        repr.emit(buf).ok()
+    }
+
+    /// Hands a packet that left at `free_at` to the fault model.
+    fn launch(&mut self, from: Side, src_qp: Qpn, frame: Vec<u8>) {
+        let d = from.index();
         self.stats.sent += 1;
-        let lost = self.rng.chance(f.loss);
-        let duplicated = self.rng.chance(f.duplicate);
-        let reordered = self.rng.chance(f.reorder);
-        let corrupt = self.rng.chance(f.corrupt);
-        let ce = self.rng.chance(f.ce_mark);
+        let corrupt_ib =
+            self.link.framing == Framing::Ib && self.rng.chance(self.link.faults.corrupt);
+        let ib = match self.link.framing {
+            Framing::Ib => &frame[..],
+            Framing::Ethernet => &frame[IB_OFFSET..frame.len().saturating_sub(4)],
+        };
         let filtered = match &mut self.filter {
-            Some(keep) => !keep(from, &buf[..len]),
+            Some(keep) => !keep(from, ib),
             None => false,
         };
-        let delivered = !(lost || corrupt || filtered);
-        if let Some(capture) = &mut self.capture {
+        let copy = self.capture.is_some().then(|| ib.to_vec());
+        let fate = if filtered || corrupt_ib {
+            self.pool.push(frame);
+            Fate::Dropped
+        } else {
+            self.lines[d].send(self.free_at[d].as_nanos(), frame)
+        };
+        if let (Some(capture), Some(bytes)) = (&mut self.capture, copy) {
             capture.push(Captured {
                 time: self.now,
                 from,
-                bytes: buf[..len].to_vec(),
-                delivered,
+                src_qp,
+                bytes,
+                delivered: fate != Fate::Dropped,
             });
         }
-        if !delivered {
-            self.stats.dropped += u64::from(lost || filtered);
-            self.stats.corrupted += u64::from(corrupt && !lost);
-            self.pool.push(buf);
-            return;
+        match fate {
+            Fate::Dropped if corrupt_ib => self.stats.corrupted += 1,
+            Fate::Dropped => self.stats.dropped += 1,
+            Fate::Scheduled {
+                copies, reordered, ..
+            } => {
+                self.stats.duplicated += u64::from(copies > 1);
+                self.stats.reordered += u64::from(reordered);
+            }
         }
-        self.stats.ce_marked += u64::from(ce);
-        let mut at = self.dirs[d].free_at + self.link.delay;
-        if reordered {
-            self.stats.reordered += 1;
-            at = at + f.reorder_delay;
-        }
-        if duplicated {
-            self.stats.duplicated += 1;
-            let copy = buf.clone();
-            self.schedule(d, at, copy, len);
-        }
-        self.schedule(d, at, buf, len);
-    }
-
-    fn schedule(&mut self, d: usize, at: Time, buf: Vec<u8>, len: usize) {
-        let dir = &mut self.dirs[d];
-        dir.seq += 1;
-        dir.in_flight.push(Reverse(InFlight {
-            at,
-            seq: dir.seq,
-            len,
-            buf,
-        }));
     }
 
     fn deliver(&mut self) {
-        for (d, to, src) in [(0, Side::B, ADDR_A), (1, Side::A, ADDR_B)] {
-            while self.dirs[d]
-                .in_flight
-                .peek()
-                .is_some_and(|Reverse(p)| p.at <= self.now)
-            {
-                let Some(Reverse(p)) = self.dirs[d].in_flight.pop() else {
-                    break;
-                };
-                self.stats.delivered += 1;
-                let now = self.now;
-                let _ = self.engine(to).handle_packet(now, src, &p.buf[..p.len]);
-                self.pool.push(p.buf);
+        for to in [Side::B, Side::A] {
+            let d = to.peer().index();
+            let now = self.now;
+            while let Some(frame) = self.lines[d].poll(now.as_nanos()) {
+                self.receive(to, &frame);
+                self.pool.push(frame);
             }
         }
+    }
+
+    /// What the receiving endpoint does: check the frame (ICRC, IP checksum) and hand the IB
+    /// part to the engine.
+    fn receive(&mut self, to: Side, frame: &[u8]) {
+        let now = self.now;
+        let (src, ib) = match self.link.framing {
+            Framing::Ib => (to.peer().addr(), frame),
+            Framing::Ethernet => {
+                let packet = match RocePacket::parse(frame) {
+                    Ok(p) if p.icrc_ok() && p.ip_checksum_ok() => p,
+                    _ => {
+                        self.stats.corrupted += 1;
+                        return;
+                    }
+                };
+                if packet.ecn() == Ecn::Ce {
+                    self.stats.ce_marked += 1;
+                }
+                let start = packet.bth_offset();
+                let end = start + packet.ib().buffer_len();
+                (packet.ip().src_addr(), &frame[start..end])
+            }
+        };
+        self.stats.delivered += 1;
+        let _ = self.engine(to).handle_packet(now, src, ib);
     }
 }
 

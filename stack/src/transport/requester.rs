@@ -81,6 +81,11 @@ pub(crate) struct SendQueue {
     /// An error NAK that arrived before the responses to earlier READs or atomics: it takes
     /// effect once they are in (see `completer.rs`).
     pub pending_error: Option<(Psn, NakCode)>,
+    /// The in-flight window in packets, and acknowledged packets counted towards growing it.
+    pub window: u32,
+    pub window_credit: u32,
+    /// Losses before this PSN is acknowledged belong to the same episode (one shrink each).
+    pub recovery_until: Option<Psn>,
     pub timers: Timers,
 }
 
@@ -399,7 +404,7 @@ impl QueuePair {
         }
         let i = self.sq.cursor;
         let w = self.sq.wqes.get(i)?;
-        let window = ctx.config.max_inflight_packets.max(1) as i32;
+        let window = self.sq.window.max(1) as i32;
         let window_full = rc && self.sq.tx_psn.distance(self.sq.una) >= window;
         if i == self.sq.started {
             if self.state == QpState::Sqd || window_full {
@@ -483,7 +488,7 @@ impl QueuePair {
                 || plan.last
                 || self.sq.ack_req_next
                 || self.sq.since_ack_req + 1 >= ctx.config.ack_req_every
-                || inflight + 1 >= ctx.config.max_inflight_packets);
+                || inflight + 1 >= self.sq.window);
         let len = match self.emit(ctx, buf, i, psn, &plan, ack_req) {
             Ok(len) => len,
             Err(EmitError::BufferTooSmall) => return None,

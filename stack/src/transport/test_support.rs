@@ -33,7 +33,7 @@ impl Setup {
         link: LinkConfig,
         seed: u64,
     ) -> Setup {
-        let mut pair = Pair::new(config, link, seed);
+        let mut pair = Pair::new(config, link, seed).expect("a valid link");
         let conn = pair.connect(qp_type, opts);
         let mut rng = Rng::new(seed ^ 0x5eed);
         let mut random = |n: usize| {

@@ -7,11 +7,12 @@ use core::time::Duration;
 
 use proptest::prelude::*;
 
-use super::pair::{ConnectOptions, Faults, LinkConfig, Pair};
+use super::pair::{ConnectOptions, Framing, LinkConfig, Pair};
 use super::{
     Access, Mtu, QpState, QpType, RecvWr, SendOp, SendWr, Sge, TransportConfig, WcOpcode, WcStatus,
     WorkCompletion,
 };
+use crate::fault::{CeMarking, Delay, FaultConfig};
 use crate::rng::Rng;
 
 /// B's memory open to the requester: WRITE and READ in the first part, atomics after it.
@@ -69,7 +70,7 @@ fn mtu() -> impl Strategy<Value = Mtu> {
     ]
 }
 
-fn faults() -> impl Strategy<Value = Faults> {
+fn faults() -> impl Strategy<Value = FaultConfig> {
     (
         0.0..0.2f64,
         0.0..0.05f64,
@@ -77,13 +78,17 @@ fn faults() -> impl Strategy<Value = Faults> {
         0.0..0.02f64,
         0.0..0.1f64,
     )
-        .prop_map(|(loss, duplicate, reorder, corrupt, ce_mark)| Faults {
+        .prop_map(|(loss, duplicate, reorder, corrupt, ce_mark)| FaultConfig {
             loss,
             duplicate,
             reorder,
-            reorder_delay: Duration::from_micros(3),
+            reorder_delay: 3_000,
+            delay: Delay {
+                base: 2_000,
+                jitter: 500,
+            },
             corrupt,
-            ce_mark,
+            ce_mark: CeMarking::Probability(ce_mark),
         })
 }
 
@@ -165,17 +170,17 @@ fn random_bytes(rng: &mut Rng, n: usize) -> Vec<u8> {
     v
 }
 
-fn execute(ops: &[Op], mtu: Mtu, faults: Faults, seed: u64) -> Run {
+fn execute(ops: &[Op], mtu: Mtu, faults: FaultConfig, seed: u64) -> Run {
     let link = LinkConfig {
         gbps: 25.0,
-        delay: Duration::from_micros(2),
         faults,
+        framing: Framing::Ethernet,
     };
     let config = TransportConfig {
         max_inflight_packets: 64,
         ..TransportConfig::default()
     };
-    let mut pair = Pair::new(config, link, seed);
+    let mut pair = Pair::new(config, link, seed).expect("a valid link");
     let opts = ConnectOptions {
         mtu,
         timeout: 12,

@@ -204,7 +204,7 @@ fn retry_exhaustion_fails_the_request_and_flushes() {
     let mut s = Setup::new(QpType::Rc, &opts, LinkConfig::default(), 3);
     let mut cut = *s.pair.link();
     cut.faults.loss = 1.0;
-    s.pair.set_link(cut);
+    s.pair.set_link(cut, 1).unwrap();
     let op = s.write_op(0);
     s.post_a(1, op, 0, 5000);
     s.post_a(2, SendOp::Send, 0, 10);
@@ -385,4 +385,78 @@ fn lost_nak_and_lost_retransmission_are_recovered_fast() {
     assert_eq!(s.completions_a(1)[0].status, WcStatus::Success);
     assert_eq!(s.pair.a.stats().local_ack_timeouts, 0);
     assert_eq!(s.b_bytes(s.dst_b)[..60_000], s.a_bytes(s.src_a)[..60_000]);
+}
+
+/// Virtual-time goodput of 200 RDMA WRITEs of 64 KiB, 16 outstanding, over `link`.
+fn write_goodput(link: LinkConfig) -> (f64, super::Stats) {
+    let opts = ConnectOptions {
+        mtu: super::Mtu::M4096,
+        ..ConnectOptions::default()
+    };
+    let mut s = Setup::new(QpType::Rc, &opts, link, 11);
+    let (mut posted, mut done) = (0u64, 0);
+    let start = s.pair.now();
+    while done < 200 {
+        while posted < 200 && posted < done + 16 {
+            let slot = (posted % 3) * 65536;
+            s.post_a(posted, s.write_op(slot), slot, 65536);
+            posted += 1;
+        }
+        let wc = s.completions_a(1);
+        assert!(wc.iter().all(|w| w.status == WcStatus::Success));
+        done += wc.len() as u64;
+    }
+    let secs = (s.pair.now() - start).as_secs_f64();
+    (200.0 * 65536.0 * 8.0 / secs / 1e9, *s.pair.a.stats())
+}
+
+#[test]
+fn two_percent_loss_keeps_most_of_the_goodput() {
+    let (lossless, _) = write_goodput(LinkConfig::new());
+    let (lossy, stats) = write_goodput(LinkConfig::lossy(0.02));
+    assert!(lossless > 90.0, "{lossless} Gb/s on a 100 Gb/s link");
+    assert!(
+        lossy >= 0.6 * lossless,
+        "{lossy} of {lossless} Gb/s: {stats:?}"
+    );
+    assert_eq!(
+        stats.local_ack_timeouts, 0,
+        "losses are found without the ACK timeout"
+    );
+}
+
+#[test]
+fn corrupted_frames_fail_the_icrc_and_ce_marks_are_seen() {
+    let mut link = LinkConfig::new();
+    link.faults.corrupt = 0.05;
+    link.faults.ce_mark = crate::fault::CeMarking::Probability(0.1);
+    let mut s = Setup::new(QpType::Rc, &ConnectOptions::default(), link, 12);
+    for i in 0..8 {
+        s.post_a(i, s.write_op(i * 30_000), i * 30_000, 30_000);
+    }
+    assert!(
+        s.completions_a(8)
+            .iter()
+            .all(|w| w.status == WcStatus::Success)
+    );
+    assert_eq!(s.b_bytes(s.dst_b)[..240_000], s.a_bytes(s.src_a)[..240_000]);
+    assert!(s.pair.stats.corrupted > 0, "{:?}", s.pair.stats);
+    assert!(s.pair.stats.ce_marked > 0, "{:?}", s.pair.stats);
+}
+
+#[test]
+fn the_window_halves_after_a_loss_and_grows_back() {
+    let mut s = Setup::rc();
+    let lost = ConnectOptions::default().psn_a.add(40);
+    drop_first(&mut s, Side::A, 1, move |p| p.bth.psn == lost);
+    for i in 0..20 {
+        s.post_a(i, s.write_op(0), 0, 65536);
+    }
+    let limit = later(&s.pair, 1);
+    s.pair.run_until(limit, |p| p.a.stats().rewinds > 0);
+    let config = super::TransportConfig::default();
+    let window = |s: &Setup| s.pair.a.qp_window(s.conn.qp_a).unwrap();
+    assert_eq!(window(&s), config.max_inflight_packets / 2);
+    assert_eq!(s.completions_a(20).len(), 20);
+    assert!(window(&s) > config.max_inflight_packets / 2, "grown back");
 }
