@@ -1,4 +1,22 @@
 //! The endpoint: the only layer with a real clock and real sockets. It drives the transport
 //! engine over a device and speaks the out-of-band exchanges of the standard tools.
+//!
+//! - [`host`]: the sans-IO [`Host`]: one engine on one Ethernet link, with the GID table
+//!   ([`gid`]), ARP and neighbour discovery ([`resolve`], [`neighbor`]) and the congestion
+//!   control seam ([`congestion`]).
+//! - [`oob`]: the out-of-band TCP exchanges of ibv_*_pingpong and perftest.
 
+pub mod congestion;
+pub mod connect;
+pub mod gid;
+pub mod host;
+pub mod neighbor;
 pub mod oob;
+pub mod resolve;
+pub mod virtual_net;
+
+pub use gid::{GidTable, IpCidr};
+pub use host::{Drops, Host, HostConfig, HostStats};
+
+#[cfg(test)]
+mod host_tests;

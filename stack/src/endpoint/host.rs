@@ -1,0 +1,464 @@
+//! The host: one transport engine on one Ethernet link, sans-IO. It turns the engine's
+//! packets into complete RoCEv2 frames (Ethernet, IPv4 or IPv6 by the peer's GID, UDP from
+//! the source QP as rxe does, ICRC) and received frames into engine input, after the checks
+//! a RoCE NIC makes (addresses, ICRC; IBA Annex A17.4.1 and A17.6). It answers and asks ARP
+//! and IPv6 neighbour discovery for its addresses, holding frames while a peer's MAC is
+//! being resolved.
+//!
+//! Like the engine it reads no clock: every call takes `now`, so two hosts over an
+//! in-memory link run in virtual time, deterministically. The runtime drives one over a
+//! real device.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+use super::congestion::{CongestionHook, NoCongestionControl};
+use super::gid::{GidTable, IpCidr};
+use super::neighbor::{NeighbourCache, NeighbourConfig, Queued};
+use super::resolve::{self, BROADCAST_MAC, Resolution};
+use crate::transport::{DropReason, Engine, MAX_PACKET_LEN, Time, Transmit, TransportConfig};
+use crate::wire::{
+    BthRepr, CnpRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, Psn, Qpn, RocePacket, RoceRepr,
+};
+
+/// Ethernet + IPv6 + UDP + ICRC around the engine's packet: the most a frame adds.
+const FRAME_OVERHEAD: usize = 14 + 40 + 8 + 4;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostConfig {
+    pub mac: [u8; 6],
+    /// The host's addresses; the GID table is made from them and the MAC.
+    pub addrs: Vec<IpCidr>,
+    pub transport: TransportConfig,
+    pub neighbour: NeighbourConfig,
+    /// The ECN field of every RoCE frame sent: rxe sends Not-ECT; a DCQCN sender ECT(0).
+    pub ecn: Ecn,
+}
+
+impl HostConfig {
+    pub fn new(mac: [u8; 6], addrs: Vec<IpCidr>) -> HostConfig {
+        HostConfig {
+            mac,
+            addrs,
+            transport: TransportConfig::default(),
+            neighbour: NeighbourConfig::default(),
+            ecn: Ecn::NotEct,
+        }
+    }
+}
+
+/// Frames dropped, by reason. Each is counted once, at the first check it fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Drops {
+    /// Addressed to another MAC or another IP address.
+    pub not_for_us: u64,
+    /// Neither RoCEv2, ARP nor neighbour discovery.
+    pub not_roce: u64,
+    /// Broken headers at any layer (truncated, inconsistent lengths, bad NDP checksum).
+    pub malformed: u64,
+    pub bad_icrc: u64,
+    pub unknown_qp: u64,
+    pub pkey_mismatch: u64,
+    pub qkey_mismatch: u64,
+    /// Dropped by the engine for another reason (wrong transport, wrong source, QP not
+    /// ready, no receive posted on UD, unsupported opcode).
+    pub engine_other: u64,
+    /// Outgoing frames dropped while resolving their next hop (queue full or no answer).
+    pub unresolved: u64,
+    /// Outgoing packets to an address on none of our subnets (the host does not route).
+    pub no_route: u64,
+}
+
+impl Drops {
+    pub fn total(&self) -> u64 {
+        self.not_for_us
+            + self.not_roce
+            + self.malformed
+            + self.bad_icrc
+            + self.unknown_qp
+            + self.pkey_mismatch
+            + self.qkey_mismatch
+            + self.engine_other
+            + self.unresolved
+            + self.no_route
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HostStats {
+    pub frames_received: u64,
+    pub frames_sent: u64,
+    /// RoCEv2 frames that passed the host's checks and went to the engine.
+    pub roce_received: u64,
+    pub roce_sent: u64,
+    /// ARP and NDP messages acted on, and sent (requests, answers).
+    pub resolution_received: u64,
+    pub resolution_sent: u64,
+    pub ce_received: u64,
+    pub cnps_received: u64,
+    pub cnps_sent: u64,
+    pub drops: Drops,
+}
+
+/// One RoCE endpoint on one link: see the module documentation.
+#[derive(Debug)]
+pub struct Host {
+    mac: [u8; 6],
+    gids: GidTable,
+    ecn: Ecn,
+    engine: Engine,
+    neighbours: NeighbourCache,
+    /// Frames ready to go before any new engine packet: ARP/NDP, released frames, CNPs;
+    /// each with whether it is RoCE.
+    ready: VecDeque<(Vec<u8>, bool)>,
+    scratch: Vec<u8>,
+    congestion: Box<dyn CongestionHook + Send>,
+    stats: HostStats,
+}
+
+impl Host {
+    pub fn new(config: HostConfig) -> Host {
+        Host {
+            mac: config.mac,
+            gids: GidTable::new(config.mac, &config.addrs),
+            ecn: config.ecn,
+            engine: Engine::new(config.transport),
+            neighbours: NeighbourCache::new(config.neighbour),
+            ready: VecDeque::new(),
+            scratch: vec![0; MAX_PACKET_LEN],
+            congestion: Box::new(NoCongestionControl),
+            stats: HostStats::default(),
+        }
+    }
+
+    /// Plugs in congestion control (see [`CongestionHook`]).
+    pub fn set_congestion_control(&mut self, hook: Box<dyn CongestionHook + Send>) {
+        self.congestion = hook;
+    }
+
+    pub fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    pub fn gids(&self) -> &GidTable {
+        &self.gids
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The engine, for verbs: registering memory, creating and connecting QPs, posting.
+    pub fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    pub fn stats(&self) -> &HostStats {
+        &self.stats
+    }
+
+    /// The buffer [`Host::poll_transmit`] needs for any frame.
+    pub const fn max_frame_len() -> usize {
+        MAX_PACKET_LEN + FRAME_OVERHEAD
+    }
+
+    /// The peer's MAC, if resolved.
+    pub fn neighbour(&self, addr: IpAddr) -> Option<[u8; 6]> {
+        self.neighbours.lookup(addr)
+    }
+
+    /// Starts resolving `addr` ahead of traffic (the first packet then need not wait).
+    /// Returns false if `addr` is on none of our subnets.
+    pub fn resolve(&mut self, now: Time, addr: IpAddr) -> bool {
+        if self.gids.source_for(addr).is_none() {
+            return false;
+        }
+        if self.neighbours.lookup(addr).is_none() && self.neighbours.start(now, addr) {
+            self.solicit(addr);
+        }
+        true
+    }
+
+    // ---- receive ----
+
+    /// Processes one received Ethernet frame (without FCS).
+    pub fn handle_frame(&mut self, now: Time, frame: &[u8]) {
+        self.stats.frames_received += 1;
+        let Some(dst) = frame.get(..6) else {
+            self.stats.drops.malformed += 1;
+            return;
+        };
+        if !self.accepts_mac(dst) {
+            self.stats.drops.not_for_us += 1;
+            return;
+        }
+        if let Some(resolution) = resolve::parse(frame) {
+            match resolution {
+                Ok(r) => self.handle_resolution(r),
+                Err(resolve::Ignored::Other) => self.stats.drops.not_roce += 1,
+                Err(resolve::Ignored::Malformed(_)) => self.stats.drops.malformed += 1,
+            }
+            return;
+        }
+        let packet = match RocePacket::parse(frame) {
+            Ok(p) => p,
+            Err(e) if e.is_not_roce() => {
+                self.stats.drops.not_roce += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.drops.malformed += 1;
+                return;
+            }
+        };
+        if !self.gids.is_local(packet.ip().dst_addr()) {
+            self.stats.drops.not_for_us += 1;
+            return;
+        }
+        // Annex A17.6: a receiver discards a packet whose ICRC does not match.
+        if !packet.icrc_ok() {
+            self.stats.drops.bad_icrc += 1;
+            return;
+        }
+        self.stats.roce_received += 1;
+        let bth = packet.bth();
+        let src = packet.ip().src_addr();
+        if packet.ecn() == Ecn::Ce {
+            self.stats.ce_received += 1;
+            if self.congestion.on_congestion_experienced(now, bth.dest_qp) {
+                let ud_src_qp = packet.ext().deth.map(|d| d.src_qp);
+                self.queue_cnp(now, bth.dest_qp, src, ud_src_qp);
+            }
+        }
+        let bytes = packet.packet_bytes();
+        let ib = &bytes[packet.bth_offset()..bytes.len() - crate::wire::icrc::ICRC_LEN];
+        match self.engine.handle_packet(now, src, ib) {
+            Ok(()) => {}
+            Err(DropReason::Cnp) => {
+                self.stats.cnps_received += 1;
+                self.congestion.on_cnp(now, bth.dest_qp);
+            }
+            Err(reason) => self.count_engine_drop(reason),
+        }
+    }
+
+    fn count_engine_drop(&mut self, reason: DropReason) {
+        let d = &mut self.stats.drops;
+        match reason {
+            DropReason::UnknownQp(_) => d.unknown_qp += 1,
+            DropReason::PKeyMismatch => d.pkey_mismatch += 1,
+            DropReason::QKeyMismatch => d.qkey_mismatch += 1,
+            DropReason::Malformed(_) | DropReason::UnsupportedVersion(_) => d.malformed += 1,
+            _ => d.engine_other += 1,
+        }
+    }
+
+    /// Our MAC, broadcast, or the IPv6 multicast groups we are in: all-nodes and the
+    /// solicited-node group of each IPv6 address.
+    fn accepts_mac(&self, dst: &[u8]) -> bool {
+        if dst == self.mac || dst == BROADCAST_MAC {
+            return true;
+        }
+        if dst[..2] != [0x33, 0x33] {
+            return false;
+        }
+        dst[2..] == [0, 0, 0, 1]
+            || self.gids.entries().iter().any(|e| match e.addr() {
+                IpAddr::V6(v6) => resolve::multicast_mac(resolve::solicited_node(v6)) == dst[..6],
+                IpAddr::V4(_) => false,
+            })
+    }
+
+    fn handle_resolution(&mut self, r: Resolution) {
+        self.stats.resolution_received += 1;
+        match r {
+            Resolution::Request {
+                sender,
+                sender_mac,
+                target,
+            } => {
+                // RFC 826's merge: a request refreshes the asker's entry, and creates it
+                // when it asks for us (RFC 4861 7.2.3 likewise for a solicitation).
+                let for_us = self.gids.is_local(target);
+                let known = self.neighbours.knows(sender);
+                if (for_us || known) && self.gids.source_for(sender).is_some() {
+                    self.learn(sender, sender_mac);
+                }
+                if for_us {
+                    self.answer(target, sender, sender_mac);
+                }
+            }
+            Resolution::Reply { addr, mac } => {
+                if self.gids.source_for(addr).is_some() {
+                    self.learn(addr, mac);
+                }
+            }
+        }
+    }
+
+    fn learn(&mut self, addr: IpAddr, mac: [u8; 6]) {
+        let released = self.neighbours.learn(addr, mac);
+        self.ready.extend(released.into_iter().map(|f| (f, true)));
+    }
+
+    fn answer(&mut self, ours: IpAddr, to: IpAddr, to_mac: [u8; 6]) {
+        let frame = match (ours, to) {
+            (IpAddr::V4(ours), IpAddr::V4(to)) => resolve::arp_reply(self.mac, ours, to_mac, to),
+            (IpAddr::V6(ours), IpAddr::V6(to)) => {
+                resolve::neighbour_advertisement(self.mac, ours, to_mac, to)
+            }
+            _ => return,
+        };
+        self.stats.resolution_sent += 1;
+        self.ready.push_back((frame, false));
+    }
+
+    /// Queues an ARP request or neighbour solicitation for `addr`.
+    fn solicit(&mut self, addr: IpAddr) {
+        let frame = match (addr, self.gids.source_for(addr)) {
+            (IpAddr::V4(target), Some(IpAddr::V4(src))) => {
+                resolve::arp_request(self.mac, src, target)
+            }
+            (IpAddr::V6(target), Some(IpAddr::V6(src))) => {
+                resolve::neighbour_solicitation(self.mac, src, target)
+            }
+            _ => return,
+        };
+        self.stats.resolution_sent += 1;
+        self.ready.push_back((frame, false));
+    }
+
+    /// A CNP to the QP whose traffic was marked (Annex A17.9.2): for a connected QP its
+    /// peer QP, for UD the DETH's source QP.
+    fn queue_cnp(&mut self, now: Time, local: Qpn, peer: IpAddr, ud_src_qp: Option<Qpn>) {
+        let dest_qp = match ud_src_qp {
+            Some(q) => q,
+            None => match self.engine.query_qp(local) {
+                Ok((_, attrs)) => attrs.dest_qp,
+                Err(_) => return,
+            },
+        };
+        let mut bth = BthRepr::new(Opcode::CNP, dest_qp, Psn::new(0));
+        bth.becn = true;
+        let ext = ExtHeaders {
+            cnp: Some(CnpRepr::default()),
+            ..ExtHeaders::default()
+        };
+        let ib = IbPacketRepr::new(bth, ext, &[]);
+        let Some(src) = self.gids.source_for(peer) else {
+            return;
+        };
+        let Some(repr) = RoceRepr::rxe(self.mac, [0; 6], src, peer, local, ib) else {
+            return;
+        };
+        if let Ok(frame) = repr.to_vec() {
+            self.stats.cnps_sent += 1;
+            self.route(now, peer, frame);
+        }
+    }
+
+    /// Sends `frame` (destination MAC still to fill in) to `next_hop`, or queues it.
+    fn route(&mut self, now: Time, next_hop: IpAddr, mut frame: Vec<u8>) {
+        match self.neighbours.lookup(next_hop) {
+            Some(mac) => {
+                frame[..6].copy_from_slice(&mac);
+                self.ready.push_back((frame, true));
+            }
+            None => self.hold(now, next_hop, frame),
+        }
+    }
+
+    fn hold(&mut self, now: Time, next_hop: IpAddr, frame: Vec<u8>) {
+        match self.neighbours.enqueue(now, next_hop, frame) {
+            Queued::Solicit => self.solicit(next_hop),
+            Queued::Waiting => {}
+            Queued::DroppedOldest => self.stats.drops.unresolved += 1,
+        }
+    }
+
+    // ---- transmit ----
+
+    /// Writes the next frame to send into `buf` (at least [`Host::max_frame_len`] bytes)
+    /// and returns its length; `None` when nothing is ready now.
+    pub fn poll_transmit(&mut self, now: Time, buf: &mut [u8]) -> Option<usize> {
+        loop {
+            if let Some((frame, roce)) = self.ready.pop_front() {
+                let Some(dst) = buf.get_mut(..frame.len()) else {
+                    continue;
+                };
+                dst.copy_from_slice(&frame);
+                self.stats.frames_sent += 1;
+                self.stats.roce_sent += u64::from(roce);
+                return Some(frame.len());
+            }
+            if self.congestion.next_send_time(now).is_some_and(|t| t > now) {
+                return None;
+            }
+            let t = self.engine.poll_transmit(now, &mut self.scratch)?;
+            if let Some(n) = self.frame(now, t, buf) {
+                self.stats.frames_sent += 1;
+                self.stats.roce_sent += 1;
+                self.congestion.on_sent(now, t.src_qp, n);
+                return Some(n);
+            }
+        }
+    }
+
+    /// Wraps the engine's packet in a frame: into `buf` if the next hop is known, else into
+    /// the neighbour queue (then `None`).
+    fn frame(&mut self, now: Time, t: Transmit, buf: &mut [u8]) -> Option<usize> {
+        let Some(src) = self.gids.source_for(t.dest) else {
+            self.stats.drops.no_route += 1;
+            return None;
+        };
+        // The engine wrote a well-formed packet; should it not parse, it cannot be sent.
+        let ib = IbPacketRepr::parse(&self.scratch[..t.len]).ok()?;
+        let next_hop = self.neighbours.lookup(t.dest);
+        let repr = RoceRepr::rxe(
+            self.mac,
+            next_hop.unwrap_or([0; 6]),
+            src,
+            t.dest,
+            t.src_qp,
+            ib,
+        )?
+        .with_ecn(self.ecn);
+        if next_hop.is_some() {
+            return repr.emit(buf).ok();
+        }
+        if let Ok(frame) = repr.to_vec() {
+            self.hold(now, t.dest, frame);
+        }
+        None
+    }
+
+    // ---- timers ----
+
+    /// The earliest time [`Host::handle_timeout`] has work: the engine's timers, neighbour
+    /// retries, congestion control, or the pacing gate reopening.
+    pub fn poll_timeout(&self, now: Time) -> Option<Time> {
+        let pacing = self.congestion.next_send_time(now).filter(|&t| t > now);
+        [
+            self.engine.poll_timeout(),
+            self.neighbours.poll_timeout(),
+            self.congestion.next_timer(),
+            pacing,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.engine.handle_timeout(now);
+        if self.congestion.next_timer().is_some_and(|t| t <= now) {
+            self.congestion.on_timer(now);
+        }
+        let mut ask = Vec::new();
+        let dropped = self.neighbours.handle_timeout(now, |addr| ask.push(addr));
+        self.stats.drops.unresolved += dropped as u64;
+        for addr in ask {
+            self.solicit(addr);
+        }
+    }
+}

@@ -1,0 +1,442 @@
+//! Two hosts over the in-memory link in virtual time: address resolution, then RC, UC and
+//! UD traffic checked byte for byte; every kind of bad frame counted as a drop.
+
+use core::time::Duration;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+use super::congestion::CongestionHook;
+use super::connect::{QpPath, connect};
+use super::host::{Host, HostConfig};
+use super::virtual_net::VirtualNet;
+use crate::fault::{CeMarking, FaultConfig};
+use crate::io::memory::{MAC_A, MAC_B, MemoryLinkConfig};
+use crate::transport::{
+    Access, CqId, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, Time, UdDest, WcOpcode,
+    WcStatus, WorkCompletion,
+};
+use crate::wire::{
+    BthRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, PKey, Psn, Qpn, RethRepr, RoceRepr,
+};
+
+const VA: u64 = 0x10_0000;
+const LEN: usize = 64 * 1024;
+
+fn config(addrs: &[&str]) -> HostConfig {
+    HostConfig::new([0; 6], addrs.iter().map(|a| a.parse().unwrap()).collect())
+}
+
+fn net(link: MemoryLinkConfig, a: &[&str], b: &[&str]) -> VirtualNet {
+    VirtualNet::new(link, config(a), config(b)).unwrap()
+}
+
+fn v4_net() -> VirtualNet {
+    net(
+        MemoryLinkConfig::default(),
+        &["10.0.0.1/24"],
+        &["10.0.0.2/24"],
+    )
+}
+
+/// One side of a connection: its QP, CQ and a registered region.
+#[derive(Debug, Clone, Copy)]
+struct Side {
+    qpn: Qpn,
+    cq: CqId,
+    key: u32,
+}
+
+fn setup(host: &mut Host, qp_type: QpType) -> Side {
+    let e = host.engine_mut();
+    let cq = e.create_cq(4096);
+    let qpn = e.create_qp(QpInit::new(qp_type, cq)).unwrap();
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    let key = e.register_mr(VA, vec![0; LEN], access).unwrap();
+    Side { qpn, cq, key }
+}
+
+/// Connects `a` and `b` with the GIDs at `gid_index` in each host's table.
+fn connect_pair(net: &mut VirtualNet, qp_type: QpType, gid_index: usize) -> (Side, Side) {
+    let sa = setup(&mut net.a, qp_type);
+    let sb = setup(&mut net.b, qp_type);
+    let addr_a = net.a.gids().get(gid_index).unwrap().addr();
+    let addr_b = net.b.gids().get(gid_index).unwrap().addr();
+    let path = |dest, dest_qp, rq, sq| {
+        let mut p = QpPath::new(
+            qp_type,
+            dest,
+            dest_qp,
+            Psn::new(rq),
+            Psn::new(sq),
+            Mtu::M1024,
+        );
+        p.access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+        p
+    };
+    let pa = path(addr_b, sb.qpn, 2000, 1000);
+    let pb = path(addr_a, sa.qpn, 1000, 2000);
+    connect(net.a.engine_mut(), sa.qpn, &pa).unwrap();
+    connect(net.b.engine_mut(), sb.qpn, &pb).unwrap();
+    (sa, sb)
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect()
+}
+
+fn fill(host: &mut Host, key: u32, at: usize, bytes: &[u8]) {
+    let mr = host.engine_mut().mr_mut(key).unwrap();
+    mr.bytes_mut()[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
+fn region(host: &Host, key: u32) -> &[u8] {
+    host.engine().mr(key).unwrap().bytes()
+}
+
+fn completions(host: &mut Host, cq: CqId) -> Vec<WorkCompletion> {
+    std::iter::from_fn(|| host.engine_mut().poll_completion(cq)).collect()
+}
+
+/// Runs until `a` and `b` have `na` and `nb` completions, returned in order.
+fn run_for(
+    net: &mut VirtualNet,
+    (ca, na): (CqId, usize),
+    (cb, nb): (CqId, usize),
+) -> (Vec<WorkCompletion>, Vec<WorkCompletion>) {
+    let (mut wa, mut wb) = (Vec::new(), Vec::new());
+    let done = net
+        .run_until(Duration::from_secs(30), |n| {
+            wa.extend(completions(&mut n.a, ca));
+            wb.extend(completions(&mut n.b, cb));
+            wa.len() >= na && wb.len() >= nb
+        })
+        .unwrap();
+    assert!(
+        done,
+        "only {}/{na} and {}/{nb} completions: {wa:?} {wb:?}\n{:?}\n{:?}\n{:?}",
+        wa.len(),
+        wb.len(),
+        net.b.stats(),
+        net.b.engine().stats(),
+        net.a.engine().stats(),
+    );
+    (wa, wb)
+}
+
+fn write_then_send(net: &mut VirtualNet, sa: Side, sb: Side, write_len: usize, send_len: usize) {
+    let data = pattern(write_len, 7);
+    let msg = pattern(send_len, 99);
+    fill(&mut net.a, sa.key, 0, &data);
+    fill(&mut net.a, sa.key, write_len, &msg);
+    let recv = RecvWr::new(
+        5,
+        vec![Sge {
+            addr: VA + 32 * 1024,
+            length: 16 * 1024,
+            lkey: sb.key,
+        }],
+    );
+    net.b.engine_mut().post_recv(sb.qpn, recv).unwrap();
+    let write = SendWr::new(
+        1,
+        SendOp::Write {
+            remote_addr: VA,
+            rkey: sb.key,
+        },
+        vec![Sge {
+            addr: VA,
+            length: write_len as u32,
+            lkey: sa.key,
+        }],
+    );
+    let send = SendWr::new(
+        2,
+        SendOp::Send,
+        vec![Sge {
+            addr: VA + write_len as u64,
+            length: send_len as u32,
+            lkey: sa.key,
+        }],
+    );
+    net.a.engine_mut().post_send(sa.qpn, write).unwrap();
+    net.a.engine_mut().post_send(sa.qpn, send).unwrap();
+    let (wa, wb) = run_for(net, (sa.cq, 2), (sb.cq, 1));
+    assert!(wa.iter().all(|w| w.status == WcStatus::Success), "{wa:?}");
+    assert_eq!(
+        (wa[0].opcode, wa[1].opcode),
+        (WcOpcode::RdmaWrite, WcOpcode::Send)
+    );
+    assert_eq!(
+        (wb[0].status, wb[0].opcode),
+        (WcStatus::Success, WcOpcode::Recv)
+    );
+    assert_eq!(wb[0].byte_len as usize, send_len);
+    assert_eq!(
+        &region(&net.b, sb.key)[..write_len],
+        &data[..],
+        "WRITE bytes"
+    );
+    let at = 32 * 1024;
+    assert_eq!(
+        &region(&net.b, sb.key)[at..at + send_len],
+        &msg[..],
+        "SEND bytes"
+    );
+}
+
+#[test]
+fn arp_then_rc_write_and_send() {
+    let mut net = v4_net();
+    let (sa, sb) = connect_pair(&mut net, QpType::Rc, 1);
+    write_then_send(&mut net, sa, sb, 10_000, 3000);
+    for host in [&net.a, &net.b] {
+        let s = host.stats();
+        assert_eq!(s.drops.total(), 0, "{s:?}");
+        assert_eq!(s.resolution_sent, 1, "one ARP request or one reply: {s:?}");
+        assert_eq!(s.resolution_received, 1, "{s:?}");
+    }
+    assert_eq!(net.a.neighbour("10.0.0.2".parse().unwrap()), Some(MAC_B));
+    assert_eq!(net.b.neighbour("10.0.0.1".parse().unwrap()), Some(MAC_A));
+    // 10 WRITE packets and 3 SEND packets at MTU 1024, besides ARP.
+    assert_eq!(net.a.stats().roce_sent, 13);
+}
+
+#[test]
+fn ipv6_global_and_link_local_with_neighbour_discovery() {
+    for gid_index in [1, 0] {
+        let mut net = net(
+            MemoryLinkConfig::default(),
+            &["fd00:77::1/64"],
+            &["fd00:77::2/64"],
+        );
+        let (sa, sb) = connect_pair(&mut net, QpType::Rc, gid_index);
+        write_then_send(&mut net, sa, sb, 5000, 100);
+        assert_eq!(net.a.stats().drops.total(), 0, "{:?}", net.a.stats());
+        assert_eq!(net.b.stats().drops.total(), 0, "{:?}", net.b.stats());
+        assert_eq!(net.b.stats().resolution_sent, 1, "one advertisement");
+    }
+}
+
+#[test]
+fn rc_survives_loss() {
+    let lossy = FaultConfig {
+        loss: 0.05,
+        ..FaultConfig::default()
+    };
+    let link = MemoryLinkConfig {
+        a_to_b: lossy,
+        b_to_a: lossy,
+        seed: 42,
+        ..MemoryLinkConfig::default()
+    };
+    let mut net = net(link, &["10.0.0.1/24"], &["10.0.0.2/24"]);
+    let (sa, sb) = connect_pair(&mut net, QpType::Rc, 1);
+    write_then_send(&mut net, sa, sb, 30_000, 2000);
+    assert!(net.a.engine().stats().retransmitted_packets > 0);
+}
+
+/// Posts a receive on b and a UD SEND of `len` bytes from the start of a's region.
+fn ud_send(net: &mut VirtualNet, sa: Side, sb: Side, len: u32, qkey: u32) {
+    let sge = |lkey, length| {
+        vec![Sge {
+            addr: VA,
+            length,
+            lkey,
+        }]
+    };
+    let recv = RecvWr::new(9, sge(sb.key, 2048));
+    net.b.engine_mut().post_recv(sb.qpn, recv).unwrap();
+    let mut send = SendWr::new(1, SendOp::Send, sge(sa.key, len));
+    send.ud = Some(UdDest {
+        addr: "10.0.0.2".parse().unwrap(),
+        remote_qpn: sb.qpn,
+        remote_qkey: qkey,
+    });
+    net.a.engine_mut().post_send(sa.qpn, send).unwrap();
+}
+
+#[test]
+fn uc_write_and_ud_send() {
+    let mut net = v4_net();
+    let (sa, sb) = connect_pair(&mut net, QpType::Uc, 1);
+    write_then_send(&mut net, sa, sb, 4000, 500);
+
+    let mut net = v4_net();
+    let (sa, sb) = connect_pair(&mut net, QpType::Ud, 1);
+    let msg = pattern(900, 3);
+    fill(&mut net.a, sa.key, 0, &msg);
+    ud_send(&mut net, sa, sb, 900, 0x1111_1111);
+    let (_, wb) = run_for(&mut net, (sa.cq, 1), (sb.cq, 1));
+    assert_eq!(wb[0].status, WcStatus::Success);
+    assert_eq!(wb[0].byte_len, 940, "GRH area and payload");
+    assert_eq!(wb[0].src_addr, Some("10.0.0.1".parse().unwrap()));
+    assert_eq!(&region(&net.b, sb.key)[40..940], &msg[..]);
+}
+
+/// An RC WRITE_ONLY frame from a to b, as a's host would send it.
+fn write_frame(qpn: Qpn, pkey: PKey, payload: &[u8]) -> Vec<u8> {
+    let mut bth = BthRepr::new(Opcode(0x0a), qpn, Psn::new(2000));
+    bth.pkey = pkey;
+    bth.ack_req = true;
+    let ext = ExtHeaders {
+        reth: Some(RethRepr {
+            va: VA,
+            rkey: 0,
+            dma_len: payload.len() as u32,
+        }),
+        ..ExtHeaders::default()
+    };
+    let ib = IbPacketRepr::new(bth, ext, payload);
+    let a: IpAddr = "10.0.0.1".parse().unwrap();
+    let b: IpAddr = "10.0.0.2".parse().unwrap();
+    RoceRepr::rxe(MAC_A, MAC_B, a, b, Qpn::new(0x11), ib)
+        .unwrap()
+        .to_vec()
+        .unwrap()
+}
+
+#[test]
+fn bad_frames_are_counted_drops() {
+    let mut net = v4_net();
+    let (_, sb) = connect_pair(&mut net, QpType::Rc, 1);
+    let now = Time::ZERO;
+    let b = &mut net.b;
+    let good = write_frame(sb.qpn, PKey::DEFAULT, &[1, 2, 3, 4]);
+
+    let mut bad_icrc = good.clone();
+    let n = bad_icrc.len();
+    bad_icrc[n - 6] ^= 0xff;
+    b.handle_frame(now, &bad_icrc);
+    assert_eq!(b.stats().drops.bad_icrc, 1);
+
+    b.handle_frame(
+        now,
+        &write_frame(Qpn::new(0x77), PKey::DEFAULT, &[1, 2, 3, 4]),
+    );
+    assert_eq!(b.stats().drops.unknown_qp, 1);
+
+    b.handle_frame(now, &write_frame(sb.qpn, PKey(0x1234), &[1, 2, 3, 4]));
+    assert_eq!(b.stats().drops.pkey_mismatch, 1);
+
+    let mut other_mac = good.clone();
+    other_mac[..6].copy_from_slice(&[2, 9, 9, 9, 9, 9]);
+    b.handle_frame(now, &other_mac);
+    let mut other_ip = good.clone();
+    other_ip[14 + 19] = 77;
+    b.handle_frame(now, &other_ip);
+    assert_eq!(b.stats().drops.not_for_us, 2);
+
+    let mut tcp = good.clone();
+    tcp[14 + 9] = 6;
+    b.handle_frame(now, &tcp);
+    let mut arp_other = super::resolve::arp_request(MAC_A, [10, 0, 0, 1].into(), [1; 4].into());
+    arp_other[16..18].copy_from_slice(&[0x86, 0xdd]);
+    b.handle_frame(now, &arp_other);
+    assert_eq!(b.stats().drops.not_roce, 2);
+
+    b.handle_frame(now, &good[..40]);
+    b.handle_frame(now, &good[..3]);
+    assert_eq!(b.stats().drops.malformed, 2);
+    assert_eq!(
+        b.stats().roce_received,
+        2,
+        "the unknown QP and the P_Key mismatch"
+    );
+    assert_eq!(b.stats().drops.total(), 9);
+    assert_eq!(b.engine().stats().dropped, 2);
+}
+
+#[test]
+fn ud_qkey_mismatch_is_counted() {
+    let mut net = v4_net();
+    let (sa, sb) = connect_pair(&mut net, QpType::Ud, 1);
+    ud_send(&mut net, sa, sb, 10, 0x2222);
+    run_for(&mut net, (sa.cq, 1), (sb.cq, 0));
+    net.run_until(Duration::from_millis(10), |_| false).unwrap();
+    assert_eq!(net.b.stats().drops.qkey_mismatch, 1);
+    assert!(completions(&mut net.b, sb.cq).is_empty());
+}
+
+#[test]
+fn unanswered_resolution_drops_the_queued_frames() {
+    let mut net = v4_net();
+    let sa = setup(&mut net.a, QpType::Rc);
+    let absent: IpAddr = "10.0.0.99".parse().unwrap();
+    let mut path = QpPath::new(
+        QpType::Rc,
+        absent,
+        Qpn::new(0x11),
+        Psn::new(0),
+        Psn::new(0),
+        Mtu::M1024,
+    );
+    path.retry_cnt = 0;
+    connect(net.a.engine_mut(), sa.qpn, &path).unwrap();
+    let send = SendWr::new(
+        1,
+        SendOp::Send,
+        vec![Sge {
+            addr: VA,
+            length: 100,
+            lkey: sa.key,
+        }],
+    );
+    net.a.engine_mut().post_send(sa.qpn, send).unwrap();
+    net.run_until(Duration::from_secs(10), |_| false).unwrap();
+    let s = net.a.stats();
+    assert_eq!(s.resolution_sent, 3, "three ARP requests: {s:?}");
+    assert!(s.drops.unresolved >= 1, "{s:?}");
+    let b = net.b.stats();
+    assert_eq!((b.resolution_received, b.resolution_sent), (3, 0), "{b:?}");
+    assert_eq!(
+        net.b.neighbour("10.0.0.1".parse().unwrap()),
+        None,
+        "not asked for b"
+    );
+    assert!(
+        !net.a.resolve(Time::ZERO, "192.168.1.1".parse().unwrap()),
+        "no route"
+    );
+}
+
+/// Records CNPs and answers every CE mark with one, to exercise the seam.
+#[derive(Debug, Default, Clone)]
+struct Recorder(Arc<Mutex<(u32, u32)>>);
+
+impl CongestionHook for Recorder {
+    fn on_cnp(&mut self, _now: Time, _qpn: Qpn) {
+        self.0.lock().unwrap().0 += 1;
+    }
+    fn on_congestion_experienced(&mut self, _now: Time, _qpn: Qpn) -> bool {
+        self.0.lock().unwrap().1 += 1;
+        true
+    }
+}
+
+#[test]
+fn ce_marks_become_cnps_through_the_congestion_seam() {
+    let marking = FaultConfig {
+        ce_mark: CeMarking::Probability(1.0),
+        ..FaultConfig::default()
+    };
+    let link = MemoryLinkConfig {
+        a_to_b: marking,
+        ..MemoryLinkConfig::default()
+    };
+    let mut a = config(&["10.0.0.1/24"]);
+    a.ecn = Ecn::Ect0;
+    let mut net = VirtualNet::new(link, a, config(&["10.0.0.2/24"])).unwrap();
+    let (rec_a, rec_b) = (Recorder::default(), Recorder::default());
+    net.a.set_congestion_control(Box::new(rec_a.clone()));
+    net.b.set_congestion_control(Box::new(rec_b.clone()));
+    let (sa, sb) = connect_pair(&mut net, QpType::Rc, 1);
+    write_then_send(&mut net, sa, sb, 3000, 10);
+    let marked = net.b.stats().ce_received;
+    assert_eq!(marked, 4, "3 WRITE packets and the SEND");
+    assert_eq!(rec_b.0.lock().unwrap().1, 4);
+    assert_eq!(net.b.stats().cnps_sent, 4);
+    assert_eq!(net.a.stats().cnps_received, 4);
+    assert_eq!(rec_a.0.lock().unwrap().0, 4);
+}

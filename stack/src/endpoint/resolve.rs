@@ -1,0 +1,387 @@
+//! Address resolution messages: ARP for IPv4 (RFC 826) and IPv6 neighbour discovery's
+//! solicitations and advertisements (RFC 4861 4.3, 4.4, 7.1), parsed and built as whole
+//! Ethernet frames. etherparse parses ARP and checks ICMPv6 checksums; the two NDP messages
+//! are small enough to lay out here.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use etherparse::icmpv6::NeighborAdvertisementHeader;
+use etherparse::{
+    ArpEthIpv4Packet, ArpOperation, ArpPacketSlice, EtherType, Ethernet2Header, Icmpv6Slice,
+    Icmpv6Type, IpNumber, Ipv6FlowLabel, Ipv6Header,
+};
+
+pub const BROADCAST_MAC: [u8; 6] = [0xff; 6];
+const ETHERTYPE_ARP: u16 = 0x0806;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+const ETH_LEN: usize = 14;
+const IPV6_LEN: usize = 40;
+/// Ethernet's minimum frame without FCS: shorter frames are padded (IEEE 802.3 3.1.1).
+const MIN_FRAME: usize = 60;
+/// RFC 4861 7.1: a node accepts NDP messages only with hop limit 255, which proves they
+/// were not forwarded by a router.
+const NDP_HOP_LIMIT: u8 = 255;
+const ICMPV6_NS: u8 = 135;
+const ICMPV6_NA: u8 = 136;
+const OPT_SOURCE_LL: u8 = 1;
+const OPT_TARGET_LL: u8 = 2;
+
+/// What an ARP or NDP message tells the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// Who has `target`? Tell `sender` at `sender_mac` (learned from the message).
+    Request {
+        sender: IpAddr,
+        sender_mac: [u8; 6],
+        target: IpAddr,
+    },
+    /// `addr` is at `mac`.
+    Reply { addr: IpAddr, mac: [u8; 6] },
+}
+
+/// Why an ARP or NDP frame was not acted on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ignored {
+    /// Another ICMPv6 message or ARP for another protocol: not ours to handle.
+    Other,
+    /// Broken: truncated, bad checksum, hop limit not 255, missing link-layer address.
+    Malformed(&'static str),
+}
+
+fn ethernet(src: [u8; 6], dst: [u8; 6], ethertype: u16) -> [u8; ETH_LEN] {
+    Ethernet2Header {
+        source: src,
+        destination: dst,
+        ether_type: EtherType(ethertype),
+    }
+    .to_bytes()
+}
+
+/// Parses an ARP or NDP frame (Ethernet II, untagged). `None` if the frame is neither ARP
+/// nor ICMPv6.
+pub fn parse(frame: &[u8]) -> Option<Result<Resolution, Ignored>> {
+    let ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+    let body = &frame[ETH_LEN..];
+    match ethertype {
+        ETHERTYPE_ARP => Some(parse_arp(body)),
+        ETHERTYPE_IPV6 if body.get(6) == Some(&58) => Some(parse_ndp(frame, body)),
+        _ => None,
+    }
+}
+
+fn parse_arp(body: &[u8]) -> Result<Resolution, Ignored> {
+    let arp = ArpPacketSlice::from_slice(body)
+        .map_err(|_| Ignored::Malformed("ARP: truncated"))?
+        .to_packet()
+        .try_eth_ipv4()
+        .map_err(|_| Ignored::Other)?;
+    let sender = IpAddr::V4(arp.sender_ipv4_addr());
+    match arp.operation {
+        ArpOperation::REQUEST => Ok(Resolution::Request {
+            sender,
+            sender_mac: arp.sender_mac,
+            target: IpAddr::V4(arp.target_ipv4_addr()),
+        }),
+        ArpOperation::REPLY => Ok(Resolution::Reply {
+            addr: sender,
+            mac: arp.sender_mac,
+        }),
+        _ => Err(Ignored::Other),
+    }
+}
+
+fn parse_ndp(frame: &[u8], ip: &[u8]) -> Result<Resolution, Ignored> {
+    let header = Ipv6Header::from_slice(ip)
+        .map_err(|_| Ignored::Malformed("IPv6: truncated"))?
+        .0;
+    let end = IPV6_LEN + usize::from(header.payload_length);
+    let icmp = ip
+        .get(IPV6_LEN..end)
+        .ok_or(Ignored::Malformed("IPv6: payload length beyond the frame"))?;
+    let icmp = Icmpv6Slice::from_slice(icmp).map_err(|_| Ignored::Malformed("ICMPv6: short"))?;
+    let kind = icmp.type_u8();
+    if kind != ICMPV6_NS && kind != ICMPV6_NA {
+        return Err(Ignored::Other);
+    }
+    if header.hop_limit != NDP_HOP_LIMIT || icmp.code_u8() != 0 {
+        return Err(Ignored::Malformed("NDP: hop limit not 255 or code not 0"));
+    }
+    if !icmp.is_checksum_valid(header.source, header.destination) {
+        return Err(Ignored::Malformed("NDP: bad ICMPv6 checksum"));
+    }
+    let payload = icmp.payload();
+    let target = payload
+        .get(..16)
+        .and_then(|t| <[u8; 16]>::try_from(t).ok())
+        .map(Ipv6Addr::from)
+        .ok_or(Ignored::Malformed("NDP: no target address"))?;
+    let wanted = if kind == ICMPV6_NS {
+        OPT_SOURCE_LL
+    } else {
+        OPT_TARGET_LL
+    };
+    let option_mac = link_layer_option(&payload[16..], wanted)?;
+    let source = Ipv6Addr::from(header.source);
+    if kind == ICMPV6_NS {
+        if source.is_unspecified() {
+            // Duplicate address detection (RFC 4862 5.4.3): nothing to learn or answer here.
+            return Err(Ignored::Other);
+        }
+        // RFC 4861 7.2.3: without the option the frame's source is the best we have.
+        let sender_mac = option_mac.unwrap_or_else(|| mac_at(frame, 6));
+        Ok(Resolution::Request {
+            sender: IpAddr::V6(source),
+            sender_mac,
+            target: IpAddr::V6(target),
+        })
+    } else {
+        let mac = option_mac.ok_or(Ignored::Malformed("NA without target link-layer address"))?;
+        Ok(Resolution::Reply {
+            addr: IpAddr::V6(target),
+            mac,
+        })
+    }
+}
+
+fn mac_at(frame: &[u8], at: usize) -> [u8; 6] {
+    let mut mac = [0u8; 6];
+    mac.copy_from_slice(&frame[at..at + 6]);
+    mac
+}
+
+/// Finds the link-layer address option `kind` (RFC 4861 4.6.1); options are in units of
+/// 8 bytes and a zero length is invalid.
+fn link_layer_option(mut options: &[u8], kind: u8) -> Result<Option<[u8; 6]>, Ignored> {
+    while options.len() >= 2 {
+        let len = usize::from(options[1]) * 8;
+        if len == 0 || len > options.len() {
+            return Err(Ignored::Malformed(
+                "NDP: option length 0 or beyond the message",
+            ));
+        }
+        if options[0] == kind && len >= 8 {
+            return Ok(Some(mac_at(options, 2)));
+        }
+        options = &options[len..];
+    }
+    Ok(None)
+}
+
+fn arp(op: ArpOperation, src: ([u8; 6], Ipv4Addr), dst: ([u8; 6], Ipv4Addr)) -> Vec<u8> {
+    let eth_dst = if op == ArpOperation::REQUEST {
+        BROADCAST_MAC
+    } else {
+        dst.0
+    };
+    let packet = ArpEthIpv4Packet {
+        operation: op,
+        sender_mac: src.0,
+        sender_ipv4: src.1.octets(),
+        target_mac: dst.0,
+        target_ipv4: dst.1.octets(),
+    };
+    let mut frame = Vec::with_capacity(MIN_FRAME);
+    frame.extend_from_slice(&ethernet(src.0, eth_dst, ETHERTYPE_ARP));
+    frame.extend_from_slice(&packet.to_bytes());
+    frame.resize(MIN_FRAME, 0);
+    frame
+}
+
+/// A broadcast "who has `target`?" (the target MAC is zero, RFC 826).
+pub fn arp_request(mac: [u8; 6], addr: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
+    arp(ArpOperation::REQUEST, (mac, addr), ([0; 6], target))
+}
+
+/// "`addr` is at `mac`", sent straight to the asker.
+pub fn arp_reply(mac: [u8; 6], addr: Ipv4Addr, to_mac: [u8; 6], to: Ipv4Addr) -> Vec<u8> {
+    arp(ArpOperation::REPLY, (mac, addr), (to_mac, to))
+}
+
+/// The solicited-node multicast address of `addr`: `ff02::1:ff` and its low 24 bits
+/// (RFC 4291 2.7.1).
+pub fn solicited_node(addr: Ipv6Addr) -> Ipv6Addr {
+    let o = addr.octets();
+    Ipv6Addr::new(
+        0xff02,
+        0,
+        0,
+        0,
+        0,
+        1,
+        0xff00 | u16::from(o[13]),
+        u16::from_be_bytes([o[14], o[15]]),
+    )
+}
+
+/// The Ethernet address of an IPv6 multicast group: `33:33` and its low 32 bits (RFC 2464 7).
+pub fn multicast_mac(group: Ipv6Addr) -> [u8; 6] {
+    let o = group.octets();
+    [0x33, 0x33, o[12], o[13], o[14], o[15]]
+}
+
+fn ndp(
+    src: ([u8; 6], Ipv6Addr),
+    dst: ([u8; 6], Ipv6Addr),
+    kind: Icmpv6Type,
+    target: Ipv6Addr,
+    option: u8,
+) -> Vec<u8> {
+    let mut body = Vec::with_capacity(24);
+    body.extend_from_slice(&target.octets());
+    body.extend_from_slice(&[option, 1]);
+    body.extend_from_slice(&src.0);
+    let icmp = kind
+        .to_header(src.1.octets(), dst.1.octets(), &body)
+        .map(|h| h.to_bytes());
+    let Ok(icmp) = icmp else {
+        // Cannot happen: a 24-byte body is far below the length limit.
+        return Vec::new();
+    };
+    let ip = Ipv6Header {
+        traffic_class: 0,
+        flow_label: Ipv6FlowLabel::ZERO,
+        payload_length: (icmp.len() + body.len()) as u16,
+        next_header: IpNumber::IPV6_ICMP,
+        hop_limit: NDP_HOP_LIMIT,
+        source: src.1.octets(),
+        destination: dst.1.octets(),
+    };
+    let mut frame = Vec::with_capacity(ETH_LEN + IPV6_LEN + 32);
+    frame.extend_from_slice(&ethernet(src.0, dst.0, ETHERTYPE_IPV6));
+    frame.extend_from_slice(&ip.to_bytes());
+    frame.extend_from_slice(&icmp);
+    frame.extend_from_slice(&body);
+    frame
+}
+
+/// A neighbour solicitation for `target` to its solicited-node group, with our link-layer
+/// address (RFC 4861 7.2.2).
+pub fn neighbour_solicitation(mac: [u8; 6], addr: Ipv6Addr, target: Ipv6Addr) -> Vec<u8> {
+    let group = solicited_node(target);
+    ndp(
+        (mac, addr),
+        (multicast_mac(group), group),
+        Icmpv6Type::NeighborSolicitation,
+        target,
+        OPT_SOURCE_LL,
+    )
+}
+
+/// A solicited advertisement of `addr` at `mac`, with the override flag, straight to the
+/// soliciting node (RFC 4861 7.2.4).
+pub fn neighbour_advertisement(
+    mac: [u8; 6],
+    addr: Ipv6Addr,
+    to_mac: [u8; 6],
+    to: Ipv6Addr,
+) -> Vec<u8> {
+    let flags = NeighborAdvertisementHeader {
+        router: false,
+        solicited: true,
+        r#override: true,
+    };
+    ndp(
+        (mac, addr),
+        (to_mac, to),
+        Icmpv6Type::NeighborAdvertisement(flags),
+        addr,
+        OPT_TARGET_LL,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
+    const B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
+
+    #[test]
+    fn arp_round_trip() {
+        let a = Ipv4Addr::new(10, 0, 0, 1);
+        let b = Ipv4Addr::new(10, 0, 0, 2);
+        let req = arp_request(A, a, b);
+        assert_eq!(req.len(), 60);
+        assert_eq!(&req[..6], &BROADCAST_MAC);
+        assert_eq!(
+            parse(&req),
+            Some(Ok(Resolution::Request {
+                sender: a.into(),
+                sender_mac: A,
+                target: b.into()
+            }))
+        );
+        let rep = arp_reply(B, b, A, a);
+        assert_eq!(&rep[..6], &A);
+        assert_eq!(
+            parse(&rep),
+            Some(Ok(Resolution::Reply {
+                addr: b.into(),
+                mac: B
+            }))
+        );
+        assert!(matches!(
+            parse(&rep[..20]),
+            Some(Err(Ignored::Malformed(_)))
+        ));
+    }
+
+    #[test]
+    fn ndp_round_trip() {
+        let a: Ipv6Addr = "fd00::a".parse().unwrap();
+        let b: Ipv6Addr = "fd00::1:b".parse().unwrap();
+        let ns = neighbour_solicitation(A, a, b);
+        assert_eq!(&ns[..6], &[0x33, 0x33, 0xff, 0x01, 0x00, 0x0b]);
+        assert_eq!(
+            solicited_node(b).to_string(),
+            "ff02::1:ff01:b",
+            "RFC 4291 2.7.1"
+        );
+        assert_eq!(
+            parse(&ns),
+            Some(Ok(Resolution::Request {
+                sender: a.into(),
+                sender_mac: A,
+                target: b.into()
+            }))
+        );
+        let na = neighbour_advertisement(B, b, A, a);
+        assert_eq!(
+            parse(&na),
+            Some(Ok(Resolution::Reply {
+                addr: b.into(),
+                mac: B
+            }))
+        );
+        let mut bad = na.clone();
+        bad[ETH_LEN + 7] = 64;
+        assert!(matches!(parse(&bad), Some(Err(Ignored::Malformed(_)))));
+        let mut bad = na;
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        assert_eq!(
+            parse(&bad),
+            Some(Err(Ignored::Malformed("NDP: bad ICMPv6 checksum")))
+        );
+    }
+
+    #[test]
+    fn other_frames_are_not_resolution() {
+        assert_eq!(parse(&[0u8; 10]), None);
+        let mut ipv4 = arp_request(A, Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST);
+        ipv4[12..14].copy_from_slice(&[8, 0]);
+        assert_eq!(parse(&ipv4), None);
+    }
+
+    #[test]
+    fn never_panics_on_garbage() {
+        let ns = neighbour_solicitation(A, "fd00::a".parse().unwrap(), "fd00::b".parse().unwrap());
+        for cut in 0..ns.len() {
+            let _ = parse(&ns[..cut]);
+        }
+        let mut zero_opt = ns.clone();
+        let n = zero_opt.len();
+        zero_opt[n - 7] = 0;
+        let _ = parse(&zero_opt);
+    }
+}
