@@ -29,6 +29,7 @@ commands! {
     Decode(cmd::decode::DecodeArgs) => cmd::decode::run,
     Analyze(cmd::analyze::AnalyzeArgs) => cmd::analyze::run,
     Ladder(cmd::ladder::LadderArgs) => cmd::ladder::run,
+    Sim(cmd::sim::SimArgs) => cmd::sim::run,
 }
 
 /// A pure-software RoCEv2 stack: decode and analyse captures, talk to rdma_rxe, simulate.

@@ -3,6 +3,7 @@
 pub mod analyze;
 pub mod decode;
 pub mod ladder;
+pub mod sim;
 
 use std::io::IsTerminal;
 use std::path::Path;

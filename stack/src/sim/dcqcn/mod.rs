@@ -115,6 +115,13 @@ impl SimConfig {
         if self.payload_bytes == 0 || self.payload_bytes > 4096 {
             return bad("the payload must be 1 to 4096 bytes (an IB MTU)");
         }
+        // Every flow may send at line rate (without control they do).
+        let sends = self.link_bps as f64 * self.duration.as_secs_f64()
+            / (8 * self.wire_bytes()) as f64
+            * self.flow_starts.len() as f64;
+        if sends > MAX_PACKETS {
+            return bad("too long: the flows could send over 2e9 packets; shorten the run");
+        }
         let samples = self.duration.as_picos() / self.sample_interval.as_picos();
         let series = 2 * self.flow_starts.len() as u64 + 2;
         if samples.saturating_mul(series) > MAX_SAMPLE_VALUES {
@@ -131,6 +138,8 @@ impl SimConfig {
 }
 
 const MAX_FLOWS: usize = 10_000;
+/// A bound on the work of one run: about a minute of CPU.
+const MAX_PACKETS: f64 = 2e9;
 /// Rates and queue lengths kept for the report: 400 MB at most.
 const MAX_SAMPLE_VALUES: u64 = 50_000_000;
 
@@ -138,7 +147,7 @@ const MAX_SAMPLE_VALUES: u64 = 50_000_000;
 pub enum SimError {
     #[error("simulation: {0}")]
     Config(String),
-    #[error("simulation: {0}")]
+    #[error(transparent)]
     Cc(#[from] CcError),
 }
 
