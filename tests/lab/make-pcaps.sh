@@ -29,6 +29,9 @@ run() {
     rc_atomic_cmp_swap) cap rc_atomic_cmp_swap 'ib_atomic_bw -x 1 -F -n 5 -A CMP_AND_SWAP' 'ib_atomic_bw -x 1 -F -n 5 -A CMP_AND_SWAP $SERVER' ;;
     rc_atomic_fetch_add) cap rc_atomic_fetch_add 'ib_atomic_bw -x 1 -F -n 5 -A FETCH_AND_ADD' 'ib_atomic_bw -x 1 -F -n 5 -A FETCH_AND_ADD $SERVER' ;;
     uc_send) cap uc_send 'ibv_uc_pingpong -g 1 -n 5 -s 64' 'ibv_uc_pingpong -g 1 -n 5 -s 64 $SERVER' ;;
+    uc_send_first_middle_last) cap uc_send_first_middle_last 'ibv_uc_pingpong -g 1 -n 3 -s 3000' 'ibv_uc_pingpong -g 1 -n 3 -s 3000 $SERVER' ;;
+    ud_send_ipv6) cap ud_send_ipv6 --ipv6 'ibv_ud_pingpong -g $GIDX -n 5 -s 64' 'ibv_ud_pingpong -g $GIDX -n 5 -s 64 $SERVER4' ;;
+    rc_reorder_write) cap rc_reorder_write --netem 'delay 2ms reorder 10%' 'ib_write_bw -x 1 -F -n 5 -s 4096' 'ib_write_bw -x 1 -F -n 5 -s 4096 $SERVER' ;;
     ud_send) cap ud_send 'ibv_ud_pingpong -g 1 -n 5 -s 64' 'ibv_ud_pingpong -g 1 -n 5 -s 64 $SERVER' ;;
     # ibv_*_pingpong listen on IPv4 only: the TCP exchange goes to $SERVER4, RoCE uses the IPv6 GIDs
     rc_ipv6) cap rc_ipv6 --ipv6 'ibv_rc_pingpong -g $GIDX -n 5 -s 64' 'ibv_rc_pingpong -g $GIDX -n 5 -s 64 $SERVER4' ;;
@@ -46,7 +49,8 @@ run() {
 
 ALL=(rc_send_only rc_send_first_middle_last rc_write rc_write_only rc_read rc_read_only
   rc_atomic_cmp_swap rc_atomic_fetch_add uc_send ud_send rc_ipv6 rc_mtu4096 rdma_cm_rping
-  rc_loss_write rc_loss_read rc_rnr_nak rc_write_imm rc_send_imm rc_rnr_nak_verbs)
+  rc_loss_write rc_loss_read rc_rnr_nak rc_write_imm rc_send_imm rc_rnr_nak_verbs
+  uc_send_first_middle_last ud_send_ipv6 rc_reorder_write)
 [[ $# -gt 0 ]] || set -- "${ALL[@]}"
 fails=()
 for n in "$@"; do run "$n" || fails+=("$n"); done
