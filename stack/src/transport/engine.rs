@@ -70,6 +70,18 @@ impl Engine {
         Ok(self.mrs.register(va, data, access)?)
     }
 
+    /// Registers under a chosen key (see [`MrTable::register_with_key`]): for replaying
+    /// captures and tests that must use a peer's R_Keys.
+    pub fn register_mr_with_key(
+        &mut self,
+        key: u32,
+        va: u64,
+        data: Vec<u8>,
+        access: Access,
+    ) -> Result<(), TransportError> {
+        Ok(self.mrs.register_with_key(key, va, data, access)?)
+    }
+
     /// Removes a region and returns its bytes.
     pub fn deregister_mr(&mut self, key: u32) -> Result<Vec<u8>, TransportError> {
         Ok(self.mrs.deregister(key)?)
@@ -154,6 +166,11 @@ impl Engine {
     /// The in-flight window of an RC requester, in packets (for tests and statistics).
     pub fn qp_window(&self, qpn: Qpn) -> Result<u32, TransportError> {
         Ok(self.qp(qpn)?.sq.window)
+    }
+
+    /// The responder's expected PSN (for diagnostics and capture replay).
+    pub fn expected_psn(&self, qpn: Qpn) -> Result<crate::wire::Psn, TransportError> {
+        Ok(self.qp(qpn)?.resp.epsn)
     }
 
     fn qp(&self, qpn: Qpn) -> Result<&QueuePair, TransportError> {

@@ -89,6 +89,8 @@ pub enum MrError {
     NotInvalidatable(u32),
     #[error("the scatter/gather list holds fewer bytes than the operation moves")]
     SgeTooShort,
+    #[error("key {0:#x} is in use or out of the range a chosen key may take")]
+    KeyUnavailable(u32),
 }
 
 /// A registered region: `len` bytes seen at virtual addresses `va..va + len`.
@@ -102,7 +104,37 @@ pub struct MemoryRegion {
     remote_invalidate: bool,
 }
 
+/// The largest slot [`MrTable::register_with_key`] accepts (keys below 2^24).
+pub const MAX_CHOSEN_SLOT: usize = 0xffff;
+
+/// IBA 10.6.3.1: REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE; the range must not wrap.
+fn check_registration(va: u64, data: &[u8], access: Access) -> Result<(), MrError> {
+    let remote_writes = Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+    if access.0 & remote_writes.0 != 0 && !access.contains(Access::LOCAL_WRITE) {
+        return Err(MrError::BadRights);
+    }
+    if va.checked_add(data.len() as u64).is_none() {
+        return Err(MrError::OutOfBounds {
+            key: 0,
+            va,
+            len: data.len() as u64,
+        });
+    }
+    Ok(())
+}
+
 impl MemoryRegion {
+    fn new(key: u32, va: u64, data: Vec<u8>, access: Access) -> MemoryRegion {
+        MemoryRegion {
+            key,
+            va,
+            access,
+            data,
+            valid: true,
+            remote_invalidate: false,
+        }
+    }
+
     pub fn lkey(&self) -> u32 {
         self.key
     }
@@ -170,17 +202,7 @@ pub struct MrTable {
 
 impl MrTable {
     pub fn register(&mut self, va: u64, data: Vec<u8>, access: Access) -> Result<u32, MrError> {
-        let remote_writes = Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
-        if access.0 & remote_writes.0 != 0 && !access.contains(Access::LOCAL_WRITE) {
-            return Err(MrError::BadRights);
-        }
-        if va.checked_add(data.len() as u64).is_none() {
-            return Err(MrError::OutOfBounds {
-                key: 0,
-                va,
-                len: data.len() as u64,
-            });
-        }
+        check_registration(va, &data, access)?;
         let index = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -191,15 +213,37 @@ impl MrTable {
         let slot = &mut self.slots[index];
         slot.generation = slot.generation.wrapping_add(1);
         let key = ((index as u32) << 8) | u32::from(slot.generation);
-        slot.mr = Some(MemoryRegion {
-            key,
-            va,
-            access,
-            data,
-            valid: true,
-            remote_invalidate: false,
-        });
+        slot.mr = Some(MemoryRegion::new(key, va, data, access));
         Ok(key)
+    }
+
+    /// Registers under a chosen key, to replay a capture whose requests carry a peer's
+    /// R_Keys. Keys whose slot (`key >> 8`) exceeds [`MAX_CHOSEN_SLOT`] are refused, so that
+    /// the table stays small.
+    pub fn register_with_key(
+        &mut self,
+        key: u32,
+        va: u64,
+        data: Vec<u8>,
+        access: Access,
+    ) -> Result<(), MrError> {
+        check_registration(va, &data, access)?;
+        let index = (key >> 8) as usize;
+        if index > MAX_CHOSEN_SLOT {
+            return Err(MrError::KeyUnavailable(key));
+        }
+        while self.slots.len() <= index {
+            self.free.push(self.slots.len());
+            self.slots.push(Slot::default());
+        }
+        if self.slots[index].mr.is_some() {
+            return Err(MrError::KeyUnavailable(key));
+        }
+        self.free.retain(|&i| i != index);
+        let slot = &mut self.slots[index];
+        slot.generation = key as u8;
+        slot.mr = Some(MemoryRegion::new(key, va, data, access));
+        Ok(())
     }
 
     /// Removes the region and hands its bytes back.
@@ -463,6 +507,29 @@ mod tests {
         assert_eq!(&t.get(a).unwrap().bytes()[8..], &[0xaa, 0xaa]);
         assert_eq!(&t.get(b).unwrap().bytes()[..3], &[0xaa, 0xaa, 12]);
         assert_eq!(t.scatter(&sges, 17, &[0; 2]), Err(MrError::SgeTooShort));
+    }
+
+    #[test]
+    fn chosen_keys() {
+        let mut t = MrTable::default();
+        t.register_with_key(0x298, 0x1000, vec![7; 16], Access::ALL)
+            .unwrap();
+        assert_eq!(
+            t.read(0x298, 0x1000, 16, Access::REMOTE_READ).unwrap(),
+            &[7; 16]
+        );
+        assert_eq!(
+            t.register_with_key(0x298, 0, vec![], Access::NONE),
+            Err(MrError::KeyUnavailable(0x298))
+        );
+        assert!(
+            t.register_with_key(0xffff_ff00, 0, vec![], Access::NONE)
+                .is_err()
+        );
+        let other = t.register(0, vec![0; 4], Access::NONE).unwrap();
+        assert_ne!(other >> 8, 2, "the chosen slot is not handed out again");
+        t.deregister(0x298).unwrap();
+        assert!(t.get(0x298).is_none());
     }
 
     #[test]

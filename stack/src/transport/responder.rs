@@ -62,7 +62,10 @@ pub(crate) struct ReadResponse {
     rkey: u32,
     va: u64,
     left: u32,
-    sent_any: bool,
+    /// Position of the next packet in the READ's response message: a READ asked for again
+    /// from its middle continues the original's opcodes (MIDDLE ... LAST), as rxe does and
+    /// as rxe's requester insists (it fails a FIRST at any PSN but the READ's first).
+    index: u32,
     msn: Msn,
     /// The bytes still to send, copied out of the region when a later request was about to
     /// overwrite them: a READ returns memory as it was when the READ executed (rxe generates
@@ -105,6 +108,8 @@ pub(crate) struct Responder {
     msg: Option<InMsg>,
     queue: VecDeque<RespItem>,
     atomic_results: VecDeque<AtomicResult>,
+    /// The READs executed lately: first PSN and number of response packets.
+    reads: VecDeque<(Psn, u32)>,
     /// UC: the rest of the current message is being dropped (IBA 9.8.3.1).
     uc_drop: bool,
     /// The queue ends with a NAK that leaves even though the QP is in ERR.
@@ -262,8 +267,9 @@ impl QueuePair {
         match self.execute(ctx, pkt) {
             Ok(()) => {}
             Err(RespError::Rnr) => {
+                // Not the NAK of a gap: the next packet past this PSN still gets a PSN
+                // sequence error NAK, as rxe sends (pcaps/rc_rnr_nak.pcap).
                 ctx.stats.rnr_naks_sent += 1;
-                self.resp.nak_sent = true;
                 let timer = self.attrs.min_rnr_timer;
                 self.resp.push_ack(psn, Syndrome::RnrNak { timer });
             }
@@ -338,9 +344,28 @@ impl QueuePair {
         }
     }
 
+    /// How many executed READs and atomic results the responder remembers for duplicates.
+    fn resources(&self, ctx: &Ctx<'_>) -> usize {
+        ctx.config
+            .atomic_results
+            .max(usize::from(self.attrs.max_dest_rd_atomic))
+            .max(1)
+    }
+
     fn read_response(&self, psn: Psn, rkey: u32, va: u64, len: u32) -> ReadResponse {
         let mtu = self.attrs.path_mtu.bytes();
         let npkts = len.div_ceil(mtu).max(1);
+        // Where this PSN lies in a READ executed before (the responder resources of IBA
+        // 9.7.5.2.7); a READ not found starts a new response message.
+        let index = self
+            .resp
+            .reads
+            .iter()
+            .find(|(first, n)| {
+                let k = psn.distance(*first);
+                k >= 0 && (k as u32) < *n
+            })
+            .map_or(0, |(first, _)| psn.distance(*first) as u32);
         ReadResponse {
             first_psn: psn,
             last_psn: psn.add(npkts - 1),
@@ -348,7 +373,7 @@ impl QueuePair {
             rkey,
             va,
             left: len,
-            sent_any: false,
+            index,
             msn: self.resp.msn,
             snapshot: None,
         }
@@ -622,6 +647,11 @@ impl QueuePair {
         self.resp.msn = Msn::new(self.resp.msn.value() + 1);
         let read = self.read_response(pkt.bth.psn, reth.rkey, reth.va, reth.dma_len);
         self.resp.epsn = read.last_psn.next();
+        let npkts = read.last_psn.distance(read.first_psn) as u32 + 1;
+        if self.resp.reads.len() >= self.resources(ctx) {
+            self.resp.reads.pop_front();
+        }
+        self.resp.reads.push_back((read.first_psn, npkts));
         self.resp.queue.push_back(RespItem::Read(read));
         Ok(())
     }
@@ -656,12 +686,7 @@ impl QueuePair {
         let psn = pkt.bth.psn;
         self.resp.msn = Msn::new(self.resp.msn.value() + 1);
         let msn = self.resp.msn;
-        let keep = ctx
-            .config
-            .atomic_results
-            .max(usize::from(self.attrs.max_dest_rd_atomic))
-            .max(1);
-        if self.resp.atomic_results.len() >= keep {
+        if self.resp.atomic_results.len() >= self.resources(ctx) {
             self.resp.atomic_results.pop_front();
         }
         self.resp
@@ -694,11 +719,11 @@ impl QueuePair {
                 (op::ATOMIC_ACKNOWLEDGE, *psn, ext, 0)
             }
             RespItem::Read(r) => {
-                let low = match (r.sent_any, r.left <= mtu) {
-                    (false, true) => op::RDMA_READ_RESPONSE_ONLY,
-                    (false, false) => op::RDMA_READ_RESPONSE_FIRST,
-                    (true, false) => op::RDMA_READ_RESPONSE_MIDDLE,
-                    (true, true) => op::RDMA_READ_RESPONSE_LAST,
+                let low = match (r.index == 0, r.left <= mtu) {
+                    (true, true) => op::RDMA_READ_RESPONSE_ONLY,
+                    (true, false) => op::RDMA_READ_RESPONSE_FIRST,
+                    (false, false) => op::RDMA_READ_RESPONSE_MIDDLE,
+                    (false, true) => op::RDMA_READ_RESPONSE_LAST,
                 };
                 let ext = ExtHeaders {
                     aeth: (low != op::RDMA_READ_RESPONSE_MIDDLE).then(|| AethRepr::ack(r.msn)),
@@ -747,7 +772,7 @@ impl QueuePair {
                 r.left -= mtu;
                 r.va = r.va.wrapping_add(u64::from(mtu));
                 r.psn = r.psn.next();
-                r.sent_any = true;
+                r.index += 1;
             }
             Some(RespItem::Ack { aeth, .. }) => {
                 if matches!(aeth.syndrome, Syndrome::Ack { .. }) {
