@@ -46,6 +46,11 @@ impl Time {
     pub const fn as_nanos(self) -> u64 {
         self.0 / PS_PER_NS
     }
+    /// Whole nanoseconds, rounded up: a deadline handed to a nanosecond clock must not come
+    /// before it is due, or its owner would wake, find nothing to do, and ask again.
+    pub const fn as_nanos_ceil(self) -> u64 {
+        self.0.div_ceil(PS_PER_NS)
+    }
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / PS_PER_S
     }
@@ -90,6 +95,20 @@ impl fmt::Display for Time {
     }
 }
 
+/// The transport engine's nanosecond clock, as the requester passes it to congestion control.
+impl From<crate::transport::Time> for Time {
+    fn from(t: crate::transport::Time) -> Time {
+        Time::from_nanos(t.as_nanos())
+    }
+}
+
+/// A congestion-control deadline on the engine's clock: rounded up (see `as_nanos_ceil`).
+impl From<Time> for crate::transport::Time {
+    fn from(t: Time) -> crate::transport::Time {
+        crate::transport::Time::from_nanos(t.as_nanos_ceil())
+    }
+}
+
 /// How long `bytes` take on a wire running at `rate_bps`; `MAX` if the rate is not positive.
 pub fn transmission_time(bytes: u64, rate_bps: f64) -> Time {
     if rate_bps > 0.0 {
@@ -113,6 +132,19 @@ mod tests {
         assert_eq!(Time::from_secs_f64(f64::NAN), Time::ZERO);
         assert_eq!(Time::from_secs_f64(-1.0), Time::ZERO);
         assert_eq!(Time::from_secs_f64(1e300), Time::MAX);
+    }
+
+    #[test]
+    fn converts_to_and_from_the_engine_clock() {
+        let engine = crate::transport::Time::from_nanos(1_234);
+        assert_eq!(Time::from(engine), Time::from_nanos(1_234));
+        let due = Time::from_picos(1_234_001);
+        assert_eq!(
+            crate::transport::Time::from(due).as_nanos(),
+            1_235,
+            "never early"
+        );
+        assert_eq!(Time::MAX.as_nanos_ceil(), u64::MAX / 1_000 + 1);
     }
 
     #[test]
