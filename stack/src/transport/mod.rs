@@ -26,6 +26,7 @@ mod responder;
 mod time;
 mod wr;
 
+pub mod fuzzing;
 pub mod pair;
 
 pub use completer::local_ack_timeout;
