@@ -8,6 +8,7 @@
 
 pub mod congestion;
 pub mod connect;
+pub mod dcqcn;
 pub mod gid;
 pub mod host;
 pub mod neighbor;
