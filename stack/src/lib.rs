@@ -9,6 +9,8 @@
 //! - [`cc`]: sans-IO congestion control: DCQCN reaction and notification points, pacing, ECN
 //!   marking.
 //! - [`sim`]: deterministic simulations running the real protocol code, such as DCQCN's.
+//! - [`scenario`]: `roce demo`'s two hosts over the in-memory link, shared with tests and
+//!   benchmarks.
 #![deny(unsafe_code)]
 
 pub mod analysis;
@@ -18,6 +20,7 @@ pub mod endpoint;
 pub mod fault;
 pub mod io;
 pub mod rng;
+pub mod scenario;
 pub mod sim;
 pub mod transport;
 pub mod wire;

@@ -30,6 +30,7 @@ commands! {
     Analyze(cmd::analyze::AnalyzeArgs) => cmd::analyze::run,
     Ladder(cmd::ladder::LadderArgs) => cmd::ladder::run,
     Sim(cmd::sim::SimArgs) => cmd::sim::run,
+    Demo(cmd::demo::DemoArgs) => cmd::demo::run,
 }
 
 /// A pure-software RoCEv2 stack: decode and analyse captures, talk to rdma_rxe, simulate.

@@ -2,6 +2,7 @@
 
 pub mod analyze;
 pub mod decode;
+pub mod demo;
 pub mod ladder;
 pub mod sim;
 

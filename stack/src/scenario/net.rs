@@ -1,0 +1,306 @@
+//! Two hosts joined by the in-memory link (`io::memory`) in virtual time: each host's NIC
+//! sends at its line rate, then the link applies the seeded fault model, whose a-to-b
+//! direction holds a bottleneck queue that drains more slowly and marks ECN CE above a
+//! threshold. One host's side of the wire can be recorded into a bounded capture.
+//!
+//! This is the endpoint's `VirtualNet` plus what the demo needs from a network: NICs that
+//! send at a line rate rather than all at once (otherwise a requester's whole window lands
+//! in the bottleneck queue in one instant), a capture point, and a guard against a run that
+//! stops making progress.
+
+use core::time::Duration;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr};
+
+use thiserror::Error;
+
+use super::window::{CaptureSummary, WindowedCapture};
+use crate::endpoint::{Host, HostConfig, IpCidr};
+use crate::fault::{CeMarking, Delay, FaultConfig, FaultError, FaultStats, Nanos};
+use crate::io::memory::{self, MAC_A, MAC_B, MemoryDevice, MemoryLinkConfig};
+use crate::io::{Clock, Device, DeviceError, VirtualClock};
+use crate::transport::{Time, TransportConfig};
+use crate::wire::Ecn;
+
+pub const IP_A: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 168, 77, 1));
+pub const IP_B: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 168, 77, 2));
+
+/// Bytes a frame occupies on the wire besides itself: FCS 4, preamble 8, inter-frame gap 12.
+const WIRE_EXTRA: usize = 24;
+
+/// Capture timestamps start here (2025-01-01T00:00:00Z), so the same run always writes the
+/// same file.
+const CAPTURE_ORIGIN: Nanos = 1_735_689_600 * 1_000_000_000;
+
+/// After this many steps without virtual time moving, the run is declared stuck.
+const MAX_STEPS_WITHOUT_TIME: u32 = 1_000_000;
+
+/// The queue in front of host B's port.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bottleneck {
+    pub gbps: f64,
+    /// Frames arriving while more than this many bytes wait are marked CE.
+    pub ce_threshold_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NetConfig {
+    /// Each NIC's line rate; 0 for infinitely fast.
+    pub line_gbps: f64,
+    /// One-way propagation delay.
+    pub delay: Duration,
+    /// Probabilities per frame, each direction.
+    pub loss: f64,
+    pub reorder: f64,
+    /// How long a reordered frame is held back.
+    pub reorder_delay: Duration,
+    pub bottleneck: Option<Bottleneck>,
+    pub seed: u64,
+    /// The link (IP) MTU.
+    pub link_mtu: usize,
+}
+
+#[derive(Debug, Error)]
+pub enum NetError {
+    #[error(transparent)]
+    Fault(#[from] FaultError),
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    #[error("writing the capture: {0}")]
+    Capture(#[from] std::io::Error),
+    #[error("no progress: {0} steps at virtual time {1} without time moving")]
+    Stuck(u32, Time),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    A,
+    B,
+}
+
+pub struct Network<W: Write> {
+    clock: VirtualClock,
+    pub a: Host,
+    pub b: Host,
+    buf: Vec<u8>,
+    dev_a: MemoryDevice,
+    dev_b: MemoryDevice,
+    wire_free: [Time; 2],
+    line_gbps: f64,
+    capture: Option<WindowedCapture<W>>,
+    capture_side: Side,
+    steps_at_now: u32,
+    last_now: Time,
+}
+
+impl<W: Write> std::fmt::Debug for Network<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Network")
+            .field("now", &self.now())
+            .field("a", self.a.stats())
+            .field("b", self.b.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+fn ns(d: Duration) -> Nanos {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl<W: Write> Network<W> {
+    /// Hosts A and B on one /24, sending ECT(0) as DCQCN-capable NICs do, so that the
+    /// bottleneck can mark CE instead of dropping (RFC 3168, Annex A17.9). `capture` records
+    /// what `capture_side` sends and receives.
+    pub fn new(
+        config: &NetConfig,
+        transport: TransportConfig,
+        capture: Option<WindowedCapture<W>>,
+        capture_side: Side,
+    ) -> Result<Network<W>, NetError> {
+        let base = FaultConfig {
+            loss: config.loss,
+            reorder: config.reorder,
+            reorder_delay: ns(config.reorder_delay),
+            delay: Delay {
+                base: ns(config.delay),
+                jitter: 0,
+            },
+            ..FaultConfig::default()
+        };
+        let a_to_b = FaultConfig {
+            ce_mark: match config.bottleneck {
+                Some(b) => CeMarking::Queue {
+                    threshold_bytes: b.ce_threshold_bytes,
+                    drain_bits_per_sec: (b.gbps * 1e9) as u64,
+                },
+                None => CeMarking::Off,
+            },
+            ..base
+        };
+        let link = MemoryLinkConfig {
+            mtu: config.link_mtu,
+            a_to_b,
+            b_to_a: base,
+            seed: config.seed,
+        };
+        let clock = VirtualClock::new(0);
+        let (dev_a, dev_b) = memory::pair(link, clock.clone())?;
+        let host = |mac, ip| {
+            let addr = IpCidr::new(ip, 24).expect("a /24 is a valid prefix");
+            let mut c = HostConfig::new(mac, vec![addr]);
+            c.transport = transport;
+            c.ecn = Ecn::Ect0;
+            Host::new(c)
+        };
+        Ok(Network {
+            clock,
+            a: host(MAC_A, IP_A),
+            b: host(MAC_B, IP_B),
+            buf: vec![0; Host::max_frame_len()],
+            dev_a,
+            dev_b,
+            wire_free: [Time::ZERO; 2],
+            line_gbps: config.line_gbps,
+            capture,
+            capture_side,
+            steps_at_now: 0,
+            last_now: Time::ZERO,
+        })
+    }
+
+    pub fn now(&self) -> Time {
+        Time::from_nanos(self.clock.now())
+    }
+
+    pub fn host(&mut self, side: Side) -> &mut Host {
+        match side {
+            Side::A => &mut self.a,
+            Side::B => &mut self.b,
+        }
+    }
+
+    /// What the link did to the frames each side sent: `(a_to_b, b_to_a)`.
+    pub fn link_stats(&self) -> (FaultStats, FaultStats) {
+        (self.dev_a.sent_stats(), self.dev_b.sent_stats())
+    }
+
+    /// Sends what the NICs may send now, moves time to the next event (a frame due, a timer,
+    /// a wire becoming free, or the caller's `wake`) and handles it. False when nothing is
+    /// left to happen.
+    pub fn step(&mut self, wake: Option<Time>) -> Result<bool, NetError> {
+        self.transmit()?;
+        let now = self.now();
+        let wires = self.wire_free.into_iter().filter(|&t| t > now);
+        let next = [self.a.poll_timeout(now), self.b.poll_timeout(now)]
+            .into_iter()
+            .flatten()
+            .chain(wires)
+            .chain(wake)
+            .chain(
+                [self.dev_a.next_wakeup(), self.dev_b.next_wakeup()]
+                    .into_iter()
+                    .flatten()
+                    .map(Time::from_nanos),
+            )
+            .min();
+        let Some(next) = next else {
+            return Ok(false);
+        };
+        self.clock.advance_to(next.as_nanos());
+        let now = self.now();
+        if now == self.last_now {
+            self.steps_at_now += 1;
+            if self.steps_at_now > MAX_STEPS_WITHOUT_TIME {
+                return Err(NetError::Stuck(self.steps_at_now, now));
+            }
+        } else {
+            self.steps_at_now = 0;
+            self.last_now = now;
+        }
+        self.deliver()?;
+        for host in [&mut self.a, &mut self.b] {
+            if host.poll_timeout(now).is_some_and(|t| t <= now) {
+                host.handle_timeout(now);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Flushes the capture and says what it holds.
+    pub fn finish(self) -> Result<Option<(CaptureSummary, W)>, NetError> {
+        Ok(self.capture.map(WindowedCapture::finish).transpose()?)
+    }
+
+    fn serialization(&self, frame_len: usize) -> Duration {
+        if self.line_gbps <= 0.0 {
+            return Duration::ZERO;
+        }
+        let bits = ((frame_len + WIRE_EXTRA) * 8) as f64;
+        Duration::from_nanos((bits / self.line_gbps).ceil() as u64)
+    }
+
+    fn transmit(&mut self) -> Result<(), NetError> {
+        let now = self.now();
+        for side in [Side::A, Side::B] {
+            let i = side as usize;
+            while self.wire_free[i] <= now {
+                let Network {
+                    a,
+                    b,
+                    dev_a,
+                    dev_b,
+                    buf,
+                    capture,
+                    ..
+                } = self;
+                let (host, dev) = match side {
+                    Side::A => (a, dev_a),
+                    Side::B => (b, dev_b),
+                };
+                let Some(len) = host.poll_transmit(now, buf) else {
+                    break;
+                };
+                let frame = &buf[..len];
+                if side == self.capture_side
+                    && let Some(capture) = capture
+                {
+                    capture.record(CAPTURE_ORIGIN + now.as_nanos(), frame)?;
+                }
+                // The in-memory link always has room.
+                dev.transmit(frame)?;
+                self.wire_free[i] = now + self.serialization(len);
+            }
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self) -> Result<(), NetError> {
+        let now = self.now();
+        let at = CAPTURE_ORIGIN + now.as_nanos();
+        let mut capture_error = None;
+        let Network {
+            a,
+            b,
+            dev_a,
+            dev_b,
+            capture,
+            capture_side,
+            ..
+        } = self;
+        for (side, host, dev) in [(Side::A, a, dev_a), (Side::B, b, dev_b)] {
+            let mut capture = capture.as_mut().filter(|_| side == *capture_side);
+            while dev.receive(&mut |frame| {
+                if let Some(capture) = capture.as_deref_mut()
+                    && let Err(e) = capture.record(at, frame)
+                {
+                    capture_error.get_or_insert(e);
+                }
+                host.handle_frame(now, frame);
+            })? {}
+        }
+        match capture_error {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+}
