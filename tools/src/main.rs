@@ -1,11 +1,10 @@
 //! `roce`: the command-line face of the roce RoCEv2 stack. Each subcommand lives in its own
 //! module under `cmd/`; adding one is one line in `commands!` below.
 
-mod cmd;
-
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use roce_tools::cmd;
 
 /// Declares the `Command` enum and its dispatch from one list: `Variant(Args) => run`.
 macro_rules! commands {

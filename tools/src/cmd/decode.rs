@@ -66,6 +66,18 @@ pub struct DecodeArgs {
     pub json: bool,
 }
 
+/// The decoder's output for one frame: a JSON line or the annotated explanation, each ending
+/// in a newline.
+pub fn describe(frame: &Frame<'_>, json: bool) -> String {
+    let dissected = Dissected::of(frame);
+    let index = frame.index as usize;
+    if json {
+        json::frame(index, &dissected) + "\n"
+    } else {
+        explain::frame(index, frame.data.len(), &dissected) + "\n"
+    }
+}
+
 pub fn run(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -73,15 +85,7 @@ pub fn run(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     let mut write_err = None;
     while write_err.is_none() {
         let text = match reader.next_frame() {
-            Ok(Some(frame)) => {
-                let dissected = Dissected::of(&frame);
-                let index = frame.index as usize;
-                if args.json {
-                    json::frame(index, &dissected) + "\n"
-                } else {
-                    explain::frame(index, frame.data.len(), &dissected) + "\n"
-                }
-            }
+            Ok(Some(frame)) => describe(&frame, args.json),
             Ok(None) => break,
             Err(CaptureError::Damaged { frame, reason, .. }) => {
                 let index = frame as usize;

@@ -1,0 +1,43 @@
+//! Any frame, through everything that reads it: the slicer (as an Ethernet frame and as a bare
+//! IP packet), every accessor of a parsed packet, and `roce decode`'s JSON and annotated output
+//! under every link type it reads. No panic, and the slicer's ranges tile the input. (Whole
+//! capture files are the `capture` target's.)
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use roce::capture::{Frame, Link};
+use roce::wire::RocePacket;
+use roce_tools::cmd::decode::describe;
+
+fn exercise(pkt: &RocePacket<'_>, input: &[u8]) {
+    assert_eq!(pkt.packet_bytes().len() + pkt.trailer().len(), input.len());
+    assert!(pkt.ip_offset() < pkt.udp_offset() && pkt.udp_offset() < pkt.bth_offset());
+    let ib = pkt.ib();
+    assert_eq!(usize::from(ib.bth.pad_count), pkt.pad().len());
+    assert_eq!(ib.payload, pkt.payload());
+    let _ = (
+        pkt.icrc_ok(),
+        pkt.ip_checksum_ok(),
+        pkt.ecn(),
+        pkt.repr().buffer_len(),
+    );
+}
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(pkt) = RocePacket::parse(data) {
+        exercise(&pkt, data);
+    }
+    if let Ok(pkt) = RocePacket::parse_ip(data) {
+        exercise(&pkt, data);
+    }
+    for link in [Link::Ethernet, Link::RawIp, Link::LinuxSll, Link::LinuxSll2] {
+        let frame = Frame {
+            index: 0,
+            timestamp_ns: 0,
+            link,
+            data,
+            orig_len: data.len() as u32,
+        };
+        let _ = (describe(&frame, true), describe(&frame, false));
+    }
+});
