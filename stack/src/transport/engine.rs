@@ -70,8 +70,9 @@ impl Engine {
         Ok(self.mrs.register(va, data, access)?)
     }
 
-    /// Registers under a chosen key (see [`MrTable::register_with_key`]): for replaying
-    /// captures and tests that must use a peer's R_Keys.
+    /// Registers under a chosen key, for replaying captures and tests that must use a peer's
+    /// R_Keys. Keys whose slot (`key >> 8`) exceeds 0xffff, or whose slot is taken, are
+    /// refused so that the key table stays small.
     pub fn register_mr_with_key(
         &mut self,
         key: u32,

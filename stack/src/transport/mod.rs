@@ -12,6 +12,42 @@
 //! (`requester.rs`) segments work requests into packets, the completer (`completer.rs`)
 //! processes ACKs, NAKs and responses and runs the retransmission timers, the responder
 //! (`responder.rs`) checks and executes requests and queues their responses.
+//!
+//! # Choices where the spec leaves room or rxe differs
+//!
+//! On the wire the engine answers as rdma_rxe does (checked against every capture in
+//! pcaps/, `tests/tests/transport_golden.rs`). Where the spec leaves room, or rxe and the
+//! spec differ, these are the choices, each explained where it is made:
+//! - Responder ACKs: one per packet with AckReq, as rxe; an ACK still queued is replaced by a
+//!   newer one (coalescing when the link is slower than the responder). Duplicate SEND and
+//!   WRITE packets are re-ACKed only when they carry AckReq or end a message (rxe: each).
+//! - A PSN sequence error is NAKed once per gap; an RNR NAK does not count as that NAK, so
+//!   the next out-of-sequence packet still gets one (rxe, seen in rc_rnr_nak.pcap).
+//! - A duplicate READ is executed again from its own RETH, rights checked again; inside a
+//!   READ the responder remembers it continues that READ's opcodes (MIDDLE ... LAST), which
+//!   rxe's requester requires; one it does not remember starts anew (rxe drops it).
+//!   A duplicate atomic is answered from the results cache, never executed twice, and
+//!   dropped if no longer cached (as rxe).
+//! - An operation the QP's access flags forbid is NAKed Invalid Request (rxe); a key,
+//!   bounds or rights failure on the region, Remote Access Error.
+//! - READ responses are sent lazily, but return memory as it was when the READ executed:
+//!   bytes a later request would overwrite are copied out first (rxe sends the whole READ
+//!   before executing the next request).
+//! - Requester: an error NAK overtaking earlier READ responses waits for them; go-back-N is
+//!   driven by NAKs, implied NAKs, a fast retransmit timer with a tail-loss probe and the
+//!   spec's local ACK timeout (only the latter costs retry_cnt); the in-flight window shrinks
+//!   after losses (`completer.rs`). None of this changes what the peer must accept.
+//! - No end-to-end credits: ACKs carry the "invalid" credit count 0x1F as rxe's do, and
+//!   credits received are ignored. max_rd_atomic 0 is taken as 1.
+//! - UD: a receive gets the 40-byte GRH area with the sender's address as SGID (IPv4-mapped)
+//!   and a zero DGID; a message too long for it completes with LOC_LEN_ERR and the QP stays
+//!   usable. UC: a gap or an error drops the rest of the message silently and the receive is
+//!   used again. RC and UC accept packets only from the connected peer's address.
+//! - Atomics operate on memory in the host's byte order (little-endian here).
+//! - One protection domain per engine and L_Key = R_Key; SEND with Invalidate invalidates
+//!   regions marked invalidatable (standing in for memory windows and fast registration).
+//! - Not implemented: shared receive queues, memory windows, FLUSH and ATOMIC_WRITE (NAKed
+//!   Invalid Request), path migration, RD and XRC; completion queues never drop entries.
 
 mod completer;
 mod config;
