@@ -113,7 +113,15 @@ fn pcapng_and_cooked_captures_decode_like_pcap() {
             f
         })
         .collect();
-    let (_, sll) = decode_json(&temp_file("sll.pcap", &pcap_bytes_with_link(&cooked, 113)));
+    let sll_path = temp_file("sll.pcap", &pcap_bytes_with_link(&cooked, 113));
+    let (_, sll) = decode_json(&sll_path);
+    let text = String::from_utf8(roce(&["decode", sll_path.to_str().unwrap()]).stdout).unwrap();
+    let first = text.split("\n\n").next().unwrap();
+    assert!(first.contains("Linux cooked capture header"), "{first}");
+    assert!(
+        first.contains("bytes 16-35"),
+        "IPv4 header counted from the frame: {first}"
+    );
     for (a, (b, c)) in classic.iter().zip(raw.iter().zip(&sll)) {
         for key in ["opcode", "psn", "dest_qp", "icrc", "src", "payload_len"] {
             assert_eq!(a[key], b[key]);

@@ -50,8 +50,8 @@ impl<'a> Dissected<'a> {
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
-  roce decode pcaps/rxe-rc-send.pcap          explain every header of every frame
-  roce decode --json pcaps/rxe-rc-send.pcap   one JSON object per frame
+  roce decode pcaps/rc_send_only.pcap          explain every header of every frame
+  roce decode --json pcaps/rc_rnr_nak.pcap     one JSON object per frame
   roce decode --json cap.pcapng | jq 'select(.icrc == \"bad\")'
 
 JSON keys: index, roce; for RoCE frames src, dst, opcode, opcode_value, dest_qp, psn,

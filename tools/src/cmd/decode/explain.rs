@@ -429,7 +429,7 @@ fn tail_sections(p: &RocePacket<'_>, out: &mut Vec<Section>) {
 }
 
 /// The whole explanation of one RoCE packet.
-fn packet(p: &RocePacket<'_>, out: &mut String) {
+fn packet(p: &RocePacket<'_>, frame_len: usize, out: &mut String) {
     let mut sections = Vec::new();
     link_sections(p, &mut sections);
     sections.push(match p.ip() {
@@ -447,6 +447,22 @@ fn packet(p: &RocePacket<'_>, out: &mut String) {
     let ext_start = p.bth_offset() + roce::wire::BthRepr::LEN;
     sections.extend(ext_sections(&p.ext(), ext_start));
     tail_sections(p, &mut sections);
+    // A Linux cooked capture puts its own header before the IP packet: count from the frame.
+    let link_header = frame_len.saturating_sub(p.packet_bytes().len() + p.trailer().len());
+    if link_header > 0 {
+        for s in &mut sections {
+            s.start += link_header;
+        }
+        sections.insert(
+            0,
+            Section::new(
+                "Linux cooked capture header (added by the capturing host, not on the wire)",
+                0,
+                link_header,
+                vec![],
+            ),
+        );
+    }
     render(out, &sections);
 }
 
@@ -466,7 +482,7 @@ pub fn frame(index: usize, frame_len: usize, dissected: &Dissected<'_>) -> Strin
                 bth.psn,
                 if p.icrc_ok() { "ok" } else { "BAD" }
             );
-            packet(p, &mut out);
+            packet(p, frame_len, &mut out);
         }
         Dissected::NotRoce(why) => {
             let _ = writeln!(out, "#{index}  {frame_len} bytes  {why}");
