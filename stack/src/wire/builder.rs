@@ -32,8 +32,9 @@ pub struct RoceRepr<'a> {
 
 impl<'a> RoceRepr<'a> {
     /// A frame as rxe would send it from the QP `src_qpn`: TTL 64, IPv4 DF, DSCP 0, not
-    /// ECN-capable, UDP source port from the QPN, UDP checksum 0. `None` if the two addresses
-    /// are of different IP families.
+    /// ECN-capable, UDP checksum 0, and the UDP source port rxe gives a UD QP (for RC and UC
+    /// set `udp` to [`UdpRepr::rxe_connected`]). `None` if the two addresses are of different
+    /// IP families.
     pub fn rxe(
         src_mac: [u8; 6],
         dst_mac: [u8; 6],

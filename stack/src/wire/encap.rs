@@ -26,13 +26,30 @@ pub const ETHERTYPE_VLAN: u16 = 0x8100;
 pub const ETHERTYPE_ROCE_V1: u16 = 0x8915;
 pub const IP_PROTOCOL_UDP: u8 = 17;
 
-/// The UDP source port rxe gives a QP: `0xC000 + (hash_32(qpn, 14) & 0x3fff)` with the
-/// kernel's multiplicative `hash_32`, so each QP is one flow for ECMP and RSS but different QPs
-/// spread (rxe_qp.c; Annex A17 leaves the source port to the sender).
+/// The UDP source port rxe gives a QP when it creates it: `0xC000 + (hash_32(qpn, 14) & 0x3fff)`
+/// with the kernel's multiplicative `hash_32`, so each QP is one flow for ECMP and RSS but
+/// different QPs spread (rxe_qp.c; Annex A17 leaves the source port to the sender). UD QPs
+/// keep it: real rxe UD traffic from QP 17 leaves from port 0xdf94, GSI (QP 1) from 0xd872.
+/// Connected QPs get [`rxe_connected_udp_src_port`] instead once they are modified to RTR.
 pub const fn rxe_udp_src_port(src_qpn: Qpn) -> u16 {
     const GOLDEN_RATIO_32: u32 = 0x61c8_8647;
     let hash = src_qpn.value().wrapping_mul(GOLDEN_RATIO_32) >> (32 - 14);
     0xc000 + (hash & 0x3fff) as u16
+}
+
+/// The UDP source port of an RC or UC QP, as the kernel's `rdma_get_udp_sport` gives it to rxe
+/// when the QP moves to RTR: the GRH flow label folded to 14 bits, or, with no flow label, a
+/// label computed from both QPNs so that the two directions of a connection share one port
+/// (real rxe RC and UC traffic between two QPs 17 uses 0xc121).
+pub const fn rxe_connected_udp_src_port(flow_label: u32, local_qpn: Qpn, remote_qpn: Qpn) -> u16 {
+    let label = if flow_label & 0xf_ffff != 0 {
+        flow_label & 0xf_ffff
+    } else {
+        let product = local_qpn.value() as u64 * remote_qpn.value() as u64;
+        let folded = product ^ (product >> 20) ^ ((product ^ (product >> 20)) >> 40);
+        (folded & 0xf_ffff) as u32
+    };
+    ((label & 0x3fff) ^ ((label & 0xf_c000) >> 14)) as u16 | 0xc000
 }
 
 /// The ECN field: the low two bits of the IPv4 TOS or IPv6 traffic class (RFC 3168 5).
@@ -283,9 +300,16 @@ impl UdpRepr {
         }
     }
 
-    /// As rxe sends for the QP `src_qpn` (see [`rxe_udp_src_port`]).
+    /// As rxe sends for the UD QP `src_qpn` (see [`rxe_udp_src_port`]).
     pub const fn rxe(src_qpn: Qpn) -> UdpRepr {
         UdpRepr::new(rxe_udp_src_port(src_qpn))
+    }
+
+    /// As rxe sends for a connected (RC, UC) QP (see [`rxe_connected_udp_src_port`]).
+    pub const fn rxe_connected(flow_label: u32, local_qpn: Qpn, remote_qpn: Qpn) -> UdpRepr {
+        UdpRepr::new(rxe_connected_udp_src_port(
+            flow_label, local_qpn, remote_qpn,
+        ))
     }
 }
 
@@ -302,6 +326,28 @@ mod tests {
         for b in 0..4 {
             assert_eq!(Ecn::from_bits(b).bits(), b);
         }
+    }
+
+    #[test]
+    fn connected_source_ports_match_real_rxe_traffic() {
+        // pcaps/rc_read.pcap, uc_send.pcap: QP 17 to QP 17, no flow label, both directions.
+        assert_eq!(
+            rxe_connected_udp_src_port(0, Qpn::new(17), Qpn::new(17)),
+            0xc121
+        );
+        // rdma_calc_flow_label folds the 48-bit product to 20 bits; then 20 bits fold to 14.
+        let (a, b) = (Qpn::new(0xab_cdef), Qpn::new(0x12_3456));
+        let product = 0xab_cdefu64 * 0x12_3456;
+        let mut fl = product ^ (product >> 20);
+        fl ^= fl >> 40;
+        let fl = (fl & 0xf_ffff) as u32;
+        let expected = ((fl & 0x3fff) ^ ((fl & 0xf_c000) >> 14)) as u16 | 0xc000;
+        assert_eq!(rxe_connected_udp_src_port(0, a, b), expected);
+        assert_eq!(rxe_connected_udp_src_port(0, b, a), expected, "symmetric");
+        assert_eq!(
+            rxe_connected_udp_src_port(0x4_0001, a, b),
+            0xc000 | (1 ^ 0x10)
+        );
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub use cnp::{Cnp, CnpRepr};
 pub use deth::{Deth, DethRepr};
 pub use encap::{
     Ecn, EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr, ROCEV2_UDP_PORT, UdpRepr, VlanTag,
-    rxe_udp_src_port,
+    rxe_connected_udp_src_port, rxe_udp_src_port,
 };
 pub use error::{Result, WireError};
 pub use ext::{ExtHeaders, IbPacketRepr, pad_for};

@@ -328,7 +328,7 @@ fn udp_section(p: &RocePacket<'_>, u: &UdpRepr) -> Section {
                 (0, 16),
                 "Source Port",
                 u.src_port,
-                "one per QP (rxe: 0xC000 | hash(QPN)) to spread QPs over paths",
+                "picked per QP or connection (rxe: from the QPNs) so flows spread over paths",
             ),
             field(
                 (16, 16),
