@@ -11,7 +11,8 @@
 //! Inside a queue pair the spec's three roles each have a file: the requester
 //! (`requester.rs`) segments work requests into packets, the completer (`completer.rs`)
 //! processes ACKs, NAKs and responses and runs the retransmission timers, the responder
-//! (`responder.rs`) checks and executes requests and queues their responses.
+//! (`responder.rs`) checks and executes requests, whose responses wait in PSN order in
+//! `responses.rs`.
 //!
 //! # Choices where the spec leaves room or rxe differs
 //!
@@ -59,6 +60,8 @@ mod qp;
 mod queue_pair;
 mod requester;
 mod responder;
+mod responses;
+
 mod time;
 mod wr;
 
