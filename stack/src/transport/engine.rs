@@ -394,7 +394,7 @@ impl Engine {
 
     /// The next packet to send, written into `buf` (at least [`MAX_PACKET_LEN`] bytes; a
     /// smaller buffer only fits smaller packets). Queue pairs take turns packet by packet;
-    /// within one, responses go before requests.
+    /// within one, responses and requests take turns when both are waiting.
     ///
     /// [`MAX_PACKET_LEN`]: super::MAX_PACKET_LEN
     pub fn poll_transmit(&mut self, now: Time, buf: &mut [u8]) -> Option<Transmit> {
@@ -407,12 +407,7 @@ impl Engine {
                     if qp.state == QpState::Reset {
                         return None;
                     }
-                    if qp.resp.has_responses() {
-                        return qp.poll_response(ctx, buf);
-                    }
-                    let t = qp.poll_request(ctx, buf);
-                    qp.check_drained(ctx);
-                    t
+                    qp.poll_transmit(ctx, buf)
                 })
                 .ok()
                 .flatten();

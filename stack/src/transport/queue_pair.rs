@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::config::{Event, Stats, TransportConfig};
+use super::config::{Event, Stats, Transmit, TransportConfig};
 use super::cq::{CompletionQueue, CqId, WcOpcode, WcStatus, WorkCompletion};
 use super::mr::MrTable;
 use super::qp::{QpAttrs, QpState, QpType};
@@ -68,6 +68,8 @@ pub(crate) struct QueuePair {
     pub resp: Responder,
     /// Set on entering SQD; cleared once the drained event is raised.
     pub drain_pending: bool,
+    /// The last packet sent was a response: a request goes next if one is ready.
+    pub sent_response: bool,
 }
 
 pub(crate) fn send_wc_opcode(op: &SendOp) -> WcOpcode {
@@ -91,6 +93,7 @@ impl QueuePair {
             rq: VecDeque::new(),
             resp: Responder::default(),
             drain_pending: false,
+            sent_response: false,
         }
     }
 
@@ -155,6 +158,22 @@ impl QueuePair {
     pub fn reset(&mut self) {
         let (qpn, init) = (self.qpn, self.init);
         *self = QueuePair::new(qpn, init);
+    }
+
+    /// The next packet of this queue pair: responses and requests alternate when both wait,
+    /// so that a long READ response does not hold back the QP's own requests (nor they it).
+    pub fn poll_transmit(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
+        if self.sent_response || !self.resp.has_responses() {
+            let t = self.poll_request(ctx, buf);
+            self.check_drained(ctx);
+            if t.is_some() {
+                self.sent_response = false;
+                return t;
+            }
+        }
+        let t = self.poll_response(ctx, buf);
+        self.sent_response = t.is_some();
+        t
     }
 
     /// Raises the SQ drained event once a QP in SQD has nothing outstanding.

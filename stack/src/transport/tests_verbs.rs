@@ -219,3 +219,39 @@ fn a_bad_local_key_fails_locally() {
     assert_eq!(s.pair.a.stats().packets_sent, 0);
     assert_eq!(s.pair.a.query_qp(s.conn.qp_a).unwrap().0, QpState::Err);
 }
+
+#[test]
+fn a_long_read_response_does_not_hold_back_the_responder_s_own_requests() {
+    let mut s = Setup::rc();
+    // B reads 200 KB from A while A's side also has a WRITE of its own to send to B.
+    let rkey = s.dst_a;
+    let read = SendWr::new(
+        1,
+        SendOp::Read {
+            remote_addr: DST_VA,
+            rkey,
+        },
+        vec![s.dst_b(0, 200_000)],
+    );
+    s.pair.b.post_send(s.conn.qp_b, read).unwrap();
+    s.pair.step();
+    s.pair.step();
+    let op = s.write_op(0);
+    s.post_a(2, op, 0, 4096);
+    let limit = later(&s.pair, 1);
+    let mut order = Vec::new();
+    s.pair.run_until(limit, |p| {
+        if let Some(wc) = p.a.poll_completion(s.conn.cq_a) {
+            order.push(("A", wc.wr_id));
+        }
+        if let Some(wc) = p.b.poll_completion(s.conn.cq_b) {
+            order.push(("B", wc.wr_id));
+        }
+        order.len() == 2
+    });
+    assert_eq!(
+        order,
+        [("A", 2), ("B", 1)],
+        "A's WRITE finished while it streamed the READ"
+    );
+}
