@@ -30,6 +30,7 @@ commands! {
     Ladder(cmd::ladder::LadderArgs) => cmd::ladder::run,
     Sim(cmd::sim::SimArgs) => cmd::sim::run,
     Demo(cmd::demo::DemoArgs) => cmd::demo::run,
+    Pingpong(cmd::pingpong::PingpongArgs) => cmd::pingpong::run,
 }
 
 /// A pure-software RoCEv2 stack: decode and analyse captures, talk to rdma_rxe, simulate.

@@ -4,8 +4,12 @@
 //! - [`host`]: the sans-IO [`Host`]: one engine on one Ethernet link, with the GID table
 //!   ([`gid`]), ARP and neighbour discovery ([`resolve`], [`neighbor`]) and the congestion
 //!   control seam ([`congestion`]).
+//! - [`runtime`]: a host on a real device ([`backend`]) with a clock and an event loop, and
+//!   the verbs the commands use.
 //! - [`oob`]: the out-of-band TCP exchanges of ibv_*_pingpong and perftest.
 
+pub mod app;
+pub mod backend;
 pub mod congestion;
 pub mod connect;
 pub mod dcqcn;
@@ -14,10 +18,13 @@ pub mod host;
 pub mod neighbor;
 pub mod oob;
 pub mod resolve;
+pub mod runtime;
 pub mod virtual_net;
 
+pub use backend::Backend;
 pub use gid::{GidTable, IpCidr};
 pub use host::{Drops, Host, HostConfig, HostStats};
+pub use runtime::{Runtime, RuntimeConfig, RuntimeError};
 
 #[cfg(test)]
 mod host_tests;

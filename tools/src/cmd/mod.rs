@@ -3,7 +3,9 @@
 pub mod analyze;
 pub mod decode;
 pub mod demo;
+pub mod endpoint;
 pub mod ladder;
+pub mod pingpong;
 pub mod sim;
 
 use std::io::IsTerminal;

@@ -1,0 +1,131 @@
+//! The programs the `roce` command runs on a [`Runtime`]: the rdma-core pingpong examples
+//! ([`pingpong`]) and perftest's bandwidth tests ([`perf`]), each speaking its tool's
+//! out-of-band exchange and printing its tool's lines, so that either side can be the
+//! original tool on rdma_rxe.
+
+use core::time::Duration;
+use std::net::{IpAddr, Ipv6Addr};
+
+use thiserror::Error;
+
+use super::gid::gid_to_ip;
+use super::oob::OobError;
+use super::runtime::{Runtime, RuntimeError};
+use crate::transport::{Mtu, WcStatus, WorkCompletion};
+
+pub mod pingpong;
+
+/// Why a program stopped; each says in one line what to do about it where it can.
+#[derive(Debug, Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error("out-of-band exchange: {0}")]
+    Oob(#[from] OobError),
+    #[error("can't read sgid of index {index}: the endpoint has {count} GIDs ({list})")]
+    NoGid {
+        index: usize,
+        count: usize,
+        list: String,
+    },
+    #[error("the peer sent an all-zero GID: run it with -g IDX (perftest: -x IDX)")]
+    PeerWithoutGid,
+    /// As the tools print it, with the `ibv_wc_status` number.
+    #[error("Failed status {name} ({code}) for wr_id {wr_id}")]
+    Completion {
+        name: &'static str,
+        code: u32,
+        wr_id: u64,
+    },
+    #[error("Completion for unknown wr_id {0}")]
+    UnknownWrId(u64),
+    #[error("timed out after {after:?} waiting for a completion ({progress})")]
+    Stalled { after: Duration, progress: String },
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// `enum ibv_wc_status` numbers, which the tools print beside the name.
+pub fn wc_status_code(status: WcStatus) -> u32 {
+    match status {
+        WcStatus::Success => 0,
+        WcStatus::LocLenErr => 1,
+        WcStatus::LocQpOpErr => 2,
+        WcStatus::LocProtErr => 4,
+        WcStatus::WrFlushErr => 5,
+        WcStatus::BadRespErr => 7,
+        WcStatus::RemInvReqErr => 9,
+        WcStatus::RemAccessErr => 10,
+        WcStatus::RemOpErr => 11,
+        WcStatus::RetryExcErr => 12,
+        WcStatus::RnrRetryExcErr => 13,
+    }
+}
+
+/// Fails on any completion that is not a success, as the tools do.
+pub fn check(wc: &WorkCompletion) -> Result<(), AppError> {
+    if wc.status == WcStatus::Success {
+        return Ok(());
+    }
+    Err(AppError::Completion {
+        name: wc.status.name(),
+        code: wc_status_code(wc.status),
+        wr_id: wc.wr_id,
+    })
+}
+
+/// Our GID at `index`, or the error the tools give, listing what there is.
+pub fn local_gid(rt: &Runtime, index: usize) -> Result<Ipv6Addr, AppError> {
+    let gids = rt.host().gids();
+    gids.get(index)
+        .map(|e| e.gid)
+        .ok_or_else(|| AppError::NoGid {
+            index,
+            count: gids.entries().len(),
+            list: gids
+                .entries()
+                .iter()
+                .enumerate()
+                .map(|(i, e)| format!("{i}: {}", e.gid))
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// The default GID index: rxe's IPv4-mapped GID (1) when the endpoint has an IPv4
+/// address, else its first global IPv6 GID, else the link-local one (0).
+pub fn default_gid_index(rt: &Runtime) -> usize {
+    usize::from(rt.host().gids().entries().len() > 1)
+}
+
+/// The peer's address from its GID; an all-zero GID means the peer ran without `-g`.
+pub fn peer_addr(gid: Ipv6Addr) -> Result<IpAddr, AppError> {
+    if gid.is_unspecified() {
+        return Err(AppError::PeerWithoutGid);
+    }
+    Ok(gid_to_ip(gid))
+}
+
+/// Checks that `mtu` fits the device: RoCEv2 needs the path MTU plus 80 bytes of headers
+/// on the link (rxe's rule; SPEC_NOTES "Encapsulation").
+pub fn check_mtu(rt: &Runtime, mtu: Mtu) -> Result<(), AppError> {
+    let link = rt.capabilities().mtu;
+    if Mtu::for_link_mtu(link as u32).is_some_and(|max| mtu <= max) {
+        return Ok(());
+    }
+    Err(AppError::Usage(format!(
+        "path MTU {} needs a link MTU of at least {} but the device has {link} \
+         (raise it, e.g. `ip link set DEV mtu 9000`, or use a smaller -m)",
+        mtu.bytes(),
+        mtu.bytes() + 80
+    )))
+}
+
+/// A random 24-bit PSN, as the tools draw with `lrand48() & 0xffffff`.
+pub fn random_psn() -> crate::wire::Psn {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ u64::from(std::process::id()) << 32;
+    crate::wire::Psn::new(crate::rng::Rng::new(seed).next_u64() as u32 & 0xff_ffff)
+}

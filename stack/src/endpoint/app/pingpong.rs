@@ -1,0 +1,356 @@
+//! `ibv_rc_pingpong`, `ibv_uc_pingpong` and `ibv_ud_pingpong` (rdma-core 44.0) on our
+//! runtime: the same options and defaults, the same out-of-band exchange
+//! ([`crate::endpoint::oob::pingpong`]), the same completion loop and the same lines.
+//!
+//! The loop (`main()` of each tool): one buffer of `size` bytes (UD: 40 more for the GRH)
+//! serves both the send and the `rx_depth` receives; the client posts the first SEND; each
+//! side posts its next SEND once both its last SEND and a receive have completed, until
+//! `iters` of each. Receives are topped up when at most one is left. Both sides print
+//! `size * iters * 2` bytes over the elapsed time.
+
+use core::time::Duration;
+use std::io::Write;
+use std::time::Instant;
+
+use super::{AppError, check, check_mtu, local_gid, peer_addr, random_psn};
+use crate::endpoint::connect::QpPath;
+use crate::endpoint::oob::pingpong::{
+    Dest, ServerExchange, Tool, UD_GRH_LEN, UD_QKEY, client_exchange,
+};
+use crate::endpoint::oob::{accept, connect, listen};
+use crate::endpoint::runtime::Runtime;
+use crate::transport::{Access, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, UdDest};
+use crate::wire::Qpn;
+
+const RECV_WRID: u64 = 1;
+const SEND_WRID: u64 = 2;
+/// Where our buffer appears to the engine (any page-aligned address does).
+const BUF_VA: u64 = 0x10_0000;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PingpongOptions {
+    pub tool: Tool,
+    /// The server to connect to; `None` to be the server.
+    pub server: Option<String>,
+    pub port: u16,
+    pub size: u32,
+    pub iters: u32,
+    pub rx_depth: u32,
+    /// Path MTU of RC and UC (ignored by UD, which uses the port's).
+    pub mtu: Mtu,
+    pub gid_index: usize,
+    /// Longest wait for the peer: TCP connect and each exchange step, each completion.
+    pub timeout: Duration,
+    /// How long to keep answering after the last completion, so that the peer's last
+    /// retransmissions still find us (the tools' QPs live until they exit).
+    pub linger: Duration,
+}
+
+impl PingpongOptions {
+    /// The tool's defaults (its `main()`), as a client of `server` or as the server.
+    pub fn new(tool: Tool, server: Option<String>) -> PingpongOptions {
+        let d = tool.defaults();
+        PingpongOptions {
+            tool,
+            server,
+            port: d.port,
+            size: d.size,
+            iters: d.iters,
+            rx_depth: d.rx_depth,
+            mtu: d.mtu.and_then(Mtu::from_bytes).unwrap_or(Mtu::M1024),
+            gid_index: 1,
+            timeout: Duration::from_secs(60),
+            linger: Duration::from_millis(300),
+        }
+    }
+}
+
+/// What the tools print at the end.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PingpongSummary {
+    pub size: u32,
+    pub iters: u32,
+    pub elapsed: Duration,
+}
+
+impl PingpongSummary {
+    /// `"%lld bytes in %.2f seconds = %.2f Mbit/sec"` and `"%d iters in %.2f seconds =
+    /// %.2f usec/iter"`, with the tools' arithmetic (bytes both ways, microseconds).
+    pub fn lines(&self) -> String {
+        let usec = (self.elapsed.as_nanos() as f64 / 1000.0).max(1.0);
+        let bytes = u64::from(self.size) * u64::from(self.iters) * 2;
+        format!(
+            "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec\n\
+             {} iters in {:.2} seconds = {:.2} usec/iter\n",
+            usec / 1e6,
+            bytes as f64 * 8.0 / usec,
+            self.iters,
+            usec / 1e6,
+            usec / f64::from(self.iters.max(1)),
+        )
+    }
+}
+
+fn qp_type(tool: Tool) -> QpType {
+    match tool {
+        Tool::RcPingpong => QpType::Rc,
+        Tool::UcPingpong => QpType::Uc,
+        Tool::UdPingpong => QpType::Ud,
+    }
+}
+
+/// Runs one pingpong as client or server; prints the tool's lines to `out`.
+pub fn run(
+    rt: &mut Runtime,
+    opts: &PingpongOptions,
+    out: &mut dyn Write,
+) -> Result<PingpongSummary, AppError> {
+    let qp_type = qp_type(opts.tool);
+    let ud = qp_type == QpType::Ud;
+    if opts.iters == 0 || opts.size == 0 || opts.rx_depth < 2 {
+        return Err(AppError::Usage(
+            "size and iters must be positive and rx_depth at least 2".into(),
+        ));
+    }
+    let port_mtu = Mtu::for_link_mtu(rt.capabilities().mtu as u32).unwrap_or(Mtu::M256);
+    if ud && opts.size > port_mtu.bytes() {
+        return Err(AppError::Usage(format!(
+            "Requested size larger than port MTU ({})",
+            port_mtu.bytes()
+        )));
+    }
+    if !ud {
+        check_mtu(rt, opts.mtu)?;
+    }
+    let grh = if ud { UD_GRH_LEN as u32 } else { 0 };
+    let buf_len = (opts.size + grh) as usize;
+    let key = rt.register_mr(BUF_VA, vec![0x7b; buf_len], Access::LOCAL_WRITE)?;
+    let cq = rt.create_cq(opts.rx_depth as usize + 1);
+    let mut init = QpInit::new(qp_type, cq);
+    init.max_send_wr = 1;
+    init.max_recv_wr = opts.rx_depth;
+    let qpn = rt.create_qp(init)?;
+
+    let gid = local_gid(rt, opts.gid_index)?;
+    let me = Dest {
+        lid: 0,
+        qpn,
+        psn: random_psn(),
+        gid,
+    };
+    let mut path = QpPath::new(qp_type, gid.into(), Qpn::new(0), me.psn, me.psn, opts.mtu);
+    path.access = Access::NONE;
+    path.qkey = UD_QKEY;
+    rt.init_qp(qpn, &path)?;
+    let recv = RecvWr::new(
+        RECV_WRID,
+        vec![Sge {
+            addr: BUF_VA,
+            length: opts.size + grh,
+            lkey: key,
+        }],
+    );
+    for _ in 0..opts.rx_depth {
+        rt.post_recv(qpn, recv.clone())?;
+    }
+    let mut routs = opts.rx_depth;
+
+    let sep = if ud { ":" } else { "," };
+    let local = me.to_string().replacen(", GID", &format!("{sep} GID"), 1);
+    let _ = writeln!(out, "  local address:  {local}");
+    let peer = exchange(rt, opts, &me, &mut path)?;
+    let _ = writeln!(out, "  remote address: {peer}");
+    if opts.server.is_some() {
+        connect_to(rt, qpn, &mut path, &peer)?;
+    }
+
+    let mut send = SendWr::new(
+        SEND_WRID,
+        SendOp::Send,
+        vec![Sge {
+            addr: BUF_VA + u64::from(grh),
+            length: opts.size,
+            lkey: key,
+        }],
+    );
+    if ud {
+        send.ud = Some(UdDest {
+            addr: path.dest,
+            remote_qpn: peer.qpn,
+            remote_qkey: UD_QKEY,
+        });
+    }
+    let mut pending = RECV_WRID;
+    if opts.server.is_some() {
+        rt.post_send(qpn, send.clone())?;
+        pending |= SEND_WRID;
+    }
+    let start = Instant::now();
+    let (mut rcnt, mut scnt) = (0u32, 0u32);
+    while rcnt < opts.iters || scnt < opts.iters {
+        let wc = rt
+            .wait_completion(cq, opts.timeout)
+            .map_err(|_| AppError::Stalled {
+                after: opts.timeout,
+                progress: format!("{rcnt} receives and {scnt} sends of {}", opts.iters),
+            })?;
+        check(&wc)?;
+        match wc.wr_id {
+            SEND_WRID => scnt += 1,
+            RECV_WRID => {
+                routs -= 1;
+                if routs <= 1 {
+                    while routs < opts.rx_depth {
+                        rt.post_recv(qpn, recv.clone())?;
+                        routs += 1;
+                    }
+                }
+                rcnt += 1;
+            }
+            other => return Err(AppError::UnknownWrId(other)),
+        }
+        pending &= !wc.wr_id;
+        if scnt < opts.iters && pending == 0 {
+            rt.post_send(qpn, send.clone())?;
+            pending = RECV_WRID | SEND_WRID;
+        }
+    }
+    let summary = PingpongSummary {
+        size: opts.size,
+        iters: opts.iters,
+        elapsed: start.elapsed(),
+    };
+    let _ = write!(out, "{}", summary.lines());
+    rt.serve_for(opts.linger)?;
+    Ok(summary)
+}
+
+/// The out-of-band exchange. A server connects its QP between reading the client's address
+/// and answering, as `pp_server_exch_dest` does; a client connects afterwards.
+fn exchange(
+    rt: &mut Runtime,
+    opts: &PingpongOptions,
+    me: &Dest,
+    path: &mut QpPath,
+) -> Result<Dest, AppError> {
+    let timeout = Some(opts.timeout);
+    match &opts.server {
+        Some(server) => {
+            let target = (server.as_str(), opts.port);
+            let peer = rt.serve_while(|| {
+                let stream = connect(target, opts.timeout)?;
+                client_exchange(stream, me, timeout)
+            })??;
+            Ok(peer)
+        }
+        None => {
+            let listener = listen(opts.port)?;
+            let exchange = rt.serve_while(|| {
+                let stream = accept(&listener, timeout)?;
+                ServerExchange::accept(stream, timeout)
+            })??;
+            let peer = *exchange.peer();
+            connect_to(rt, me.qpn, path, &peer)?;
+            rt.serve_while(|| exchange.reply(me))??;
+            Ok(peer)
+        }
+    }
+}
+
+fn connect_to(rt: &mut Runtime, qpn: Qpn, path: &mut QpPath, peer: &Dest) -> Result<(), AppError> {
+    path.dest = peer_addr(peer.gid)?;
+    path.dest_qp = peer.qpn;
+    path.rq_psn = peer.psn;
+    rt.connect_qp(qpn, path)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::{HostConfig, RuntimeConfig};
+    use crate::io::memory::{self, MemoryLinkConfig};
+    use crate::io::{Device, SystemClock};
+    use std::thread;
+
+    fn runtime(device: memory::MemoryDevice, addr: &str) -> Runtime {
+        let mac = device.capabilities().mac.unwrap_or_default();
+        let host = HostConfig::new(mac, vec![addr.parse().unwrap()]);
+        Runtime::new(Box::new(device), host, RuntimeConfig::default()).unwrap()
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    /// Our client against our server over the in-memory link, TCP over loopback.
+    fn pingpong(tool: Tool, size: u32) -> (String, String) {
+        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
+        let port = free_port();
+        let mut opts = PingpongOptions::new(tool, None);
+        opts.port = port;
+        opts.size = size;
+        opts.iters = 50;
+        opts.rx_depth = 8;
+        opts.timeout = Duration::from_secs(20);
+        opts.linger = Duration::from_millis(10);
+        let server_opts = opts.clone();
+        let server = thread::spawn(move || {
+            let mut rt = runtime(b, "10.0.0.2/24");
+            let mut out = Vec::new();
+            run(&mut rt, &server_opts, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        });
+        thread::sleep(Duration::from_millis(50));
+        let mut rt = runtime(a, "10.0.0.1/24");
+        opts.server = Some("127.0.0.1".into());
+        let mut out = Vec::new();
+        let summary = run(&mut rt, &opts, &mut out).unwrap();
+        assert_eq!(summary.iters, 50);
+        (String::from_utf8(out).unwrap(), server.join().unwrap())
+    }
+
+    #[test]
+    fn rc_uc_ud_between_two_runtimes() {
+        for (tool, size) in [
+            (Tool::RcPingpong, 3000),
+            (Tool::UcPingpong, 100),
+            (Tool::UdPingpong, 1000),
+        ] {
+            let (client, server) = pingpong(tool, size);
+            let bytes = format!("{} bytes in ", size * 50 * 2);
+            for out in [&client, &server] {
+                assert!(out.contains(&bytes), "{tool:?}: {out}");
+                assert!(out.contains("50 iters in "), "{out}");
+                assert!(out.contains("GID ::ffff:10.0.0."), "{out}");
+            }
+            let sep = if tool == Tool::UdPingpong { ':' } else { ',' };
+            assert!(
+                client.contains("  local address:  LID 0x0000, QPN 0x000011, PSN 0x"),
+                "{client}"
+            );
+            assert!(
+                client.contains(&format!("{sep} GID ::ffff:10.0.0.1")),
+                "{client}"
+            );
+        }
+    }
+
+    #[test]
+    fn summary_lines_use_the_tools_arithmetic() {
+        let s = PingpongSummary {
+            size: 4096,
+            iters: 1000,
+            elapsed: Duration::from_millis(50),
+        };
+        assert_eq!(
+            s.lines(),
+            "8192000 bytes in 0.05 seconds = 1310.72 Mbit/sec\n\
+             1000 iters in 0.05 seconds = 50.00 usec/iter\n"
+        );
+    }
+}

@@ -1,0 +1,352 @@
+//! The runtime: a [`Host`] driven over a real [`Device`] by an event loop (mio) with a
+//! monotonic clock, and the verbs the commands use (register memory, create and connect QPs,
+//! post work requests, wait for completions with a timeout).
+//!
+//! This is the only place in the stack that reads a clock. One loop turn: take every frame
+//! the device has, run the host's due timers, hand the host's output to the device, then
+//! sleep in `epoll` until the device's descriptor is readable, the next timer falls due, or
+//! the caller's deadline passes. With `busy_poll` the loop never sleeps (lowest latency, one
+//! core spent), as kernel-bypass stacks do.
+
+use core::time::Duration;
+use std::net::IpAddr;
+use std::time::Instant;
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use thiserror::Error;
+
+use super::connect::{self, QpPath};
+use super::host::{Host, HostConfig};
+use crate::io::{Device, DeviceError};
+use crate::transport::{
+    Access, CqId, Event, QpInit, RecvWr, SendWr, Time, TransportError, WorkCompletion,
+};
+use crate::wire::Qpn;
+
+const DEVICE: Token = Token(0);
+/// Frames taken from the device per loop turn before the host's output gets a turn, so that
+/// a flood of input cannot starve ACKs.
+const RX_BATCH: usize = 64;
+/// How long to wait before retrying a device that refused a frame (its ring was full).
+const TX_RETRY: Duration = Duration::from_micros(50);
+/// How often the loop looks whether a [`Runtime::serve_while`] helper has finished.
+const WORKER_CHECK: Duration = Duration::from_millis(1);
+
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("event loop: {0}")]
+    Poll(#[source] std::io::Error),
+    #[error("timed out after {after:?} {what}")]
+    Timeout { what: String, after: Duration },
+    #[error("{0} is on none of the endpoint's subnets (it reaches only peers on its own link)")]
+    NoRoute(IpAddr),
+    #[error("the out-of-band helper thread failed")]
+    WorkerFailed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RuntimeConfig {
+    /// Never sleep: poll the device in a tight loop.
+    pub busy_poll: bool,
+}
+
+/// A host on a device, with a clock and an event loop.
+pub struct Runtime {
+    host: Host,
+    device: Box<dyn Device>,
+    poll: Poll,
+    events: Events,
+    registered: bool,
+    origin: Instant,
+    config: RuntimeConfig,
+    tx_buf: Vec<u8>,
+    /// A frame in `tx_buf` the device had no room for.
+    tx_pending: Option<usize>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("host", &self.host)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    pub fn new(
+        device: Box<dyn Device>,
+        host: HostConfig,
+        config: RuntimeConfig,
+    ) -> Result<Runtime, RuntimeError> {
+        let poll = Poll::new().map_err(RuntimeError::Poll)?;
+        let mut registered = false;
+        if let Some(fd) = device.raw_fd() {
+            poll.registry()
+                .register(&mut SourceFd(&fd), DEVICE, Interest::READABLE)
+                .map_err(RuntimeError::Poll)?;
+            registered = true;
+        }
+        Ok(Runtime {
+            host: Host::new(host),
+            device,
+            poll,
+            events: Events::with_capacity(16),
+            registered,
+            origin: Instant::now(),
+            config,
+            tx_buf: vec![0; Host::max_frame_len()],
+            tx_pending: None,
+        })
+    }
+
+    /// Time since the runtime started, as the engine counts it.
+    pub fn now(&self) -> Time {
+        Time::from_nanos(u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    pub fn host_mut(&mut self) -> &mut Host {
+        &mut self.host
+    }
+
+    // ---- verbs ----
+
+    pub fn register_mr(
+        &mut self,
+        va: u64,
+        data: Vec<u8>,
+        access: Access,
+    ) -> Result<u32, RuntimeError> {
+        Ok(self.host.engine_mut().register_mr(va, data, access)?)
+    }
+
+    pub fn mr_bytes(&self, key: u32) -> Option<&[u8]> {
+        self.host.engine().mr(key).map(|m| m.bytes())
+    }
+
+    pub fn mr_bytes_mut(&mut self, key: u32) -> Option<&mut [u8]> {
+        self.host.engine_mut().mr_mut(key).map(|m| m.bytes_mut())
+    }
+
+    pub fn create_cq(&mut self, capacity: usize) -> CqId {
+        self.host.engine_mut().create_cq(capacity)
+    }
+
+    pub fn create_qp(&mut self, init: QpInit) -> Result<Qpn, RuntimeError> {
+        Ok(self.host.engine_mut().create_qp(init)?)
+    }
+
+    /// RESET -> INIT, so that receives can be posted before the peer is known.
+    pub fn init_qp(&mut self, qpn: Qpn, path: &QpPath) -> Result<(), RuntimeError> {
+        Ok(connect::to_init(self.host.engine_mut(), qpn, path)?)
+    }
+
+    /// INIT -> RTR -> RTS towards `path.dest`, and starts resolving the peer's MAC so that
+    /// the first packet does not wait for it (UD: `path.dest` is the first peer).
+    pub fn connect_qp(&mut self, qpn: Qpn, path: &QpPath) -> Result<(), RuntimeError> {
+        let now = self.now();
+        if !self.host.resolve(now, path.dest) {
+            return Err(RuntimeError::NoRoute(path.dest));
+        }
+        Ok(connect::to_rts(self.host.engine_mut(), qpn, path)?)
+    }
+
+    pub fn post_send(&mut self, qpn: Qpn, wr: SendWr) -> Result<(), RuntimeError> {
+        Ok(self.host.engine_mut().post_send(qpn, wr)?)
+    }
+
+    pub fn post_recv(&mut self, qpn: Qpn, wr: RecvWr) -> Result<(), RuntimeError> {
+        Ok(self.host.engine_mut().post_recv(qpn, wr)?)
+    }
+
+    /// The oldest completion of `cq`, without waiting.
+    pub fn poll_cq(&mut self, cq: CqId) -> Option<WorkCompletion> {
+        self.host.engine_mut().poll_completion(cq)
+    }
+
+    /// Waits up to `timeout` for a completion on `cq`.
+    pub fn wait_completion(
+        &mut self,
+        cq: CqId,
+        timeout: Duration,
+    ) -> Result<WorkCompletion, RuntimeError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(wc) = self.poll_cq(cq) {
+                return Ok(wc);
+            }
+            if Instant::now() >= deadline {
+                return Err(RuntimeError::Timeout {
+                    what: "waiting for a completion".into(),
+                    after: timeout,
+                });
+            }
+            self.turn(Some(deadline))?;
+        }
+    }
+
+    /// Waits until `addr`'s MAC is known (ARP / neighbour discovery), up to `timeout`.
+    pub fn resolve(&mut self, addr: IpAddr, timeout: Duration) -> Result<[u8; 6], RuntimeError> {
+        let deadline = Instant::now() + timeout;
+        let now = self.now();
+        if !self.host.resolve(now, addr) {
+            return Err(RuntimeError::NoRoute(addr));
+        }
+        loop {
+            if let Some(mac) = self.host.neighbour(addr) {
+                return Ok(mac);
+            }
+            if Instant::now() >= deadline {
+                return Err(RuntimeError::Timeout {
+                    what: format!("resolving the MAC address of {addr}"),
+                    after: timeout,
+                });
+            }
+            let now = self.now();
+            self.host.resolve(now, addr);
+            self.turn(Some(deadline))?;
+        }
+    }
+
+    /// Keeps the endpoint running (answering, acknowledging, retransmitting) for `period`.
+    pub fn serve_for(&mut self, period: Duration) -> Result<(), RuntimeError> {
+        let deadline = Instant::now() + period;
+        while Instant::now() < deadline {
+            self.turn(Some(deadline))?;
+        }
+        Ok(())
+    }
+
+    /// Runs `work` (a blocking out-of-band exchange) on a helper thread while the loop keeps
+    /// answering the wire: a peer may ARP, send, or retransmit while we wait on TCP, and a
+    /// perftest server must acknowledge the client's traffic from inside a TCP handshake.
+    pub fn serve_while<T: Send>(
+        &mut self,
+        work: impl FnOnce() -> T + Send,
+    ) -> Result<T, RuntimeError> {
+        std::thread::scope(|scope| {
+            let worker = scope.spawn(work);
+            while !worker.is_finished() {
+                self.turn(Some(Instant::now() + WORKER_CHECK))?;
+            }
+            worker.join().map_err(|_| RuntimeError::WorkerFailed)
+        })
+    }
+
+    /// What the device offers (its MTU bounds the path MTU).
+    pub fn capabilities(&self) -> crate::io::Capabilities {
+        self.device.capabilities()
+    }
+
+    /// The next asynchronous event, such as a QP entering the error state.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.host.engine_mut().poll_event()
+    }
+
+    // ---- the loop ----
+
+    /// One turn of the event loop; sleeps at most until `deadline`.
+    pub fn turn(&mut self, deadline: Option<Instant>) -> Result<(), RuntimeError> {
+        let mut busy = self.receive()?;
+        let now = self.now();
+        if self.host.poll_timeout(now).is_some_and(|t| t <= now) {
+            self.host.handle_timeout(now);
+            busy = true;
+        }
+        let blocked = match self.transmit(now)? {
+            Transmitted::Some => {
+                busy = true;
+                false
+            }
+            Transmitted::None => false,
+            Transmitted::Blocked => true,
+        };
+        if busy || self.config.busy_poll {
+            return Ok(());
+        }
+        self.sleep(deadline, blocked)
+    }
+
+    /// Moves received frames into the host. True if there were any.
+    fn receive(&mut self) -> Result<bool, RuntimeError> {
+        let now = self.now();
+        let mut any = false;
+        for _ in 0..RX_BATCH {
+            let host = &mut self.host;
+            if !self
+                .device
+                .receive(&mut |frame| host.handle_frame(now, frame))?
+            {
+                break;
+            }
+            any = true;
+        }
+        Ok(any)
+    }
+
+    fn transmit(&mut self, now: Time) -> Result<Transmitted, RuntimeError> {
+        let mut sent = false;
+        loop {
+            let len = match self.tx_pending.take() {
+                Some(len) => len,
+                None => match self.host.poll_transmit(now, &mut self.tx_buf) {
+                    Some(len) => len,
+                    None => break,
+                },
+            };
+            if !self.device.transmit(&self.tx_buf[..len])? {
+                self.tx_pending = Some(len);
+                self.device.flush()?;
+                return Ok(Transmitted::Blocked);
+            }
+            sent = true;
+        }
+        self.device.flush()?;
+        Ok(if sent {
+            Transmitted::Some
+        } else {
+            Transmitted::None
+        })
+    }
+
+    fn sleep(&mut self, deadline: Option<Instant>, blocked: bool) -> Result<(), RuntimeError> {
+        let now = self.now();
+        let mut wake = [
+            self.host.poll_timeout(now).map(|t| t.saturating_since(now)),
+            deadline.map(|d| d.saturating_duration_since(Instant::now())),
+            blocked.then_some(TX_RETRY),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        if let Some(due) = self.device.next_wakeup() {
+            let clock_now = crate::io::Clock::now(&crate::io::SystemClock::new());
+            let until = Duration::from_nanos(due.saturating_sub(clock_now));
+            wake = Some(wake.map_or(until, |w| w.min(until)));
+        }
+        if !self.registered {
+            // A device without a descriptor (a capture file) has input whenever asked.
+            return Ok(());
+        }
+        match self.poll.poll(&mut self.events, wake) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(()),
+            Err(e) => Err(RuntimeError::Poll(e)),
+        }
+    }
+}
+
+enum Transmitted {
+    Some,
+    None,
+    Blocked,
+}

@@ -1,0 +1,76 @@
+//! The options every command that runs an endpoint shares: the device, the addresses, a
+//! capture of what went over it, the timeout; and opening the runtime from them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use roce::endpoint::{Backend, HostConfig, IpCidr, Runtime, RuntimeConfig};
+
+#[derive(Debug, Args)]
+pub struct EndpointArgs {
+    /// The device: tap:NAME (created if absent), xdp:IFNAME (an existing interface) or
+    /// pcap:IN.pcap (frames read from a capture).
+    #[arg(long = "iface", value_name = "BACKEND")]
+    pub iface: Backend,
+    /// The endpoint's address and subnet; repeat for IPv4 and IPv6. GIDs follow rxe's
+    /// table: 0 the link-local IPv6 GID, 1 the IPv4-mapped one, then global IPv6 ones.
+    #[arg(long = "ip", value_name = "ADDR/PREFIX", required = true)]
+    pub ip: Vec<IpCidr>,
+    /// The endpoint's MAC address (default: the AF_XDP interface's own; behind a TAP
+    /// 02:00 followed by the IPv4 address).
+    #[arg(long, value_name = "MAC", value_parser = parse_mac)]
+    pub mac: Option<[u8; 6]>,
+    /// Records every frame the endpoint sends and receives.
+    #[arg(long, value_name = "FILE")]
+    pub pcap_out: Option<PathBuf>,
+    /// Longest wait, in seconds, for the peer: connecting, each exchange, each completion.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub timeout: u64,
+    /// Poll the device in a tight loop instead of sleeping (lowest latency, one busy core).
+    #[arg(long)]
+    pub busy_poll: bool,
+}
+
+impl EndpointArgs {
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout)
+    }
+
+    /// Opens the device and puts a host on it.
+    pub fn open(&self) -> anyhow::Result<Runtime> {
+        // The errors name the device and carry their cause in the message: flattened to one
+        // line, so that `{:#}` does not repeat the cause.
+        let device = self
+            .iface
+            .open(self.pcap_out.as_deref())
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let ipv4 = self.ip.iter().find_map(|c| match c.addr() {
+            std::net::IpAddr::V4(v4) => Some(v4),
+            std::net::IpAddr::V6(_) => None,
+        });
+        let mac = self
+            .mac
+            .or(device.capabilities().mac)
+            .unwrap_or_else(|| Backend::host_mac(ipv4));
+        let host = HostConfig::new(mac, self.ip.clone());
+        let config = RuntimeConfig {
+            busy_poll: self.busy_poll,
+        };
+        Runtime::new(device, host, config).map_err(|e| anyhow::anyhow!("{e}"))
+    }
+}
+
+fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let bad = || format!("{s:?} is not a MAC address like 02:00:0a:4d:00:02");
+    let mut mac = [0u8; 6];
+    let mut parts = s.split(':');
+    for byte in &mut mac {
+        let part = parts.next().ok_or_else(bad)?;
+        *byte = u8::from_str_radix(part, 16).map_err(|_| bad())?;
+    }
+    if parts.next().is_some() || mac[0] & 1 == 1 {
+        return Err(bad());
+    }
+    Ok(mac)
+}

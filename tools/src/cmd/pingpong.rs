@@ -1,0 +1,90 @@
+//! `roce pingpong [SERVER]`: ibv_rc_pingpong, ibv_uc_pingpong or ibv_ud_pingpong, either side.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+use roce::endpoint::app::default_gid_index;
+use roce::endpoint::app::pingpong::{self, PingpongOptions};
+use roce::endpoint::oob::pingpong::Tool;
+use roce::transport::Mtu;
+
+use super::endpoint::EndpointArgs;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TransportArg {
+    Rc,
+    Uc,
+    Ud,
+}
+
+/// Ping-pong SENDs with an rdma-core pingpong tool (or another roce): the same options,
+/// out-of-band exchange over TCP and summary lines as ibv_rc_pingpong (-c uc / -c ud: as
+/// ibv_uc_pingpong / ibv_ud_pingpong). Without SERVER, waits for a client.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
+  roce pingpong --iface tap:roce0 --ip 10.77.0.2/24 -n 100 10.77.0.11
+      the client of `ibv_rc_pingpong -g 1 -n 100` running on the guest
+  roce pingpong --iface tap:roce0 --ip 10.77.0.2/24 -c ud -s 512
+      a server for `ibv_ud_pingpong -g 1 -s 512 10.77.0.1` (TCP reaches us through the
+      namespace's kernel address; RoCE goes to our GID)
+  roce pingpong --iface tap:roce0 --ip 10.77.0.2/24 --ip fd00:77::2/64 -g 2 10.77.0.11
+      RoCEv2 over IPv6 (the peer runs with -g 2)")]
+pub struct PingpongArgs {
+    /// The server to connect to (TCP); without it, be the server.
+    pub server: Option<String>,
+    #[command(flatten)]
+    pub endpoint: EndpointArgs,
+    /// Local GID index (default: 1, the IPv4-mapped GID, if there is an IPv4 address).
+    #[arg(short = 'g', long = "gid-idx", value_name = "GIDX")]
+    pub gid_index: Option<usize>,
+    /// Message size (default 4096; UD 1024).
+    #[arg(short = 's', long)]
+    pub size: Option<u32>,
+    /// Round trips (default 1000).
+    #[arg(short = 'n', long)]
+    pub iters: Option<u32>,
+    /// TCP port of the exchange (default 18515).
+    #[arg(short = 'p', long)]
+    pub port: Option<u16>,
+    /// Receives kept posted (default 500).
+    #[arg(short = 'r', long = "rx-depth")]
+    pub rx_depth: Option<u32>,
+    /// Path MTU of RC/UC: 256, 512, 1024, 2048 or 4096 (default 1024).
+    #[arg(short = 'm', long, value_parser = parse_mtu)]
+    pub mtu: Option<Mtu>,
+    /// Transport service.
+    #[arg(short = 'c', long, value_enum, default_value_t = TransportArg::Rc)]
+    pub transport: TransportArg,
+}
+
+pub fn parse_mtu(s: &str) -> Result<Mtu, String> {
+    s.parse()
+        .ok()
+        .and_then(Mtu::from_bytes)
+        .ok_or_else(|| format!("{s:?} is not an IB MTU (256, 512, 1024, 2048, 4096)"))
+}
+
+pub fn run(args: PingpongArgs) -> anyhow::Result<ExitCode> {
+    let tool = match args.transport {
+        TransportArg::Rc => Tool::RcPingpong,
+        TransportArg::Uc => Tool::UcPingpong,
+        TransportArg::Ud => Tool::UdPingpong,
+    };
+    let mut rt = args.endpoint.open()?;
+    let mut opts = PingpongOptions::new(tool, args.server);
+    opts.gid_index = args.gid_index.unwrap_or_else(|| default_gid_index(&rt));
+    opts.size = args.size.unwrap_or(opts.size);
+    opts.iters = args.iters.unwrap_or(opts.iters);
+    opts.port = args.port.unwrap_or(opts.port);
+    opts.rx_depth = args.rx_depth.unwrap_or(opts.rx_depth);
+    opts.mtu = args.mtu.unwrap_or(opts.mtu);
+    opts.timeout = args.endpoint.timeout();
+    let stdout = std::io::stdout();
+    let result = pingpong::run(&mut rt, &opts, &mut stdout.lock());
+    let _ = stdout.lock().flush();
+    // One line: the error's message already holds its cause.
+    result.map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(ExitCode::SUCCESS)
+}
