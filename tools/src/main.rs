@@ -31,6 +31,7 @@ commands! {
     Sim(cmd::sim::SimArgs) => cmd::sim::run,
     Demo(cmd::demo::DemoArgs) => cmd::demo::run,
     Pingpong(cmd::pingpong::PingpongArgs) => cmd::pingpong::run,
+    Perf(cmd::perf::PerfArgs) => cmd::perf::run,
 }
 
 /// A pure-software RoCEv2 stack: decode and analyse captures, talk to rdma_rxe, simulate.

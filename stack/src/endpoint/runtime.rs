@@ -217,11 +217,17 @@ impl Runtime {
         }
     }
 
-    /// Keeps the endpoint running (answering, acknowledging, retransmitting) for `period`.
+    /// Keeps the endpoint running (answering, acknowledging, retransmitting) for `period`,
+    /// or until the device closes (the far end of an in-memory link went away, a capture
+    /// ended): then there is nothing left to answer.
     pub fn serve_for(&mut self, period: Duration) -> Result<(), RuntimeError> {
         let deadline = Instant::now() + period;
         while Instant::now() < deadline {
-            self.turn(Some(deadline))?;
+            match self.turn(Some(deadline)) {
+                Ok(()) => {}
+                Err(RuntimeError::Device(DeviceError::Closed { .. })) => return Ok(()),
+                Err(e) => return Err(e),
+            }
         }
         Ok(())
     }
@@ -236,7 +242,13 @@ impl Runtime {
         std::thread::scope(|scope| {
             let worker = scope.spawn(work);
             while !worker.is_finished() {
-                self.turn(Some(Instant::now() + WORKER_CHECK))?;
+                match self.turn(Some(Instant::now() + WORKER_CHECK)) {
+                    Ok(()) => {}
+                    // Nothing is left to answer on a closed device; the exchange may still
+                    // end well (the peer finished and left the in-memory link).
+                    Err(RuntimeError::Device(DeviceError::Closed { .. })) => break,
+                    Err(e) => return Err(e),
+                }
             }
             worker.join().map_err(|_| RuntimeError::WorkerFailed)
         })

@@ -9,6 +9,11 @@ use roce::endpoint::{Backend, HostConfig, IpCidr, Runtime, RuntimeConfig};
 
 #[derive(Debug, Args)]
 pub struct EndpointArgs {
+    /// The server to connect to (TCP, the out-of-band exchange); without it, be the server.
+    pub server: Option<String>,
+    /// TCP port of the exchange (default 18515).
+    #[arg(short = 'p', long)]
+    pub port: Option<u16>,
     /// The device: tap:NAME (created if absent), xdp:IFNAME (an existing interface) or
     /// pcap:IN.pcap (frames read from a capture).
     #[arg(long = "iface", value_name = "BACKEND")]

@@ -5,6 +5,7 @@ pub mod decode;
 pub mod demo;
 pub mod endpoint;
 pub mod ladder;
+pub mod perf;
 pub mod pingpong;
 pub mod sim;
 

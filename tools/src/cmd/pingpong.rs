@@ -32,8 +32,6 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
   roce pingpong --iface tap:roce0 --ip 10.77.0.2/24 --ip fd00:77::2/64 -g 2 10.77.0.11
       RoCEv2 over IPv6 (the peer runs with -g 2)")]
 pub struct PingpongArgs {
-    /// The server to connect to (TCP); without it, be the server.
-    pub server: Option<String>,
     #[command(flatten)]
     pub endpoint: EndpointArgs,
     /// Local GID index (default: 1, the IPv4-mapped GID, if there is an IPv4 address).
@@ -45,9 +43,6 @@ pub struct PingpongArgs {
     /// Round trips (default 1000).
     #[arg(short = 'n', long)]
     pub iters: Option<u32>,
-    /// TCP port of the exchange (default 18515).
-    #[arg(short = 'p', long)]
-    pub port: Option<u16>,
     /// Receives kept posted (default 500).
     #[arg(short = 'r', long = "rx-depth")]
     pub rx_depth: Option<u32>,
@@ -73,11 +68,11 @@ pub fn run(args: PingpongArgs) -> anyhow::Result<ExitCode> {
         TransportArg::Ud => Tool::UdPingpong,
     };
     let mut rt = args.endpoint.open()?;
-    let mut opts = PingpongOptions::new(tool, args.server);
+    let mut opts = PingpongOptions::new(tool, args.endpoint.server.clone());
     opts.gid_index = args.gid_index.unwrap_or_else(|| default_gid_index(&rt));
     opts.size = args.size.unwrap_or(opts.size);
     opts.iters = args.iters.unwrap_or(opts.iters);
-    opts.port = args.port.unwrap_or(opts.port);
+    opts.port = args.endpoint.port.unwrap_or(opts.port);
     opts.rx_depth = args.rx_depth.unwrap_or(opts.rx_depth);
     opts.mtu = args.mtu.unwrap_or(opts.mtu);
     opts.timeout = args.endpoint.timeout();

@@ -13,7 +13,11 @@ use super::oob::OobError;
 use super::runtime::{Runtime, RuntimeError};
 use crate::transport::{Mtu, WcStatus, WorkCompletion};
 
+pub mod perf;
 pub mod pingpong;
+
+#[cfg(test)]
+mod test_support;
 
 /// Why a program stopped; each says in one line what to do about it where it can.
 #[derive(Debug, Error)]

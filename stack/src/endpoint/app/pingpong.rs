@@ -267,25 +267,11 @@ fn connect_to(rt: &mut Runtime, qpn: Qpn, path: &mut QpPath, peer: &Dest) -> Res
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_support::{free_port, runtime};
     use super::*;
-    use crate::endpoint::{HostConfig, RuntimeConfig};
+    use crate::io::SystemClock;
     use crate::io::memory::{self, MemoryLinkConfig};
-    use crate::io::{Device, SystemClock};
     use std::thread;
-
-    fn runtime(device: memory::MemoryDevice, addr: &str) -> Runtime {
-        let mac = device.capabilities().mac.unwrap_or_default();
-        let host = HostConfig::new(mac, vec![addr.parse().unwrap()]);
-        Runtime::new(Box::new(device), host, RuntimeConfig::default()).unwrap()
-    }
-
-    fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
 
     /// Our client against our server over the in-memory link, TCP over loopback.
     fn pingpong(tool: Tool, size: u32) -> (String, String) {

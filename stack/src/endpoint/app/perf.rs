@@ -1,0 +1,502 @@
+//! perftest's `ib_write_bw`, `ib_read_bw`, `ib_send_bw` and `ib_atomic_bw` (4.5-0.17, run
+//! with `-x IDX -F`) on our runtime, in either role: the out-of-band dialogue of
+//! [`crate::endpoint::oob::perftest`], one RC QP, and perftest's result table.
+//!
+//! The client posts `iters` operations keeping at most `tx_depth` outstanding, asking for a
+//! completion every `cq_mod` of them (and on the last); it measures bandwidth from the first
+//! post to the last completion. For WRITE, READ and atomics the server is passive: it waits
+//! in the handshake that follows the test (answering the wire meanwhile) and prints the
+//! client's results. For SEND the server keeps receives posted and measures what arrives.
+
+use core::time::Duration;
+use std::io::Write;
+use std::time::Instant;
+
+use super::{AppError, check, check_mtu, local_gid, peer_addr, random_psn};
+use crate::endpoint::connect::QpPath;
+use crate::endpoint::oob::perftest::{
+    BwReport, BwTest, Connected, IbMtu, Keys, Negotiation, Role, Session, SysData,
+};
+use crate::endpoint::oob::{accept, connect, listen};
+use crate::endpoint::runtime::Runtime;
+use crate::transport::{
+    Access, CqId, MAX_RD_ATOMIC, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge,
+};
+use crate::wire::{Qpn, RnrTimer};
+
+const BUF_VA: u64 = 0x20_0000;
+const LINE: &str =
+    "---------------------------------------------------------------------------------------";
+/// `MB` in perftest's default report unit (MiB).
+const MIB: f64 = 1_048_576.0;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerfOptions {
+    pub test: BwTest,
+    pub server: Option<String>,
+    pub port: u16,
+    /// Message size; atomics are always 8 bytes.
+    pub size: u32,
+    pub iters: u32,
+    pub tx_depth: u32,
+    /// Receives the SEND server keeps posted.
+    pub rx_depth: u32,
+    /// Path MTU; `None` for the largest the device carries (perftest: the port's active MTU).
+    pub mtu: Option<Mtu>,
+    pub gid_index: usize,
+    /// Longest wait for the peer, including the whole test while the server waits.
+    pub timeout: Duration,
+}
+
+impl PerfOptions {
+    pub fn new(test: BwTest, server: Option<String>) -> PerfOptions {
+        let d = test.defaults();
+        PerfOptions {
+            test,
+            server,
+            port: crate::endpoint::oob::perftest::DEFAULT_PORT,
+            size: d.size,
+            iters: d.iters,
+            tx_depth: d.tx_depth,
+            rx_depth: d.rx_depth.max(512),
+            mtu: None,
+            gid_index: 1,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What one side did: its own measurement, and the table it prints.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PerfResult {
+    /// This side's measurement (the passive WRITE/READ/atomic server measures nothing).
+    pub own: Option<BwReport>,
+    /// The row printed: ours, or the client's on a passive server.
+    pub printed: BwReport,
+}
+
+fn title(test: BwTest) -> &'static str {
+    match test {
+        BwTest::Write => "RDMA_Write BW Test",
+        BwTest::Read => "RDMA_Read BW Test",
+        BwTest::Send => "Send BW Test",
+        BwTest::Atomic => "Atomic FETCH_AND_ADD BW Test",
+    }
+}
+
+/// perftest's `REPORT_FMT` row under its header.
+pub fn report_table(r: &BwReport) -> String {
+    format!(
+        " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n \
+         {:<7}    {:<10}       {:<7.2}            {:<7.2}\t\t   {:<7.6}\n{LINE}\n",
+        r.size, r.iters, r.bw_peak, r.bw_avg, r.msg_rate
+    )
+}
+
+/// The QP, its CQ and buffer, and the peer's keys, once connected.
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    qpn: Qpn,
+    cq: CqId,
+    key: u32,
+    size: u32,
+    tx_depth: u32,
+    cq_mod: u32,
+    peer: Keys,
+}
+
+/// Runs one bandwidth test as client or server; prints perftest's lines to `out`.
+pub fn run(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    out: &mut dyn Write,
+) -> Result<PerfResult, AppError> {
+    let size = if opts.test == BwTest::Atomic {
+        8
+    } else {
+        opts.size
+    };
+    if size == 0 || opts.iters == 0 || opts.tx_depth == 0 || opts.rx_depth == 0 {
+        return Err(AppError::Usage(
+            "size, iters, tx depth and rx depth must be positive".into(),
+        ));
+    }
+    let (mut conn, s) = setup(rt, opts, size, out)?;
+    let start = Instant::now();
+    let own = match (opts.server.is_some(), opts.test) {
+        (true, _) => Some(run_client(rt, opts, &s)?),
+        (false, BwTest::Send) => Some(run_send_server(rt, opts, &s, start)?),
+        (false, _) => None,
+    };
+    let mine = own.unwrap_or(BwReport {
+        size: u64::from(size),
+        iters: u64::from(opts.iters),
+        ..BwReport::default()
+    });
+    conn.set_timeout(Some(opts.timeout))?;
+    let test = opts.test;
+    let peer = rt.serve_while(move || conn.finish(test, &mine))??;
+    let printed = own.or(peer).unwrap_or(mine);
+    let _ = write!(out, "{}", report_table(&printed));
+    Ok(PerfResult { own, printed })
+}
+
+/// The dialogue up to the first traffic: TCP, negotiation, buffer and QP, keys, header
+/// lines, QP connection and the syncs before the test.
+fn setup(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    size: u32,
+    out: &mut dyn Write,
+) -> Result<(Connected, Setup), AppError> {
+    let link_mtu = Mtu::for_link_mtu(rt.capabilities().mtu as u32).unwrap_or(Mtu::M256);
+    let mtu = opts.mtu.unwrap_or(link_mtu);
+    check_mtu(rt, mtu)?;
+    let timeout = Some(opts.timeout);
+    let session = match &opts.server {
+        Some(server) => rt.serve_while(|| {
+            let stream = connect((server.as_str(), opts.port), opts.timeout)?;
+            Session::new(stream, Role::Client, timeout)
+        })??,
+        None => {
+            let listener = listen(opts.port)?;
+            rt.serve_while(|| {
+                let stream = accept(&listener, timeout)?;
+                Session::new(stream, Role::Server, timeout)
+            })??
+        }
+    };
+    let local = Negotiation {
+        sys: SysData::default(),
+        mtu: IbMtu::from_bytes(mtu.bytes()).unwrap_or(IbMtu::Mtu1024),
+    };
+    let (negotiated, agreed) = rt.serve_while(move || session.negotiate(&local))??;
+    let mtu = Mtu::from_bytes(agreed.mtu.bytes()).unwrap_or(Mtu::M1024);
+
+    // perftest's buffer: twice the larger of the message and the cycle buffer.
+    let buf_len = 2 * (size as usize).max(agreed.sys.cycle_buffer as usize);
+    let key = rt.register_mr(BUF_VA, vec![0; buf_len], Access::ALL)?;
+    let tx_depth = opts.tx_depth.min(opts.iters);
+    let cq_mod = if size > 8192 { 1 } else { tx_depth.min(100) };
+    let cq = rt.create_cq((tx_depth + opts.rx_depth) as usize);
+    let mut init = QpInit::new(QpType::Rc, cq);
+    init.max_send_wr = tx_depth;
+    init.max_recv_wr = opts.rx_depth;
+    let qpn = rt.create_qp(init)?;
+    // Responder resources for READs and atomics; 1 elsewhere, as perftest advertises.
+    let out_reads = match opts.test {
+        BwTest::Read | BwTest::Atomic => MAX_RD_ATOMIC,
+        BwTest::Write | BwTest::Send => 1,
+    };
+    let gid = local_gid(rt, opts.gid_index)?;
+    let psn = random_psn();
+    let mut path = QpPath::new(QpType::Rc, gid.into(), Qpn::new(0), psn, psn, mtu);
+    path.access = Access::ALL;
+    path.max_dest_rd_atomic = out_reads;
+    path.min_rnr_timer = RnrTimer::new(12);
+    rt.init_qp(qpn, &path)?;
+    let receiving = opts.server.is_none() && opts.test == BwTest::Send;
+    if receiving {
+        for _ in 0..opts.rx_depth.min(opts.iters) {
+            rt.post_recv(qpn, recv_wr(key, size))?;
+        }
+    }
+    let keys = Keys {
+        lid: 0,
+        out_reads: u16::from(out_reads),
+        qpn,
+        psn,
+        rkey: key,
+        vaddr: BUF_VA,
+        gid: Some(gid),
+        srqn: 0,
+    };
+    let mut conn = rt.serve_while(move || negotiated.exchange_keys(keys))??;
+    let peer = *conn.peer();
+    let header = Header {
+        opts,
+        tx_depth,
+        cq_mod,
+        mtu,
+        out_reads,
+    };
+    let _ = writeln!(
+        out,
+        "{}{}{}{LINE}",
+        header.lines(),
+        conn.local().print_lines("local", opts.test),
+        peer.print_lines("remote", opts.test)
+    );
+    path.dest = peer_addr(peer.gid.unwrap_or(std::net::Ipv6Addr::UNSPECIFIED))?;
+    path.dest_qp = peer.qpn;
+    path.rq_psn = peer.psn;
+    path.max_rd_atomic = peer.out_reads.clamp(1, u16::from(MAX_RD_ATOMIC)) as u8;
+    rt.connect_qp(qpn, &path)?;
+    for _ in 0..opts.test.syncs_after_connect() {
+        rt.serve_while(|| conn.sync())??;
+    }
+    let setup = Setup {
+        qpn,
+        cq,
+        key,
+        size,
+        tx_depth,
+        cq_mod,
+        peer,
+    };
+    Ok((conn, setup))
+}
+
+fn recv_wr(key: u32, size: u32) -> RecvWr {
+    RecvWr::new(
+        0,
+        vec![Sge {
+            addr: BUF_VA,
+            length: size,
+            lkey: key,
+        }],
+    )
+}
+
+/// perftest's parameter block, as much of it as applies.
+struct Header<'a> {
+    opts: &'a PerfOptions,
+    tx_depth: u32,
+    cq_mod: u32,
+    mtu: Mtu,
+    out_reads: u8,
+}
+
+impl Header<'_> {
+    fn lines(&self) -> String {
+        let o = self.opts;
+        let mut s = format!(
+            "{LINE}\n                    {}\n \
+             Dual-port       : OFF\t\tDevice         : roce\n \
+             Number of qps   : 1\t\tTransport type : IB\n \
+             Connection type : RC\t\tUsing SRQ      : OFF\n",
+            title(o.test)
+        );
+        if o.server.is_some() {
+            s.push_str(&format!(" TX depth        : {}\n", self.tx_depth));
+        } else if o.test == BwTest::Send {
+            s.push_str(&format!(" RX depth        : {}\n", o.rx_depth));
+        }
+        s.push_str(&format!(
+            " CQ Moderation   : {}\n Mtu             : {}[B]\n Link type       : Ethernet\n \
+             GID index       : {}\n",
+            self.cq_mod,
+            self.mtu.bytes(),
+            o.gid_index
+        ));
+        if o.test == BwTest::Read {
+            s.push_str(&format!(" Outstand reads  : {}\n", self.out_reads));
+        }
+        s.push_str(&format!(
+            " Max inline data : 0[B]\n rdma_cm QPs\t : OFF\n Data ex. method : Ethernet\n{LINE}\n"
+        ));
+        s
+    }
+}
+
+fn stalled(opts: &PerfOptions, done: u32) -> AppError {
+    AppError::Stalled {
+        after: opts.timeout,
+        progress: format!("{done} of {} operations complete", opts.iters),
+    }
+}
+
+/// perftest's peak: the shortest time per message over any run of messages `i..=j`,
+/// `(tcompleted[j] - tposted[i]) / (j - i + 1)`. Runs longer than `PEAK_WINDOW` are not
+/// tried, which keeps long tests from the quadratic cost and changes nothing in practice
+/// (the peak is a short burst).
+fn peak_delta(posted: &[Instant], completed: &[Instant]) -> Duration {
+    const PEAK_WINDOW: usize = 4096;
+    let mut best = Duration::MAX;
+    for (i, start) in posted.iter().enumerate() {
+        for (k, end) in completed[i..].iter().take(PEAK_WINDOW).enumerate() {
+            best = best.min(end.saturating_duration_since(*start) / (k as u32 + 1));
+        }
+    }
+    best
+}
+
+/// The figures of `posted.len()` messages of `size` bytes: the average from the first post
+/// to the last completion, and the peak of [`peak_delta`].
+fn report(size: u32, posted: &[Instant], completed: &[Instant]) -> BwReport {
+    let (Some(first), Some(last)) = (posted.first(), completed.last()) else {
+        return BwReport::default();
+    };
+    let secs = last
+        .saturating_duration_since(*first)
+        .as_secs_f64()
+        .max(1e-9);
+    let iters = completed.len() as f64;
+    let fastest = peak_delta(posted, completed).as_secs_f64().max(1e-9);
+    BwReport {
+        size: u64::from(size),
+        iters: completed.len() as u64,
+        bw_peak: f64::from(size) / fastest / MIB,
+        bw_avg: f64::from(size) * iters / secs / MIB,
+        msg_rate: iters / secs / 1e6,
+    }
+}
+
+/// Posts `iters` operations, at most `tx_depth` outstanding, a completion every `cq_mod`.
+fn run_client(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<BwReport, AppError> {
+    let (addr, rkey) = (s.peer.vaddr, s.peer.rkey);
+    let op = match opts.test {
+        BwTest::Write => SendOp::Write {
+            remote_addr: addr,
+            rkey,
+        },
+        BwTest::Read => SendOp::Read {
+            remote_addr: addr,
+            rkey,
+        },
+        BwTest::Send => SendOp::Send,
+        BwTest::Atomic => SendOp::FetchAdd {
+            remote_addr: addr,
+            rkey,
+            add: 1,
+        },
+    };
+    let sge = vec![Sge {
+        addr: BUF_VA,
+        length: s.size,
+        lkey: s.key,
+    }];
+    let iters = opts.iters;
+    let mut posted_at = Vec::with_capacity(iters as usize);
+    let mut completed_at = Vec::with_capacity(iters as usize);
+    let (mut posted, mut completed) = (0u32, 0u32);
+    while completed < iters {
+        while posted < iters && posted - completed < s.tx_depth {
+            let mut wr = SendWr::new(u64::from(posted), op, sge.clone());
+            wr.signaled = (posted + 1) % s.cq_mod == 0 || posted + 1 == iters;
+            rt.post_send(s.qpn, wr)?;
+            posted_at.push(Instant::now());
+            posted += 1;
+        }
+        let wc = rt
+            .wait_completion(s.cq, opts.timeout)
+            .map_err(|_| stalled(opts, completed))?;
+        check(&wc)?;
+        // One completion stands for every unsignaled request before it (IBA 10.8.3).
+        let upto = (wc.wr_id as u32 + 1).min(posted);
+        completed_at.resize(upto.max(completed) as usize, Instant::now());
+        completed = completed.max(upto);
+    }
+    Ok(report(s.size, &posted_at, &completed_at))
+}
+
+/// Receives `iters` SENDs, keeping receives posted, timed from the end of the handshakes.
+fn run_send_server(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    s: &Setup,
+    start: Instant,
+) -> Result<BwReport, AppError> {
+    let mut posted = opts.rx_depth.min(opts.iters);
+    let mut received = 0u32;
+    // A receiver sees no posts: each message counts from the previous arrival.
+    let mut since = vec![start];
+    let mut arrived = Vec::with_capacity(opts.iters as usize);
+    while received < opts.iters {
+        let wc = rt
+            .wait_completion(s.cq, opts.timeout)
+            .map_err(|_| stalled(opts, received))?;
+        check(&wc)?;
+        let now = Instant::now();
+        arrived.push(now);
+        since.push(now);
+        received += 1;
+        if posted < opts.iters {
+            rt.post_recv(s.qpn, recv_wr(s.key, s.size))?;
+            posted += 1;
+        }
+    }
+    since.truncate(arrived.len());
+    Ok(report(s.size, &since, &arrived))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{free_port, runtime};
+    use super::*;
+    use crate::io::SystemClock;
+    use crate::io::memory::{self, MemoryLinkConfig};
+    use std::thread;
+
+    /// Our client against our server over the in-memory link, TCP over loopback.
+    fn perf(test: BwTest, size: u32) -> (PerfResult, PerfResult, String) {
+        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
+        let port = free_port();
+        let mut opts = PerfOptions::new(test, None);
+        opts.port = port;
+        opts.size = size;
+        opts.iters = 300;
+        opts.tx_depth = 32;
+        opts.rx_depth = 64;
+        opts.timeout = Duration::from_secs(20);
+        let server_opts = opts.clone();
+        let server = thread::spawn(move || {
+            let mut rt = runtime(b, "10.0.0.2/24");
+            run(&mut rt, &server_opts, &mut Vec::new()).unwrap()
+        });
+        thread::sleep(Duration::from_millis(50));
+        let mut rt = runtime(a, "10.0.0.1/24");
+        opts.server = Some("127.0.0.1".into());
+        let mut out = Vec::new();
+        let client = run(&mut rt, &opts, &mut out).unwrap();
+        (
+            client,
+            server.join().unwrap(),
+            String::from_utf8(out).unwrap(),
+        )
+    }
+
+    #[test]
+    fn every_test_between_two_runtimes() {
+        for (test, size) in [
+            (BwTest::Write, 5000),
+            (BwTest::Read, 3000),
+            (BwTest::Send, 2000),
+            (BwTest::Atomic, 8),
+        ] {
+            let (client, server, out) = perf(test, size);
+            let own = client.own.unwrap();
+            assert_eq!((own.size, own.iters), (u64::from(size), 300), "{test:?}");
+            assert!(
+                own.bw_avg > 0.0 && own.bw_peak >= own.bw_avg * 0.99,
+                "{own:?}"
+            );
+            assert!(out.contains(title(test)), "{out}");
+            assert!(out.contains(" #bytes     #iterations"), "{out}");
+            if test == BwTest::Send {
+                assert_eq!(server.own.unwrap().iters, 300);
+            } else {
+                assert_eq!(server.own, None, "passive server");
+                assert_eq!(
+                    server.printed, own,
+                    "the server prints the client's results"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn table_matches_perftest_report_fmt() {
+        let r = BwReport {
+            size: 8192,
+            iters: 20,
+            bw_peak: 0.83,
+            bw_avg: 0.62,
+            msg_rate: 0.000079,
+        };
+        assert_eq!(
+            report_table(&r).lines().nth(1).unwrap(),
+            " 8192       20               0.83               0.62   \t\t   0.000079"
+        );
+    }
+}
