@@ -60,8 +60,46 @@ fn pcapng_bytes(frames: &[Vec<u8>]) -> Vec<u8> {
 /// (timestamp, bytes, original length) of each frame read, and the damage if any.
 type ReadBack = (Vec<(u64, Vec<u8>, u32)>, Option<CaptureError>);
 
+/// A file in the temp dir, removed when dropped.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(bytes: &[u8]) -> TempFile {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("roce-capture-{}-{n}.pcap", std::process::id()));
+        std::fs::write(&path, bytes).unwrap();
+        TempFile(path)
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Reads `bytes` both ways, mapped from a file and streamed, and checks they agree.
 fn read_all(bytes: Vec<u8>) -> ReadBack {
-    let mut reader = CaptureReader::new(Cursor::new(bytes)).expect("a capture");
+    let file = TempFile::new(&bytes);
+    let mapped = drain(CaptureReader::open(&file.0).expect("a capture"));
+    let streamed = drain(CaptureReader::new(Cursor::new(bytes)).expect("a capture"));
+    assert_eq!(mapped.0, streamed.0, "the same frames both ways");
+    let at = |e: &Option<CaptureError>| match e {
+        Some(CaptureError::Damaged { frame, offset, .. }) => Some((*frame, *offset)),
+        _ => None,
+    };
+    assert_eq!(
+        at(&mapped.1),
+        at(&streamed.1),
+        "damage at the same place both ways"
+    );
+    streamed
+}
+
+fn drain(mut reader: CaptureReader) -> ReadBack {
     let mut frames = Vec::new();
     loop {
         match reader.next_frame() {
@@ -178,11 +216,16 @@ fn files_that_are_not_captures_fail_to_open() {
         b"hello, this is text and not a capture at all\n".to_vec(),
         vec![0xd4, 0xc3],
     ] {
-        let err = CaptureReader::new(Cursor::new(bytes)).unwrap_err();
-        assert!(
-            matches!(err, CaptureError::Empty | CaptureError::NotACapture),
-            "{err:?}"
-        );
+        let file = TempFile::new(&bytes);
+        for err in [
+            CaptureReader::new(Cursor::new(bytes)).unwrap_err(),
+            CaptureReader::open(&file.0).unwrap_err(),
+        ] {
+            assert!(
+                matches!(err, CaptureError::Empty | CaptureError::NotACapture),
+                "{err:?}"
+            );
+        }
     }
 }
 

@@ -83,4 +83,5 @@ pub fn captures_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     found
 }
 
+pub mod bench;
 pub mod netns;

@@ -24,12 +24,13 @@ mod summary;
 #[cfg(test)]
 mod tests;
 
-use core::net::IpAddr;
-
 use crate::capture::Frame;
 use crate::wire::encap::rxe_udp_src_port;
 use crate::wire::opcode::op;
-use crate::wire::{Ecn, Opcode, Psn, Qpn, RocePacket, Syndrome, Transport};
+use crate::wire::{
+    AethRepr, BthRepr, Ecn, FixedHeader, Headers, IpRepr, Opcode, Psn, Qpn, RocePacket, Syndrome,
+    Transport,
+};
 
 use cm::{CmMessage, CmTracker};
 use flow::{FastMap, Flow, FlowKey, addr_bits};
@@ -76,8 +77,7 @@ pub struct PacketNote {
 /// The fields of a packet the analysis uses, read once.
 struct Fields<'p> {
     ts: u64,
-    src: IpAddr,
-    dst: IpAddr,
+    ip: &'p IpRepr<'p>,
     udp_src_port: u16,
     opcode: Opcode,
     dest_qp: Qpn,
@@ -129,11 +129,13 @@ impl Analyzer {
         if frame.is_cut() {
             return self.cut_frame(frame);
         }
-        match frame.roce() {
+        // Used in place: moving the parsed packet out of its `Result` would copy it with
+        // loads wider than the stores that wrote it, a stall on every packet.
+        let parsed = frame.roce();
+        match &parsed {
             Ok(p) => {
                 let icrc_ok = Some(p.icrc_ok());
-                let payload = p.payload();
-                Outcome::Roce(self.packet(fields(&p, ts, icrc_ok, payload)))
+                Outcome::Roce(self.packet(fields(p, ts, icrc_ok, p.payload())))
             }
             Err(e) if e.is_not_roce() => Outcome::NotRoce,
             Err(e) => self.malformed(frame.index, e.to_string()),
@@ -185,9 +187,18 @@ impl Analyzer {
     }
 
     fn flow_id(&mut self, f: &Fields<'_>) -> u32 {
+        // Straight from the header's addresses: going through `IpAddr` here costs a store
+        // the next load cannot forward from, on every packet.
+        let (src, dst) = match f.ip {
+            IpRepr::V4(v4) => (
+                u128::from(v4.src.to_ipv6_mapped()),
+                u128::from(v4.dst.to_ipv6_mapped()),
+            ),
+            IpRepr::V6(v6) => (u128::from(v6.src), u128::from(v6.dst)),
+        };
         let key = FlowKey {
-            src: addr_bits(f.src),
-            dst: addr_bits(f.dst),
+            src,
+            dst,
             qp: f.dest_qp.value(),
         };
         if let Some((k, id)) = self.last
@@ -199,8 +210,9 @@ impl Analyzer {
             Some(&id) => id,
             None => {
                 let id = self.flows.len() as u32;
+                let (src, dst) = (f.ip.src_addr(), f.ip.dst_addr());
                 self.flows
-                    .push(Flow::new(f.src, f.dst, f.dest_qp, f.udp_src_port, f.ts));
+                    .push(Flow::new(src, dst, f.dest_qp, f.udp_src_port, f.ts));
                 self.index.insert(key, id);
                 self.by_hosts
                     .entry((key.src, key.dst))
@@ -227,15 +239,16 @@ impl Analyzer {
     /// Without a CM handshake nothing on the wire names the requester's QP in its requests, so
     /// the candidates are the unpaired flows between the same two hosts the other way. With
     /// more than one, prefer the flow whose requests reached `psn` (the PSN a response
-    /// carries is the requester's), then the one whose UDP source port is what rxe derives
-    /// from this flow's destination QP (the reverse flow's sender), then the busiest.
+    /// carries is the requester's), then one with an rxe UDP source port that fits (RC
+    /// flows of recent kernels use the same port both ways, derived from both QPNs; older
+    /// ones derive it from the sender's QPN, this flow's destination QP), then the busiest.
     fn reverse_of(&mut self, id: u32, psn: Option<Psn>) -> Option<u32> {
         let flow = &self.flows[id as usize];
         if flow.reverse.is_some() {
             return flow.reverse;
         }
         let back = (addr_bits(flow.dst), addr_bits(flow.src));
-        let rxe_port = rxe_udp_src_port(flow.dest_qp);
+        let ports = [flow.udp_src_port, rxe_udp_src_port(flow.dest_qp)];
         let candidates = self.by_hosts.get(&back)?;
         let best = candidates
             .iter()
@@ -247,7 +260,7 @@ impl Analyzer {
                     (Some(p), Some(h)) => (0..=seen::WINDOW as i32).contains(&h.distance(p)),
                     _ => false,
                 };
-                (reached, f.udp_src_port == rxe_port, f.packets)
+                (reached, ports.contains(&f.udp_src_port), f.packets)
             })?;
         self.link(id, best);
         Some(best)
@@ -360,7 +373,8 @@ impl Analyzer {
     }
 
     fn cm_message(&mut self, f: &Fields<'_>, m: &CmMessage) {
-        let Some(i) = self.cm.message(f.src, f.dst, f.ts, m) else {
+        let (src, dst) = (f.ip.src_addr(), f.ip.dst_addr());
+        let Some(i) = self.cm.message(src, dst, f.ts, m) else {
             return;
         };
         let Some(c) = self.cm.get(i) else {
@@ -404,13 +418,24 @@ fn count_aeth(flow: &mut Flow, syndrome: Option<Syndrome>) {
     }
 }
 
-fn fields<'p>(p: &RocePacket<'_>, ts: u64, icrc_ok: Option<bool>, payload: &'p [u8]) -> Fields<'p> {
+fn fields<'p>(
+    p: &'p RocePacket<'_>,
+    ts: u64,
+    icrc_ok: Option<bool>,
+    payload: &'p [u8],
+) -> Fields<'p> {
     let bth = p.bth();
-    let aeth = p.ext().aeth;
+    // Every opcode that carries an AETH carries it first, right after the BTH (IBA 9.2:
+    // ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, READ responses), so only those four bytes are read.
+    let aeth = bth
+        .opcode
+        .info()
+        .filter(|i| i.headers.contains(Headers::AETH))
+        .and_then(|_| p.packet_bytes().get(p.bth_offset() + BthRepr::LEN..))
+        .and_then(|b| AethRepr::parse(b).ok());
     Fields {
         ts,
-        src: p.ip().src_addr(),
-        dst: p.ip().dst_addr(),
+        ip: p.ip(),
         udp_src_port: p.udp().src_port,
         opcode: bth.opcode,
         dest_qp: bth.dest_qp,

@@ -91,27 +91,28 @@ impl LatencyHistogram {
 
 /// Number of goodput buckets per flow.
 pub const GOODPUT_BUCKETS: usize = 64;
-/// Width of a bucket at the start; it doubles whenever the capture outgrows 64 of them.
-const FIRST_BUCKET_NS: u64 = 1 << 17;
+/// Width of a bucket at the start, as a power of two; it doubles whenever the capture
+/// outgrows 64 of them. Powers of two make a bucket index a shift, not a division.
+const FIRST_BUCKET_SHIFT: u32 = 17;
 
 /// Bytes per time bucket since the capture's first frame. The bucket width is shared by every
 /// flow (the clock lives in [`GoodputClock`]); a flow catches up with a wider width lazily.
 #[derive(Debug, Clone)]
 pub struct Goodput {
     bytes: [u64; GOODPUT_BUCKETS],
-    width_ns: u64,
+    shift: u32,
 }
 
 /// The capture-wide bucket width.
 #[derive(Debug, Clone, Copy)]
 pub struct GoodputClock {
-    width_ns: u64,
+    shift: u32,
 }
 
 impl Default for GoodputClock {
     fn default() -> Self {
         GoodputClock {
-            width_ns: FIRST_BUCKET_NS,
+            shift: FIRST_BUCKET_SHIFT,
         }
     }
 }
@@ -119,13 +120,13 @@ impl Default for GoodputClock {
 impl GoodputClock {
     /// Widens the buckets until `since_start` fits.
     pub fn advance(&mut self, since_start: u64) {
-        while since_start / self.width_ns >= GOODPUT_BUCKETS as u64 {
-            self.width_ns *= 2;
+        while since_start >> self.shift >= GOODPUT_BUCKETS as u64 {
+            self.shift += 1;
         }
     }
 
     pub fn width_ns(&self) -> u64 {
-        self.width_ns
+        1 << self.shift
     }
 }
 
@@ -133,26 +134,26 @@ impl Default for Goodput {
     fn default() -> Self {
         Goodput {
             bytes: [0; GOODPUT_BUCKETS],
-            width_ns: FIRST_BUCKET_NS,
+            shift: FIRST_BUCKET_SHIFT,
         }
     }
 }
 
 impl Goodput {
     fn catch_up(&mut self, clock: GoodputClock) {
-        while self.width_ns < clock.width_ns {
+        while self.shift < clock.shift {
             for i in 0..GOODPUT_BUCKETS / 2 {
                 self.bytes[i] = self.bytes[2 * i] + self.bytes[2 * i + 1];
             }
             self.bytes[GOODPUT_BUCKETS / 2..].fill(0);
-            self.width_ns *= 2;
+            self.shift += 1;
         }
     }
 
     /// Adds `bytes` at `since_start` (the clock has already advanced past it).
     pub fn add(&mut self, clock: GoodputClock, since_start: u64, bytes: u64) {
         self.catch_up(clock);
-        let i = ((since_start / self.width_ns) as usize).min(GOODPUT_BUCKETS - 1);
+        let i = ((since_start >> self.shift) as usize).min(GOODPUT_BUCKETS - 1);
         self.bytes[i] += bytes;
     }
 
@@ -160,7 +161,7 @@ impl Goodput {
     pub fn buckets(&self, clock: GoodputClock, capture_ns: u64) -> Vec<u64> {
         let mut g = self.clone();
         g.catch_up(clock);
-        let used = ((capture_ns / clock.width_ns) as usize + 1).min(GOODPUT_BUCKETS);
+        let used = ((capture_ns >> clock.shift) as usize + 1).min(GOODPUT_BUCKETS);
         g.bytes[..used].to_vec()
     }
 }

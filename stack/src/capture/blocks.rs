@@ -1,0 +1,185 @@
+//! What each pcap or pcapng block means, the same for both ways of reading a file: a packet
+//! (where its bytes lie, when, on which link), nothing (headers, interfaces, statistics), or
+//! damage.
+
+use pcap_parser::pcapng::Block;
+use pcap_parser::traits::PcapNGPacketBlock;
+use pcap_parser::{LegacyPcapBlock, PcapBlockOwned, PcapError};
+
+use super::Link;
+
+/// libpcap's largest snap length: a record claiming more is corrupt, not a jumbo frame.
+const MAX_RECORD: u32 = 262_144;
+
+/// The state the blocks of a file build up: the link type and clock of each interface.
+#[derive(Debug, Default)]
+pub(super) struct Interfaces {
+    /// pcap: the one interface of the file header; pcapng: those of the current section.
+    list: Vec<Interface>,
+}
+
+/// Per-interface facts a pcapng packet block needs.
+#[derive(Debug, Clone, Copy)]
+struct Interface {
+    link: Link,
+    /// Timestamp units per second.
+    units_per_second: u64,
+    offset_seconds: i64,
+}
+
+/// Where a frame lies in the reader's buffer, found before the buffer is borrowed again.
+pub(super) struct Located {
+    /// Where the data starts: an address until [`Located::relative_to`] makes it an offset.
+    pub(super) start: usize,
+    pub(super) len: usize,
+    pub(super) orig_len: u32,
+    pub(super) timestamp_ns: u64,
+    pub(super) link: Link,
+}
+
+impl Located {
+    /// Turns the absolute address of the data into an offset from the buffer's start.
+    #[inline]
+    pub(super) fn relative_to(mut self, base: usize) -> Located {
+        // A slice outside the buffer would be a pcap-parser bug; an offset past the end makes
+        // `next_frame` report the end rather than index out of bounds.
+        self.start = self.start.checked_sub(base).unwrap_or(usize::MAX / 2);
+        self
+    }
+}
+
+impl Interfaces {
+    /// A pcap record: the common case, without going through [`PcapBlockOwned`].
+    #[inline]
+    pub(super) fn legacy(&self, b: &LegacyPcapBlock<'_>) -> Result<Located, String> {
+        legacy(b, &self.list)
+    }
+
+    /// What a block means: a packet (where it lies), nothing (header, interface,
+    /// statistics...), or damage. Header and interface blocks update the interfaces.
+    pub(super) fn describe(
+        &mut self,
+        block: &PcapBlockOwned<'_>,
+    ) -> Result<Option<Located>, String> {
+        describe(block, &mut self.list)
+    }
+}
+
+fn describe(
+    block: &PcapBlockOwned<'_>,
+    interfaces: &mut Vec<Interface>,
+) -> Result<Option<Located>, String> {
+    let located = |data: &[u8], orig_len: u32, timestamp_ns: u64, link: Link| Located {
+        start: data.as_ptr() as usize,
+        len: data.len(),
+        orig_len,
+        timestamp_ns,
+        link,
+    };
+    match block {
+        PcapBlockOwned::LegacyHeader(h) => {
+            *interfaces = vec![Interface {
+                link: Link::from_linktype(h.network),
+                units_per_second: if h.is_nanosecond_precision() {
+                    1_000_000_000
+                } else {
+                    1_000_000
+                },
+                offset_seconds: 0,
+            }];
+            Ok(None)
+        }
+        PcapBlockOwned::Legacy(b) => legacy(b, interfaces).map(Some),
+        PcapBlockOwned::NG(Block::SectionHeader(_)) => {
+            interfaces.clear();
+            Ok(None)
+        }
+        PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
+            interfaces.push(Interface {
+                link: Link::from_linktype(idb.linktype),
+                units_per_second: idb.ts_resolution().unwrap_or(1_000_000).max(1),
+                offset_seconds: idb.ts_offset(),
+            });
+            Ok(None)
+        }
+        PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
+            let Some(iface) = interfaces.get(epb.if_id as usize) else {
+                return Err(format!(
+                    "a packet on interface {} which no interface description declares",
+                    epb.if_id
+                ));
+            };
+            let raw = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
+            let units = iface.units_per_second;
+            let ts = timestamp(raw / units, raw % units, units, iface.offset_seconds);
+            Ok(Some(located(
+                epb.packet_data(),
+                epb.origlen,
+                ts,
+                iface.link,
+            )))
+        }
+        PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
+            let Some(iface) = interfaces.first() else {
+                return Err("a packet before any interface description".to_string());
+            };
+            // A simple packet block has no timestamp (pcapng 4.4).
+            Ok(Some(located(spb.packet_data(), spb.origlen, 0, iface.link)))
+        }
+        PcapBlockOwned::NG(_) => Ok(None),
+    }
+}
+
+#[inline]
+fn legacy(b: &LegacyPcapBlock<'_>, interfaces: &[Interface]) -> Result<Located, String> {
+    let Some(iface) = interfaces.first() else {
+        return Err("a record before the file header".to_string());
+    };
+    if b.caplen > MAX_RECORD {
+        return Err(format!(
+            "a record claims {} captured bytes, more than any snap length ({MAX_RECORD})",
+            b.caplen
+        ));
+    }
+    let ts = timestamp(
+        u64::from(b.ts_sec),
+        u64::from(b.ts_usec),
+        iface.units_per_second,
+        0,
+    );
+    Ok(Located {
+        start: b.data.as_ptr() as usize,
+        len: b.data.len(),
+        orig_len: b.origlen,
+        timestamp_ns: ts,
+        link: iface.link,
+    })
+}
+
+/// Nanoseconds since the epoch from whole seconds and a fraction in `units` per second.
+#[inline]
+fn timestamp(seconds: u64, fraction: u64, units: u64, offset_seconds: i64) -> u64 {
+    let seconds = seconds.saturating_add_signed(offset_seconds);
+    let nanos = u128::from(fraction) * 1_000_000_000 / u128::from(units);
+    seconds
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
+/// Why pcap-parser stopped, for the damage report. Its messages quote input bytes: keep the
+/// start.
+pub(super) fn damage(e: &PcapError<&[u8]>) -> String {
+    match e {
+        PcapError::UnexpectedEof | PcapError::Incomplete(_) => {
+            "the file ends inside a record (cut short)".to_string()
+        }
+        PcapError::ReadError => "read error".to_string(),
+        e => {
+            let s = e.to_string();
+            format!(
+                "corrupt record: {}",
+                s.get(..s.find(", input").unwrap_or(s.len())).unwrap_or(&s)
+            )
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Reading a capture file mapped into memory: records are parsed where the page cache holds
+//! them, with no copy. This is how a regular file is read; at a million frames a second the
+//! copy that read(2) makes would cost more than the analysis.
+
+use pcap_parser::nom::{Err as NomErr, IResult};
+use pcap_parser::pcapng::{Block, parse_block_be, parse_block_le, parse_sectionheaderblock};
+use pcap_parser::{
+    LegacyPcapBlock, PcapBlockOwned, PcapError, parse_pcap_frame, parse_pcap_frame_be,
+    parse_pcap_frame_modified, parse_pcap_header,
+};
+
+use super::blocks::{Interfaces, Located, damage};
+use super::sys::Mapping;
+use super::{CaptureError, Format};
+
+type FrameParser =
+    for<'a> fn(&'a [u8]) -> IResult<&'a [u8], LegacyPcapBlock<'a>, PcapError<&'a [u8]>>;
+
+/// How the next block is parsed.
+#[derive(Clone, Copy)]
+enum Parser {
+    /// pcap, before the file header.
+    PcapHeader,
+    Pcap(FrameParser),
+    /// pcapng; sections say their own byte order.
+    PcapNg {
+        big_endian: bool,
+    },
+}
+
+/// Pages further than this behind the parser are dropped from the process, so that its
+/// memory does not grow with the file.
+const WINDOW: usize = 32 << 20;
+
+pub(super) struct Mapped {
+    map: Mapping,
+    at: usize,
+    parser: Parser,
+    /// Everything before this has been released.
+    released: usize,
+}
+
+impl Mapped {
+    pub(super) fn new(map: Mapping) -> Result<(Mapped, Format), CaptureError> {
+        let bytes = map.bytes();
+        let (format, parser) = if parse_sectionheaderblock(bytes).is_ok() {
+            (Format::PcapNg, Parser::PcapNg { big_endian: false })
+        } else if parse_pcap_header(bytes).is_ok() {
+            (Format::Pcap, Parser::PcapHeader)
+        } else if bytes.is_empty() {
+            return Err(CaptureError::Empty);
+        } else {
+            return Err(CaptureError::NotACapture);
+        };
+        let mapped = Mapped {
+            map,
+            at: 0,
+            parser,
+            released: 0,
+        };
+        Ok((mapped, format))
+    }
+
+    pub(super) fn offset(&self) -> u64 {
+        self.at as u64
+    }
+
+    /// The file; [`Located`] offsets point into it.
+    pub(super) fn data(&self) -> &[u8] {
+        self.map.bytes()
+    }
+
+    /// Drops the pages a window behind the parser, a window at a time.
+    fn slide(&mut self) {
+        if self.at >= self.released + 2 * WINDOW {
+            self.released = self.at - WINDOW;
+            self.map.release(self.released);
+        }
+    }
+
+    /// Parses blocks until a packet; `Ok(None)` at the end, `Err` for damage.
+    #[inline]
+    pub(super) fn next(&mut self, interfaces: &mut Interfaces) -> Result<Option<Located>, String> {
+        self.slide();
+        let file = self.map.bytes();
+        let base = file.as_ptr() as usize;
+        while self.at < file.len() {
+            let input = &file[self.at..];
+            let parsed = match self.parser {
+                Parser::PcapHeader => parse_pcap_header(input).map(|(rest, h)| {
+                    self.parser = Parser::Pcap(match (h.is_modified_format(), h.is_bigendian()) {
+                        (true, _) => parse_pcap_frame_modified,
+                        (false, true) => parse_pcap_frame_be,
+                        (false, false) => parse_pcap_frame,
+                    });
+                    (rest, PcapBlockOwned::from(h))
+                }),
+                Parser::Pcap(parse) => match parse(input) {
+                    // Records are nearly every block of a pcap file: straight to the frame.
+                    Ok((rest, b)) => {
+                        let at = interfaces.legacy(&b)?;
+                        self.at = file.len() - rest.len();
+                        return Ok(Some(at.relative_to(base)));
+                    }
+                    Err(e) => Err(e),
+                },
+                Parser::PcapNg { big_endian } => {
+                    let parse = if big_endian {
+                        parse_block_be
+                    } else {
+                        parse_block_le
+                    };
+                    parse(input).map(|(rest, b)| {
+                        if let Block::SectionHeader(shb) = &b {
+                            self.parser = Parser::PcapNg {
+                                big_endian: shb.big_endian(),
+                            };
+                        }
+                        (rest, PcapBlockOwned::from(b))
+                    })
+                }
+            };
+            let (rest, block) = match parsed {
+                Ok(ok) => ok,
+                Err(NomErr::Incomplete(_)) => return Err(damage(&PcapError::UnexpectedEof)),
+                Err(NomErr::Error(e) | NomErr::Failure(e)) => return Err(damage(&e)),
+            };
+            let located = interfaces.describe(&block)?;
+            self.at = file.len() - rest.len();
+            if let Some(at) = located {
+                return Ok(Some(at.relative_to(base)));
+            }
+        }
+        Ok(None)
+    }
+}
