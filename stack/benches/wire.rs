@@ -8,14 +8,12 @@
 //! Times are the benchmark thread's CPU time, not wall time: the targets are per core, and on
 //! a shared machine wall time counts the time other processes hold the core.
 
+mod common;
+
 use std::hint::black_box;
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
 
-use std::time::Duration;
-
-use cpu_time::ThreadTime;
-use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use common::{CpuTime, median_ns};
 use criterion::{Criterion, Throughput, criterion_group};
 use roce::wire::{
     BthRepr, ExtHeaders, IbPacketRepr, Opcode, Psn, Qpn, RethRepr, RocePacket, RoceRepr, icrc,
@@ -38,36 +36,6 @@ fn frame(payload: usize) -> Vec<u8> {
     RoceRepr::rxe([2; 6], [4; 6], a.into(), b.into(), Qpn::new(0x12), ib)
         .and_then(|r| r.to_vec().ok())
         .expect("a valid frame")
-}
-
-/// Criterion measurement by the thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
-struct CpuTime;
-
-/// Durations print the same whichever clock measured them.
-static DURATION_FORMAT: WallTime = WallTime;
-
-impl Measurement for CpuTime {
-    type Intermediate = ThreadTime;
-    type Value = Duration;
-
-    fn start(&self) -> ThreadTime {
-        ThreadTime::now()
-    }
-    fn end(&self, start: ThreadTime) -> Duration {
-        start.elapsed()
-    }
-    fn add(&self, a: &Duration, b: &Duration) -> Duration {
-        *a + *b
-    }
-    fn zero(&self) -> Duration {
-        Duration::ZERO
-    }
-    fn to_f64(&self, value: &Duration) -> f64 {
-        value.as_nanos() as f64
-    }
-    fn formatter(&self) -> &dyn ValueFormatter {
-        DURATION_FORMAT.formatter()
-    }
 }
 
 type Bench = Criterion<CpuTime>;
@@ -102,27 +70,9 @@ criterion_group! {
     targets = icrc_vs_crc32, parse_and_verify
 }
 
-/// The median of a finished benchmark, in nanoseconds, from criterion's saved estimates.
-fn median_ns(dir: &Path, id: &str) -> Option<f64> {
-    let text = std::fs::read_to_string(dir.join(id).join("new/estimates.json")).ok()?;
-    let at = text.find("\"median\"")?;
-    let rest = &text[at..];
-    let at = rest.find("\"point_estimate\":")? + "\"point_estimate\":".len();
-    let end = rest[at..].find(',')?;
-    rest[at..at + end].trim().parse().ok()
-}
-
 fn main() {
     benches();
-    Criterion::default()
-        .with_measurement(CpuTime)
-        .configure_from_args()
-        .final_summary();
-    // Criterion writes under the workspace target dir; benches run from the package dir.
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let dir = target.join("criterion");
+    let dir = common::final_summary();
     if let (Some(ours), Some(raw)) = (
         median_ns(&dir, "icrc_4k/icrc"),
         median_ns(&dir, "icrc_4k/crc32fast"),
