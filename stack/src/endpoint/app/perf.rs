@@ -422,7 +422,7 @@ fn run_send_server(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{free_port, runtime};
+    use super::super::test_support::{free_port, runtime, wait_for_listener};
     use super::*;
     use crate::io::SystemClock;
     use crate::io::memory::{self, MemoryLinkConfig};
@@ -444,7 +444,7 @@ mod tests {
             let mut rt = runtime(b, "10.0.0.2/24");
             run(&mut rt, &server_opts, &mut Vec::new()).unwrap()
         });
-        thread::sleep(Duration::from_millis(50));
+        wait_for_listener(port);
         let mut rt = runtime(a, "10.0.0.1/24");
         opts.server = Some("127.0.0.1".into());
         let mut out = Vec::new();

@@ -267,7 +267,7 @@ fn connect_to(rt: &mut Runtime, qpn: Qpn, path: &mut QpPath, peer: &Dest) -> Res
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{free_port, runtime};
+    use super::super::test_support::{free_port, runtime, wait_for_listener};
     use super::*;
     use crate::io::SystemClock;
     use crate::io::memory::{self, MemoryLinkConfig};
@@ -291,7 +291,7 @@ mod tests {
             run(&mut rt, &server_opts, &mut out).unwrap();
             String::from_utf8(out).unwrap()
         });
-        thread::sleep(Duration::from_millis(50));
+        wait_for_listener(port);
         let mut rt = runtime(a, "10.0.0.1/24");
         opts.server = Some("127.0.0.1".into());
         let mut out = Vec::new();

@@ -19,3 +19,34 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// Waits until something listens on TCP `port`, so that a client thread never races its server
+/// thread's `listen` (a fixed sleep loses that race on a loaded machine). Reads /proc/net/tcp{,6}
+/// rather than probing, because a probe connection would be taken as the client by the server.
+pub fn wait_for_listener(port: u16) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let needle = format!(":{port:04X} ");
+    loop {
+        // The listener binds [::] where it can, else 0.0.0.0.
+        let table = ["/proc/net/tcp", "/proc/net/tcp6"]
+            .map(|path| std::fs::read_to_string(path).unwrap_or_default())
+            .concat();
+        let listening = table
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("sl"))
+            .any(|line| {
+                let mut cols = line.split_whitespace();
+                let local = cols.nth(1).unwrap_or("");
+                let state = cols.nth(1).unwrap_or("");
+                format!("{local} ").ends_with(&needle) && state == "0A"
+            });
+        if listening {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing listens on port {port} after 20 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
