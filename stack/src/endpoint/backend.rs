@@ -54,6 +54,15 @@ impl fmt::Display for Backend {
 }
 
 impl Backend {
+    /// The interface whose kernel neighbour table the endpoint uses (AF_XDP; see
+    /// [`kernel_neighbour`]).
+    pub fn kernel_neighbours(&self) -> Option<&str> {
+        match self {
+            Backend::Xdp(name) => Some(name),
+            Backend::Tap(_) | Backend::Pcap(_) => None,
+        }
+    }
+
     /// Opens the device; with `pcap_out` every frame sent and received is recorded there.
     pub fn open(&self, pcap_out: Option<&Path>) -> Result<Box<dyn Device>, DeviceError> {
         let device: Box<dyn Device> = match self {
@@ -83,6 +92,39 @@ impl Backend {
     }
 }
 
+/// The MAC the kernel resolved for `addr` on interface `ifname`, from `/proc/net/arp`
+/// (complete entries only).
+///
+/// On AF_XDP the kernel keeps the interface: its XDP program steers only RoCEv2 to the
+/// endpoint, so ARP stays with the kernel, and the endpoint, which shares the interface's
+/// address and MAC, takes its neighbours from the kernel's table. The out-of-band TCP
+/// connection to the same peer address fills it.
+pub fn kernel_neighbour(ifname: &str, addr: std::net::Ipv4Addr) -> Option<[u8; 6]> {
+    let table = std::fs::read_to_string("/proc/net/arp").ok()?;
+    parse_proc_arp(&table, ifname, addr)
+}
+
+/// One line per entry: `IP address  HW type  Flags  HW address  Mask  Device`; flag 0x2
+/// (ATF_COM) marks a resolved entry.
+fn parse_proc_arp(table: &str, ifname: &str, addr: std::net::Ipv4Addr) -> Option<[u8; 6]> {
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [ip, _, flags, hw, _, dev] = f.as_slice() else {
+            return None;
+        };
+        let complete = u32::from_str_radix(flags.trim_start_matches("0x"), 16).ok()? & 2 != 0;
+        if *dev != ifname || ip.parse::<std::net::Ipv4Addr>().ok()? != addr || !complete {
+            return None;
+        }
+        let mut mac = [0u8; 6];
+        let mut parts = hw.split(':');
+        for byte in &mut mac {
+            *byte = u8::from_str_radix(parts.next()?, 16).ok()?;
+        }
+        Some(mac)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,6 +141,26 @@ mod tests {
             assert!(bad.parse::<Backend>().is_err(), "{bad}");
         }
         assert_eq!(Backend::Tap("x".into()).to_string(), "tap:x");
+    }
+
+    #[test]
+    fn reads_the_kernel_arp_table() {
+        let table = "IP address       HW type     Flags       HW address            Mask     Device
+10.88.0.2        0x1         0x2         a2:9e:01:02:03:04     *        va
+10.88.0.3        0x1         0x0         00:00:00:00:00:00     *        va
+10.88.0.2        0x1         0x2         a2:9e:01:02:03:05     *        vb
+";
+        let ip = |s: &str| s.parse().unwrap();
+        assert_eq!(
+            parse_proc_arp(table, "va", ip("10.88.0.2")),
+            Some([0xa2, 0x9e, 1, 2, 3, 4])
+        );
+        assert_eq!(
+            parse_proc_arp(table, "va", ip("10.88.0.3")),
+            None,
+            "incomplete"
+        );
+        assert_eq!(parse_proc_arp(table, "vc", ip("10.88.0.2")), None);
     }
 
     #[test]

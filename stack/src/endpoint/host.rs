@@ -167,6 +167,12 @@ impl Host {
         self.neighbours.lookup(addr)
     }
 
+    /// Records that `addr` is at `mac` from another source than ARP or NDP (the kernel's
+    /// neighbour table, when the kernel owns the interface's address resolution).
+    pub fn add_neighbour(&mut self, addr: IpAddr, mac: [u8; 6]) {
+        self.learn(addr, mac);
+    }
+
     /// Starts resolving `addr` ahead of traffic (the first packet then need not wait).
     /// Returns false if `addr` is on none of our subnets.
     pub fn resolve(&mut self, now: Time, addr: IpAddr) -> bool {

@@ -49,10 +49,13 @@ pub enum RuntimeError {
     WorkerFailed,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RuntimeConfig {
     /// Never sleep: poll the device in a tight loop.
     pub busy_poll: bool,
+    /// Take IPv4 neighbours from the kernel's table for this interface (AF_XDP, where the
+    /// kernel keeps ARP; see [`super::backend::kernel_neighbour`]).
+    pub kernel_neighbours: Option<String>,
 }
 
 /// A host on a device, with a clock and an event loop.
@@ -153,6 +156,7 @@ impl Runtime {
     /// INIT -> RTR -> RTS towards `path.dest`, and starts resolving the peer's MAC so that
     /// the first packet does not wait for it (UD: `path.dest` is the first peer).
     pub fn connect_qp(&mut self, qpn: Qpn, path: &QpPath) -> Result<(), RuntimeError> {
+        self.kernel_neighbour(path.dest);
         let now = self.now();
         if !self.host.resolve(now, path.dest) {
             return Err(RuntimeError::NoRoute(path.dest));
@@ -197,6 +201,7 @@ impl Runtime {
     /// Waits until `addr`'s MAC is known (ARP / neighbour discovery), up to `timeout`.
     pub fn resolve(&mut self, addr: IpAddr, timeout: Duration) -> Result<[u8; 6], RuntimeError> {
         let deadline = Instant::now() + timeout;
+        self.kernel_neighbour(addr);
         let now = self.now();
         if !self.host.resolve(now, addr) {
             return Err(RuntimeError::NoRoute(addr));
@@ -214,6 +219,16 @@ impl Runtime {
             let now = self.now();
             self.host.resolve(now, addr);
             self.turn(Some(deadline))?;
+        }
+    }
+
+    /// Copies `addr`'s entry from the kernel's neighbour table, where configured.
+    fn kernel_neighbour(&mut self, addr: IpAddr) {
+        let (Some(ifname), IpAddr::V4(v4)) = (&self.config.kernel_neighbours, addr) else {
+            return;
+        };
+        if let Some(mac) = super::backend::kernel_neighbour(ifname, v4) {
+            self.host.add_neighbour(addr, mac);
         }
     }
 

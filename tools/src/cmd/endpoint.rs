@@ -20,6 +20,8 @@ pub struct EndpointArgs {
     pub iface: Backend,
     /// The endpoint's address and subnet; repeat for IPv4 and IPv6. GIDs follow rxe's
     /// table: 0 the link-local IPv6 GID, 1 the IPv4-mapped one, then global IPv6 ones.
+    /// On xdp: the interface's own IPv4 address (the kernel keeps ARP there, and the
+    /// endpoint takes the peer's MAC from the kernel's table).
     #[arg(long = "ip", value_name = "ADDR/PREFIX", required = true)]
     pub ip: Vec<IpCidr>,
     /// The endpoint's MAC address (default: the AF_XDP interface's own; behind a TAP
@@ -61,6 +63,7 @@ impl EndpointArgs {
         let host = HostConfig::new(mac, self.ip.clone());
         let config = RuntimeConfig {
             busy_poll: self.busy_poll,
+            kernel_neighbours: self.iface.kernel_neighbours().map(str::to_owned),
         };
         Runtime::new(device, host, config).map_err(|e| anyhow::anyhow!("{e}"))
     }
