@@ -210,6 +210,15 @@ impl FaultyLink {
         &self.stats
     }
 
+    /// Changes the knobs for frames sent from now on (a test turning congestion on or off
+    /// mid-run); frames already on the link keep their fate and delivery time, and the
+    /// bottleneck's backlog keeps draining at the old rate.
+    pub fn set_config(&mut self, config: FaultConfig) -> Result<(), FaultError> {
+        config.validate()?;
+        self.config = config;
+        Ok(())
+    }
+
     /// Frames scheduled and not yet handed back by [`poll`](Self::poll).
     pub fn in_flight(&self) -> usize {
         self.queue.len()

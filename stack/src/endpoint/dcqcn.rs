@@ -2,12 +2,14 @@
 //! the host a DCQCN sender, its notification point a DCQCN receiver (SIGCOMM 2015 section 3;
 //! RoCEv2 Annex A17.9).
 //!
-//! The host paces its whole output (see `congestion.rs`), so one reaction point serves all
-//! its queue pairs: exact for one connection per host, an approximation beyond. The
-//! notification point's deferred CNPs (one at the end of a 50 us interval that saw marks) are
-//! not sent, because the seam lets the host send a CNP only while it handles a marked packet:
-//! the next marked packet after the interval brings the CNP instead, at most one packet later.
+//! Each queue pair is its own flow with its own reaction point and pacer, as on a NIC that
+//! rate-limits per QP: a CNP names the QP to slow down (its DestQP), and only that QP slows.
+//! A QP's flow starts at the line rate the first time it sends or hears a CNP. The
+//! notification point answers the first mark of an interval at once and defers one CNP to
+//! the end of an interval that saw more marks; the host sends those through
+//! [`CongestionHook::poll_cnp`].
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::congestion::CongestionHook;
@@ -15,18 +17,19 @@ use crate::cc::{self, CcError, CongestionControl, DcqcnParams, NotificationPoint
 use crate::transport::Time;
 use crate::wire::Qpn;
 
-/// What the reaction point did, readable while the hook sits inside a host.
+/// What the reaction points did, over all queue pairs, readable while the hook sits inside
+/// a host.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct DcqcnReport {
     pub cnps_received: u64,
     pub rate_cuts: u64,
-    /// The sending rate now, and the lowest it went, in bit/s.
+    /// The lowest sending rate of any queue pair now, and the lowest any went, in bit/s.
     pub rate_bps: f64,
     pub min_rate_bps: f64,
     /// Bytes sent, and their sending time at the paced rate: their ratio is the mean rate.
     pub bytes_sent: u64,
     pub paced_seconds: f64,
-    /// CNPs this host's notification point decided to send.
+    /// CNPs this host's notification point decided to send, at once or deferred.
     pub cnps_sent: u64,
 }
 
@@ -56,62 +59,108 @@ impl DcqcnMonitor {
     }
 }
 
+/// One queue pair's reaction point and the pacer that follows its rate.
 #[derive(Debug)]
-pub struct DcqcnHook {
+struct Flow {
     rp: cc::ReactionPoint,
     pacer: Pacer,
+}
+
+#[derive(Debug)]
+pub struct DcqcnHook {
+    /// A reaction point fresh at the line rate: every new flow starts as a copy of it.
+    fresh: cc::ReactionPoint,
+    /// By QPN value, ordered so that timers of several flows run in the same order on every
+    /// run.
+    flows: BTreeMap<u32, Flow>,
     np: NotificationPoint,
     monitor: DcqcnMonitor,
 }
 
 impl DcqcnHook {
-    /// A hook with `params` (their line rate is where a flow starts), and its monitor.
+    /// A hook with `params` (their line rate is where each flow starts), and its monitor.
     pub fn new(params: DcqcnParams) -> Result<(DcqcnHook, DcqcnMonitor), CcError> {
-        let rp = cc::ReactionPoint::new(params)?;
+        let fresh = cc::ReactionPoint::new(params)?;
+        let line = fresh.rate_bps();
         let monitor = DcqcnMonitor::default();
         {
             let mut r = monitor.lock();
-            r.rate_bps = rp.rate_bps();
-            r.min_rate_bps = rp.rate_bps();
+            r.rate_bps = line;
+            r.min_rate_bps = line;
         }
         let hook = DcqcnHook {
-            pacer: Pacer::new(rp.rate_bps()),
-            rp,
+            fresh,
+            flows: BTreeMap::new(),
             np: NotificationPoint::default(),
             monitor: monitor.clone(),
         };
         Ok((hook, monitor))
     }
 
-    /// Hands the reaction point's rate to the pacer after any event that may change it.
-    fn follow_rate(&mut self) {
-        let rate = self.rp.rate_bps();
-        self.pacer.set_rate(rate);
+    /// The current sending rate of queue pair `qpn` in bit/s (the line rate for a QP that
+    /// has not sent yet).
+    pub fn rate_bps(&self, qpn: Qpn) -> f64 {
+        match self.flows.get(&qpn.value()) {
+            Some(flow) => flow.rp.rate_bps(),
+            None => self.fresh.rate_bps(),
+        }
+    }
+
+    fn flow(&mut self, qpn: Qpn) -> &mut Flow {
+        let fresh = &self.fresh;
+        self.flows.entry(qpn.value()).or_insert_with(|| Flow {
+            pacer: Pacer::new(fresh.rate_bps()),
+            rp: fresh.clone(),
+        })
+    }
+
+    /// Hands a flow's rate to its pacer after any event that may change it, and updates
+    /// the report.
+    fn follow_rate(&mut self, qpn: Qpn) {
+        let flow = self.flow(qpn);
+        let rate = flow.rp.rate_bps();
+        flow.pacer.set_rate(rate);
+        let lowest = self
+            .flows
+            .values()
+            .map(|f| f.rp.rate_bps())
+            .fold(rate, f64::min);
+        let cuts = self.flows.values().map(|f| f.rp.cuts()).sum();
         let mut r = self.monitor.lock();
-        r.rate_bps = rate;
+        r.rate_bps = lowest;
         r.min_rate_bps = r.min_rate_bps.min(rate);
-        r.rate_cuts = self.rp.cuts();
+        r.rate_cuts = cuts;
     }
 }
 
 impl CongestionHook for DcqcnHook {
-    fn next_send_time(&self, _now: Time) -> Option<Time> {
-        Some(self.pacer.next_send_time().into())
+    fn next_send_time(&self, _now: Time, qpn: Qpn) -> Option<Time> {
+        let flow = self.flows.get(&qpn.value())?;
+        Some(flow.pacer.next_send_time().into())
     }
 
-    fn on_sent(&mut self, now: Time, _qpn: Qpn, bytes: usize) {
+    fn next_release(&self, now: Time) -> Option<Time> {
         let now = cc::Time::from(now);
-        self.rp.on_bytes_sent(now, bytes as u64);
-        self.follow_rate();
-        self.pacer.on_send(now, bytes as u64);
+        let held = self.flows.values().map(|f| f.pacer.next_send_time());
+        held.filter(|&t| t > now).min().map(Time::from)
+    }
+
+    fn on_sent(&mut self, now: Time, qpn: Qpn, bytes: usize) {
+        let now = cc::Time::from(now);
+        let flow = self.flow(qpn);
+        flow.rp.on_bytes_sent(now, bytes as u64);
+        let rate = flow.rp.rate_bps();
+        flow.pacer.set_rate(rate);
+        flow.pacer.on_send(now, bytes as u64);
+        self.follow_rate(qpn);
         let mut r = self.monitor.lock();
         r.bytes_sent += bytes as u64;
-        r.paced_seconds += cc::transmission_time(bytes as u64, self.rp.rate_bps()).as_secs_f64();
+        r.paced_seconds += cc::transmission_time(bytes as u64, rate).as_secs_f64();
     }
 
-    fn on_cnp(&mut self, now: Time, _qpn: Qpn) {
-        self.rp.on_cnp(now.into());
-        self.follow_rate();
+    fn on_cnp(&mut self, now: Time, qpn: Qpn) {
+        self.flow(qpn).rp.on_cnp(now.into());
+        self.follow_rate(qpn);
         self.monitor.lock().cnps_received += 1;
     }
 
@@ -123,13 +172,26 @@ impl CongestionHook for DcqcnHook {
         send
     }
 
+    fn poll_cnp(&mut self, now: Time) -> Option<Qpn> {
+        let qpn = self.np.poll_cnp(now.into())?;
+        self.monitor.lock().cnps_sent += 1;
+        Some(qpn)
+    }
+
     fn next_timer(&self) -> Option<Time> {
-        self.rp.next_timer().map(Time::from)
+        let flows = self.flows.values().filter_map(|f| f.rp.next_timer());
+        flows.chain(self.np.next_timer()).min().map(Time::from)
     }
 
     fn on_timer(&mut self, now: Time) {
-        self.rp.on_timer(now.into());
-        self.follow_rate();
+        let qpns: Vec<Qpn> = self.flows.keys().map(|&v| Qpn::new(v)).collect();
+        for qpn in qpns {
+            let flow = self.flow(qpn);
+            if flow.rp.next_timer().is_some_and(|t| t <= now.into()) {
+                flow.rp.on_timer(now.into());
+                self.follow_rate(qpn);
+            }
+        }
     }
 }
 
@@ -147,14 +209,17 @@ mod tests {
         let qp = Qpn::new(0x11);
         hook.on_sent(us(0), qp, 1250);
         // 1250 bytes at 100 Gb/s: 100 ns.
-        assert_eq!(hook.next_send_time(us(0)), Some(Time::from_nanos(100)));
+        assert_eq!(hook.next_send_time(us(0), qp), Some(Time::from_nanos(100)));
         hook.on_cnp(us(1), qp);
         let r = monitor.report();
         assert_eq!((r.cnps_received, r.rate_cuts), (1, 1));
         // alpha starts at 1: the first cut halves the rate.
         assert_eq!(r.rate_bps, 50e9);
         hook.on_sent(us(2), qp, 1250);
-        assert_eq!(hook.next_send_time(us(2)), Some(Time::from_nanos(2_200)));
+        assert_eq!(
+            hook.next_send_time(us(2), qp),
+            Some(Time::from_nanos(2_200))
+        );
         assert!(hook.next_timer().is_some_and(|t| t > us(1)));
         // Without further CNPs the timers bring the rate back up.
         let mut now = us(2);
@@ -177,5 +242,54 @@ mod tests {
             .collect();
         assert_eq!(sent, [true, false, false, true, false]);
         assert_eq!(monitor.report().cnps_sent, 2);
+    }
+
+    #[test]
+    fn marks_inside_the_interval_owe_one_cnp_at_its_end() {
+        let (mut hook, monitor) = DcqcnHook::new(DcqcnParams::paper(100e9)).unwrap();
+        let qp = Qpn::new(0x11);
+        assert!(hook.on_congestion_experienced(us(0), qp));
+        assert!(!hook.on_congestion_experienced(us(10), qp));
+        assert!(!hook.on_congestion_experienced(us(20), qp));
+        assert_eq!(
+            hook.next_timer(),
+            Some(us(50)),
+            "one CNP owed at the interval's end"
+        );
+        assert_eq!(hook.poll_cnp(us(49)), None);
+        assert_eq!(hook.poll_cnp(us(50)), Some(qp));
+        assert_eq!(hook.poll_cnp(us(50)), None, "owed once");
+        assert_eq!(monitor.report().cnps_sent, 2);
+        // The deferred CNP opened a new interval: a mark at 60 us is inside it.
+        assert!(!hook.on_congestion_experienced(us(60), qp));
+        assert_eq!(hook.poll_cnp(us(100)), Some(qp));
+    }
+
+    #[test]
+    fn a_cnp_slows_only_the_queue_pair_it_names() {
+        let (mut hook, monitor) = DcqcnHook::new(DcqcnParams::paper(100e9)).unwrap();
+        let (a, b) = (Qpn::new(0x11), Qpn::new(0x12));
+        hook.on_sent(us(0), a, 1250);
+        hook.on_sent(us(0), b, 1250);
+        hook.on_cnp(us(1), a);
+        assert_eq!(hook.rate_bps(a), 50e9);
+        assert_eq!(hook.rate_bps(b), 100e9);
+        hook.on_sent(us(2), a, 1250);
+        hook.on_sent(us(2), b, 1250);
+        // 1250 bytes: 200 ns at 50 Gb/s, 100 ns at 100 Gb/s.
+        assert_eq!(hook.next_send_time(us(2), a), Some(Time::from_nanos(2_200)));
+        assert_eq!(hook.next_send_time(us(2), b), Some(Time::from_nanos(2_100)));
+        assert_eq!(hook.next_release(us(2)), Some(Time::from_nanos(2_100)));
+        assert_eq!(
+            hook.next_release(Time::from_nanos(2_100)),
+            Some(Time::from_nanos(2_200))
+        );
+        let r = monitor.report();
+        assert_eq!((r.cnps_received, r.rate_cuts, r.rate_bps), (1, 1, 50e9));
+        assert_eq!(
+            hook.next_send_time(us(2), Qpn::new(0x13)),
+            None,
+            "never sent: not held"
+        );
     }
 }

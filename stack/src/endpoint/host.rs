@@ -9,7 +9,7 @@
 //! in-memory link run in virtual time, deterministically. The runtime drives one over a
 //! real device.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 
 use super::congestion::{CongestionHook, NoCongestionControl};
@@ -113,6 +113,9 @@ pub struct Host {
     ready: VecDeque<(Vec<u8>, bool)>,
     scratch: Vec<u8>,
     congestion: Box<dyn CongestionHook + Send>,
+    /// Per local QP, where its last CE-marked packet came from (address, and the DETH's
+    /// source QP for UD): the destination of a CNP the notification point defers.
+    marked_by: HashMap<Qpn, (IpAddr, Option<Qpn>)>,
     stats: HostStats,
 }
 
@@ -127,6 +130,7 @@ impl Host {
             ready: VecDeque::new(),
             scratch: vec![0; MAX_PACKET_LEN],
             congestion: Box::new(NoCongestionControl),
+            marked_by: HashMap::new(),
             stats: HostStats::default(),
         }
     }
@@ -231,8 +235,9 @@ impl Host {
         let src = packet.ip().src_addr();
         if packet.ecn() == Ecn::Ce {
             self.stats.ce_received += 1;
+            let ud_src_qp = packet.ext().deth.map(|d| d.src_qp);
+            self.marked_by.insert(bth.dest_qp, (src, ud_src_qp));
             if self.congestion.on_congestion_experienced(now, bth.dest_qp) {
-                let ud_src_qp = packet.ext().deth.map(|d| d.src_qp);
                 self.queue_cnp(now, bth.dest_qp, src, ud_src_qp);
             }
         }
@@ -397,10 +402,11 @@ impl Host {
                 self.stats.roce_sent += u64::from(roce);
                 return Some(frame.len());
             }
-            if self.congestion.next_send_time(now).is_some_and(|t| t > now) {
-                return None;
-            }
-            let t = self.engine.poll_transmit(now, &mut self.scratch)?;
+            let congestion = &self.congestion;
+            let may_send = |qpn| congestion.next_send_time(now, qpn).is_none_or(|t| t <= now);
+            let t = self
+                .engine
+                .poll_transmit_gated(now, &mut self.scratch, may_send)?;
             if let Some(n) = self.frame(now, t, buf) {
                 self.stats.frames_sent += 1;
                 self.stats.roce_sent += 1;
@@ -443,7 +449,7 @@ impl Host {
     /// The earliest time [`Host::handle_timeout`] has work: the engine's timers, neighbour
     /// retries, congestion control, or the pacing gate reopening.
     pub fn poll_timeout(&self, now: Time) -> Option<Time> {
-        let pacing = self.congestion.next_send_time(now).filter(|&t| t > now);
+        let pacing = self.congestion.next_release(now).filter(|&t| t > now);
         [
             self.engine.poll_timeout(),
             self.neighbours.poll_timeout(),
@@ -459,6 +465,11 @@ impl Host {
         self.engine.handle_timeout(now);
         if self.congestion.next_timer().is_some_and(|t| t <= now) {
             self.congestion.on_timer(now);
+        }
+        while let Some(qpn) = self.congestion.poll_cnp(now) {
+            if let Some(&(peer, ud_src_qp)) = self.marked_by.get(&qpn) {
+                self.queue_cnp(now, qpn, peer, ud_src_qp);
+            }
         }
         let mut ask = Vec::new();
         let dropped = self.neighbours.handle_timeout(now, |addr| ask.push(addr));

@@ -7,8 +7,10 @@ use std::sync::{Arc, Mutex};
 
 use super::congestion::CongestionHook;
 use super::connect::{QpPath, connect};
+use super::dcqcn::DcqcnHook;
 use super::host::{Host, HostConfig};
 use super::virtual_net::VirtualNet;
+use crate::cc::DcqcnParams;
 use crate::fault::{CeMarking, FaultConfig};
 use crate::io::memory::{MAC_A, MAC_B, MemoryLinkConfig};
 use crate::transport::{
@@ -439,4 +441,56 @@ fn ce_marks_become_cnps_through_the_congestion_seam() {
     assert_eq!(net.b.stats().cnps_sent, 4);
     assert_eq!(net.a.stats().cnps_received, 4);
     assert_eq!(rec_a.0.lock().unwrap().0, 4);
+}
+
+fn marking_net() -> VirtualNet {
+    let link = MemoryLinkConfig {
+        a_to_b: FaultConfig {
+            ce_mark: CeMarking::Probability(1.0),
+            ..FaultConfig::default()
+        },
+        ..MemoryLinkConfig::default()
+    };
+    let mut a = config(&["10.0.0.1/24"]);
+    a.ecn = Ecn::Ect0;
+    VirtualNet::new(link, a, config(&["10.0.0.2/24"])).unwrap()
+}
+
+#[test]
+fn marks_inside_the_cnp_interval_bring_one_deferred_cnp() {
+    let mut net = marking_net();
+    let params = DcqcnParams::paper(100e9);
+    let (hook_a, monitor_a) = DcqcnHook::new(params).unwrap();
+    let (hook_b, monitor_b) = DcqcnHook::new(params).unwrap();
+    net.a.set_congestion_control(Box::new(hook_a));
+    net.b.set_congestion_control(Box::new(hook_b));
+    let (sa, sb) = connect_pair(&mut net, QpType::Rc, 1);
+    // The link has no delay: all four packets arrive marked within the same 50 us.
+    write_then_send(&mut net, sa, sb, 3000, 10);
+    net.run_until(Duration::from_millis(1), |_| false).unwrap();
+    assert_eq!(net.b.stats().ce_received, 4);
+    assert_eq!(
+        net.b.stats().cnps_sent,
+        2,
+        "one CNP at the first mark, one at the end of its interval for the other three"
+    );
+    assert_eq!(monitor_b.report().cnps_sent, 2);
+    assert_eq!(net.a.stats().cnps_received, 2);
+    assert_eq!(monitor_a.report().cnps_received, 2);
+    assert_eq!(monitor_a.report().rate_cuts, 2);
+}
+
+#[test]
+fn dcqcn_keeps_working_with_a_peer_that_ignores_and_never_sends_cnps() {
+    // rdma_rxe neither sends nor reacts to CNPs: B plays it, with marking on the way to B.
+    let mut net = marking_net();
+    let (hook_a, monitor_a) = DcqcnHook::new(DcqcnParams::paper(100e9)).unwrap();
+    net.a.set_congestion_control(Box::new(hook_a));
+    let (sa, sb) = connect_pair(&mut net, QpType::Rc, 1);
+    write_then_send(&mut net, sa, sb, 3000, 10);
+    assert_eq!(net.b.stats().ce_received, 4);
+    assert_eq!(net.b.stats().cnps_sent, 0);
+    let r = monitor_a.report();
+    assert_eq!((r.cnps_received, r.rate_cuts), (0, 0));
+    assert_eq!(r.rate_bps, 100e9);
 }

@@ -119,6 +119,17 @@ impl MemoryDevice {
         *self.outgoing().stats()
     }
 
+    /// The faults applied to the frames this end sends.
+    pub fn sent_faults(&self) -> FaultConfig {
+        *self.outgoing().config()
+    }
+
+    /// Changes the faults applied to the frames this end sends from now on (see
+    /// [`FaultyLink::set_config`]).
+    pub fn set_sent_faults(&self, config: FaultConfig) -> Result<(), FaultError> {
+        self.outgoing().set_config(config)
+    }
+
     fn closed(&self) -> DeviceError {
         DeviceError::Closed {
             device: self.name().to_owned(),

@@ -207,4 +207,6 @@ pub fn run<W: Write>(
 }
 
 #[cfg(test)]
+mod cnp_tests;
+#[cfg(test)]
 mod tests;

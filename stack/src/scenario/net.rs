@@ -103,6 +103,18 @@ impl<W: Write> std::fmt::Debug for Network<W> {
     }
 }
 
+/// The a-to-b direction's marking: a queue draining at the bottleneck's rate, marking CE
+/// above its threshold.
+fn ce_marking(bottleneck: Option<Bottleneck>) -> CeMarking {
+    match bottleneck {
+        Some(b) => CeMarking::Queue {
+            threshold_bytes: b.ce_threshold_bytes,
+            drain_bits_per_sec: (b.gbps * 1e9) as u64,
+        },
+        None => CeMarking::Off,
+    }
+}
+
 fn ns(d: Duration) -> Nanos {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -128,13 +140,7 @@ impl<W: Write> Network<W> {
             ..FaultConfig::default()
         };
         let a_to_b = FaultConfig {
-            ce_mark: match config.bottleneck {
-                Some(b) => CeMarking::Queue {
-                    threshold_bytes: b.ce_threshold_bytes,
-                    drain_bits_per_sec: (b.gbps * 1e9) as u64,
-                },
-                None => CeMarking::Off,
-            },
+            ce_mark: ce_marking(config.bottleneck),
             ..base
         };
         let link = MemoryLinkConfig {
@@ -177,6 +183,14 @@ impl<W: Write> Network<W> {
             Side::A => &mut self.a,
             Side::B => &mut self.b,
         }
+    }
+
+    /// Puts a bottleneck in front of host B's port, or takes it away (`None`), for the
+    /// frames A sends from now on: congestion that starts or ends mid-run.
+    pub fn set_bottleneck(&mut self, bottleneck: Option<Bottleneck>) -> Result<(), NetError> {
+        let mut faults = self.dev_a.sent_faults();
+        faults.ce_mark = ce_marking(bottleneck);
+        Ok(self.dev_a.set_sent_faults(faults)?)
     }
 
     /// What the link did to the frames each side sent: `(a_to_b, b_to_a)`.

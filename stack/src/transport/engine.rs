@@ -398,10 +398,25 @@ impl Engine {
     ///
     /// [`MAX_PACKET_LEN`]: super::MAX_PACKET_LEN
     pub fn poll_transmit(&mut self, now: Time, buf: &mut [u8]) -> Option<Transmit> {
+        self.poll_transmit_gated(now, buf, |_| true)
+    }
+
+    /// [`Engine::poll_transmit`] over the queue pairs `may_send` allows: a rate limiter
+    /// outside the engine (DCQCN's reaction point paces each QP) holds back the others, and
+    /// they take their turn again once it lets them.
+    pub fn poll_transmit_gated(
+        &mut self,
+        now: Time,
+        buf: &mut [u8],
+        mut may_send: impl FnMut(Qpn) -> bool,
+    ) -> Option<Transmit> {
         let n = self.active.len();
         for k in 0..n {
             let at = (self.next_rr + k) % n;
             let qpn = self.active[at];
+            if !may_send(qpn) {
+                continue;
+            }
             let sent = self
                 .with_qp(qpn, now, |qp, ctx| {
                     if qp.state == QpState::Reset {
