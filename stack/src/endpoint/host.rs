@@ -19,6 +19,7 @@ use super::resolve::{self, BROADCAST_MAC, Resolution};
 use crate::transport::{DropReason, Engine, MAX_PACKET_LEN, Time, Transmit, TransportConfig};
 use crate::wire::{
     BthRepr, CnpRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, Psn, Qpn, RocePacket, RoceRepr,
+    Transport, UdpRepr,
 };
 
 /// Ethernet + IPv6 + UDP + ICRC around the engine's packet: the most a frame adds.
@@ -359,9 +360,16 @@ impl Host {
         let Some(src) = self.gids.source_for(peer) else {
             return;
         };
-        let Some(repr) = RoceRepr::rxe(self.mac, [0; 6], src, peer, local, ib) else {
+        let Some(mut repr) = RoceRepr::rxe(self.mac, [0; 6], src, peer, local, ib) else {
             return;
         };
+        // The CNP takes the flow of the traffic it answers, so that it follows the same path.
+        let transport = if ud_src_qp.is_some() {
+            Transport::Ud
+        } else {
+            Transport::Rc
+        };
+        repr.udp = udp_for(transport, local, dest_qp);
         if let Ok(frame) = repr.to_vec() {
             self.stats.cnps_sent += 1;
             self.route(now, peer, frame);
@@ -426,7 +434,7 @@ impl Host {
         // The engine wrote a well-formed packet; should it not parse, it cannot be sent.
         let ib = IbPacketRepr::parse(&self.scratch[..t.len]).ok()?;
         let next_hop = self.neighbours.lookup(t.dest);
-        let repr = RoceRepr::rxe(
+        let mut repr = RoceRepr::rxe(
             self.mac,
             next_hop.unwrap_or([0; 6]),
             src,
@@ -435,6 +443,7 @@ impl Host {
             ib,
         )?
         .with_ecn(self.ecn);
+        repr.udp = udp_for(ib.bth.opcode.transport(), t.src_qp, t.dest_qp);
         if next_hop.is_some() {
             return repr.emit(buf).ok();
         }
@@ -477,5 +486,16 @@ impl Host {
         for addr in ask {
             self.solicit(addr);
         }
+    }
+}
+
+/// The UDP header rxe gives a QP's packets: RC and UC QPs take the port `rdma_get_udp_sport`
+/// derives from both QPNs when they reach RTR (shared by both directions of the connection);
+/// UD QPs keep the one derived from their own QPN at creation (SPEC_NOTES, corrected against
+/// real rxe captures).
+fn udp_for(transport: Transport, local: Qpn, remote: Qpn) -> UdpRepr {
+    match transport {
+        Transport::Rc | Transport::Uc => UdpRepr::rxe_connected(0, local, remote),
+        _ => UdpRepr::rxe(local),
     }
 }

@@ -18,7 +18,8 @@ use crate::transport::{
     WcStatus, WorkCompletion,
 };
 use crate::wire::{
-    BthRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, PKey, Psn, Qpn, RethRepr, RoceRepr,
+    BthRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, PKey, Psn, Qpn, RethRepr, RocePacket, RoceRepr,
+    rxe_connected_udp_src_port, rxe_udp_src_port,
 };
 
 const VA: u64 = 0x10_0000;
@@ -127,6 +128,20 @@ fn run_for(
     (wa, wb)
 }
 
+/// A WRITE (wr_id 1) of `len` bytes from the start of a's region to the start of b's.
+fn write_wr(sa: Side, sb: Side, len: u32) -> SendWr {
+    let remote = SendOp::Write {
+        remote_addr: VA,
+        rkey: sb.key,
+    };
+    let sge = Sge {
+        addr: VA,
+        length: len,
+        lkey: sa.key,
+    };
+    SendWr::new(1, remote, vec![sge])
+}
+
 fn write_then_send(net: &mut VirtualNet, sa: Side, sb: Side, write_len: usize, send_len: usize) {
     let data = pattern(write_len, 7);
     let msg = pattern(send_len, 99);
@@ -141,18 +156,7 @@ fn write_then_send(net: &mut VirtualNet, sa: Side, sb: Side, write_len: usize, s
         }],
     );
     net.b.engine_mut().post_recv(sb.qpn, recv).unwrap();
-    let write = SendWr::new(
-        1,
-        SendOp::Write {
-            remote_addr: VA,
-            rkey: sb.key,
-        },
-        vec![Sge {
-            addr: VA,
-            length: write_len as u32,
-            lkey: sa.key,
-        }],
-    );
+    let write = write_wr(sa, sb, write_len as u32);
     let send = SendWr::new(
         2,
         SendOp::Send,
@@ -279,7 +283,12 @@ fn uc_write_and_ud_send() {
 
 /// An RC WRITE_ONLY frame from a to b, as a's host would send it.
 fn write_frame(qpn: Qpn, pkey: PKey, payload: &[u8]) -> Vec<u8> {
-    let mut bth = BthRepr::new(Opcode(0x0a), qpn, Psn::new(2000));
+    write_frame_at(qpn, pkey, Psn::new(2000), payload)
+}
+
+/// An RC RDMA_WRITE_ONLY from 10.0.0.1 to `qpn` at 10.0.0.2 with rkey 0.
+fn write_frame_at(qpn: Qpn, pkey: PKey, psn: Psn, payload: &[u8]) -> Vec<u8> {
+    let mut bth = BthRepr::new(Opcode(0x0a), qpn, psn);
     bth.pkey = pkey;
     bth.ack_req = true;
     let ext = ExtHeaders {
@@ -348,6 +357,28 @@ fn bad_frames_are_counted_drops() {
     );
     assert_eq!(b.stats().drops.total(), 9);
     assert_eq!(b.engine().stats().dropped, 2);
+}
+
+#[test]
+fn an_invalid_rkey_is_answered_with_a_remote_access_error_nak() {
+    let mut net = v4_net();
+    let (_, sb) = connect_pair(&mut net, QpType::Rc, 1);
+    net.b.add_neighbour("10.0.0.1".parse().unwrap(), MAC_A);
+    // write_frame's RETH carries rkey 0, which no region of b has.
+    assert_ne!(sb.key, 0);
+    let psn = net.b.engine().expected_psn(sb.qpn).unwrap();
+    let frame = write_frame_at(sb.qpn, PKey::DEFAULT, psn, &[1, 2, 3, 4]);
+    net.b.handle_frame(Time::ZERO, &frame);
+    let (frame, _) = next_frame(&mut net.b);
+    let nak = RocePacket::parse(&frame).unwrap();
+    assert_eq!(nak.opcode(), Opcode(0x11), "RC ACKNOWLEDGE");
+    let aeth = nak.ext().aeth.expect("an AETH");
+    assert_eq!(
+        aeth.syndrome.to_byte(),
+        0x62,
+        "NAK, remote access error (IBA 9.7.5.2.4)"
+    );
+    assert_eq!(region(&net.b, sb.key)[..4], [0; 4], "nothing written");
 }
 
 #[test]
@@ -493,4 +524,46 @@ fn dcqcn_keeps_working_with_a_peer_that_ignores_and_never_sends_cnps() {
     let r = monitor_a.report();
     assert_eq!((r.cnps_received, r.rate_cuts), (0, 0));
     assert_eq!(r.rate_bps, 100e9);
+}
+
+/// The next frame `host` sends, and its UDP source port.
+fn next_frame(host: &mut Host) -> (Vec<u8>, u16) {
+    let mut buf = vec![0; Host::max_frame_len()];
+    let n = host.poll_transmit(Time::ZERO, &mut buf).expect("a frame");
+    buf.truncate(n);
+    let port = RocePacket::parse(&buf).unwrap().udp().src_port;
+    (buf, port)
+}
+
+#[test]
+fn udp_source_ports_are_rxe_s() {
+    // RC and UC: rdma_get_udp_sport from both QPNs, the same port both ways.
+    for qp_type in [QpType::Rc, QpType::Uc] {
+        let mut net = v4_net();
+        let (sa, sb) = connect_pair(&mut net, qp_type, 1);
+        net.a.add_neighbour("10.0.0.2".parse().unwrap(), MAC_B);
+        net.b.add_neighbour("10.0.0.1".parse().unwrap(), MAC_A);
+        let expected = rxe_connected_udp_src_port(0, sa.qpn, sb.qpn);
+        assert_ne!(
+            expected,
+            rxe_udp_src_port(sa.qpn),
+            "the test tells them apart"
+        );
+        net.a
+            .engine_mut()
+            .post_send(sa.qpn, write_wr(sa, sb, 100))
+            .unwrap();
+        let (frame, port) = next_frame(&mut net.a);
+        assert_eq!(port, expected, "{qp_type:?} request");
+        net.b.handle_frame(Time::ZERO, &frame);
+        if qp_type == QpType::Rc {
+            assert_eq!(next_frame(&mut net.b).1, expected, "RC acknowledgement");
+        }
+    }
+    // UD: the port rxe derives from the sending QP alone.
+    let mut net = v4_net();
+    let (sa, sb) = connect_pair(&mut net, QpType::Ud, 1);
+    net.a.add_neighbour("10.0.0.2".parse().unwrap(), MAC_B);
+    ud_send(&mut net, sa, sb, 100, 0x1111_1111);
+    assert_eq!(next_frame(&mut net.a).1, rxe_udp_src_port(sa.qpn));
 }

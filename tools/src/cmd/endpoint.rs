@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use roce::endpoint::{Backend, HostConfig, IpCidr, Runtime, RuntimeConfig};
+use roce::endpoint::{Backend, Host, HostConfig, IpCidr, Runtime, RuntimeConfig};
 
 #[derive(Debug, Args)]
 pub struct EndpointArgs {
@@ -37,9 +37,20 @@ pub struct EndpointArgs {
     /// Poll the device in a tight loop instead of sleeping (lowest latency, one busy core).
     #[arg(long)]
     pub busy_poll: bool,
+    /// At the end, print the endpoint's counters on stderr: frames, retransmissions, CNPs
+    /// and every kind of dropped frame (bad ICRC, unknown QP, P_Key or Q_Key mismatch...).
+    #[arg(long)]
+    pub stats: bool,
 }
 
 impl EndpointArgs {
+    /// With `--stats`, the counters of `rt`'s host and engine as one line on stderr.
+    pub fn print_stats(&self, rt: &Runtime) {
+        if self.stats {
+            eprintln!("{}", stats_line(rt.host()));
+        }
+    }
+
     pub fn timeout(&self) -> Duration {
         Duration::from_secs(self.timeout)
     }
@@ -81,4 +92,45 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
         return Err(bad());
     }
     Ok(mac)
+}
+
+/// `roce: stats: ...`: traffic, recovery and congestion counters, then the drops that
+/// happened, by reason.
+fn stats_line(host: &Host) -> String {
+    let h = host.stats();
+    let e = host.engine().stats();
+    let d = &h.drops;
+    let drops: Vec<String> = [
+        ("not for us", d.not_for_us),
+        ("not RoCE", d.not_roce),
+        ("malformed", d.malformed),
+        ("bad ICRC", d.bad_icrc),
+        ("unknown QP", d.unknown_qp),
+        ("P_Key mismatch", d.pkey_mismatch),
+        ("Q_Key mismatch", d.qkey_mismatch),
+        ("refused by the transport", d.engine_other),
+        ("next hop unresolved", d.unresolved),
+        ("no route", d.no_route),
+    ]
+    .into_iter()
+    .filter(|&(_, n)| n > 0)
+    .map(|(why, n)| format!("{n} {why}"))
+    .collect();
+    let drops = if drops.is_empty() {
+        "none".to_owned()
+    } else {
+        drops.join(", ")
+    };
+    format!(
+        "roce: stats: frames received {}, sent {}; RoCE received {}, sent {}; \
+         retransmitted {}; CE marks {}, CNPs received {}, sent {}; dropped: {drops}",
+        h.frames_received,
+        h.frames_sent,
+        h.roce_received,
+        h.roce_sent,
+        e.retransmitted_packets,
+        h.ce_received,
+        h.cnps_received,
+        h.cnps_sent,
+    )
 }

@@ -80,6 +80,7 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     let stdout = std::io::stdout();
     let result = perf::run(&mut rt, &opts, &mut stdout.lock());
     let _ = stdout.lock().flush();
+    args.endpoint.print_stats(&rt);
     // One line: the error's message already holds its cause.
     result.map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(ExitCode::SUCCESS)

@@ -79,6 +79,7 @@ pub fn run(args: PingpongArgs) -> anyhow::Result<ExitCode> {
     let stdout = std::io::stdout();
     let result = pingpong::run(&mut rt, &opts, &mut stdout.lock());
     let _ = stdout.lock().flush();
+    args.endpoint.print_stats(&rt);
     // One line: the error's message already holds its cause.
     result.map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(ExitCode::SUCCESS)

@@ -1,0 +1,129 @@
+//! `roce pingpong` and `roce perf` on bad input: a device that does not exist, no
+//! privileges, a peer whose out-of-band message is garbage. Each is one line on stderr
+//! starting `roce:` and exit status 1, never a panic. (Interop with rdma_rxe itself runs in
+//! tests/interop/run.sh, which needs the QEMU lab.)
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Output};
+use std::thread;
+
+mod common;
+use common::roce;
+
+/// The one stderr line of a failed run, checked for the things every error line has.
+fn one_error_line(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    assert!(lines[0].starts_with("roce: "), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    lines[0].to_owned()
+}
+
+/// An empty pcap (no frames): a device that needs no privileges.
+fn empty_capture() -> String {
+    // Magic, version 2.4 (two u16s), zone, sigfigs, snap length, link type Ethernet.
+    let mut header = Vec::new();
+    for word in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 1] {
+        header.extend_from_slice(&word.to_le_bytes());
+    }
+    let path = common::temp_file_in("endpoint-tests", "empty.pcap", &header);
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_device_that_does_not_exist_is_one_line() {
+    let out = roce(&["pingpong", "--iface", "xdp:nosuch0", "--ip", "10.9.0.1/24"]);
+    assert!(one_error_line(&out).contains("xdp:nosuch0: no such network interface"));
+    let out = roce(&[
+        "perf",
+        "write",
+        "--iface",
+        "pcap:/nonexistent/in.pcap",
+        "--ip",
+        "10.9.0.1/24",
+    ]);
+    assert!(one_error_line(&out).contains("pcap:/nonexistent/in.pcap"));
+}
+
+#[test]
+fn without_privileges_tap_and_xdp_say_what_they_need() {
+    // As root (CI), run the command as nobody; otherwise we already are unprivileged.
+    let root = Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";
+    for iface in ["tap:roce-np0", "xdp:lo"] {
+        let args = ["pingpong", "--iface", iface, "--ip", "10.9.0.1/24"];
+        let out = if root {
+            Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(env!("CARGO_BIN_EXE_roce"))
+                .args(args)
+                .output()
+                .expect("setpriv (util-linux) runs")
+        } else {
+            roce(&args)
+        };
+        let line = one_error_line(&out);
+        assert!(line.contains("permission denied (needs root"), "{line}");
+    }
+}
+
+/// Runs `roce ARGS 127.0.0.1 -p PORT` against a peer that answers the first out-of-band
+/// message with `reply`, and returns roce's error line.
+fn against_a_garbage_peer(args: &[&str], reply: &'static [u8]) -> String {
+    one_error_line(&run_against_a_garbage_peer(args, reply))
+}
+
+fn run_against_a_garbage_peer(args: &[&str], reply: &'static [u8]) -> Output {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let peer = thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 256];
+        let _ = conn.read(&mut buf);
+        let _ = conn.write_all(reply);
+    });
+    let capture = empty_capture();
+    let iface = format!("pcap:{capture}");
+    let common = [
+        "--iface",
+        &iface,
+        "--ip",
+        "127.0.0.2/8",
+        "-p",
+        &port,
+        "127.0.0.1",
+    ];
+    let out = roce(&[args, &common[..]].concat());
+    peer.join().unwrap();
+    out
+}
+
+#[test]
+fn a_malformed_out_of_band_message_is_one_line() {
+    let garbage = b"this is not a pingpong message at all, not even close....\n";
+    let line = against_a_garbage_peer(&["pingpong"], garbage);
+    assert!(
+        line.contains("peer message is not LLLL:QQQQQQ:PPPPPP:GID"),
+        "{line}"
+    );
+    let line = against_a_garbage_peer(&["perf", "write"], garbage);
+    assert!(line.contains("out-of-band exchange"), "{line}");
+    let line = against_a_garbage_peer(&["perf", "send"], b"5.60\0");
+    assert!(line.contains("out-of-band exchange"), "{line}");
+}
+
+#[test]
+fn stats_come_before_the_error_on_stderr() {
+    let out = run_against_a_garbage_peer(&["pingpong", "--stats"], b"garbage\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines[0].starts_with("roce: stats: frames received 0, sent 0;")
+            && lines[0].ends_with("dropped: none"),
+        "{stderr}"
+    );
+    assert!(lines[1].contains("out-of-band exchange"), "{stderr}");
+}
