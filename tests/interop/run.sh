@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# Interop suite: the project's endpoint (target/release/roce on tap:roce0, 10.77.0.2, inside
+# the lab's namespace) against rdma_rxe in a QEMU guest of the SoftRoCE lab (10.77.0.11),
+# in both roles: "client" cases run the rdma-core/perftest tool as server in the guest and
+# `roce ... 10.77.0.11` as its client; "server" cases run `roce ...` as server and the tool
+# in the guest as client of 10.77.0.1 (the namespace's kernel address, which carries the
+# out-of-band TCP to us; RoCE goes to the GID we announce).
+#
+# Cases: ibv_rc/uc/ud_pingpong, ib_write/read/send/atomic_bw (perftest -x 1 -F) over IPv4;
+# ibv_rc_pingpong over IPv6; path MTU 4096 (guest MTU 9000) besides the default 1024, the
+# capture checked for 4096-byte payloads; write/read/send again with 2% loss on the bridge
+# (`softroce-lab loss 20`). A case passes when both sides exit 0.
+#
+# Needs root and QEMU (tools/softroce-lab setup installs the rest). Prints each case's command
+# lines and result, then `interop: N passed, M failed`; ROCE_INTEROP_ONLY=REGEX runs only the
+# cases whose names match (e.g. 'rc_pingpong-ipv4'); exits 1 if any failed or the lab
+# cannot run. Logs and captures stay in $ROCE_INTEROP_LOGS (default: a temporary directory,
+# named at the end).
+set -uo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+lab=$here/tools/softroce-lab
+roce=$here/target/release/roce
+NS="roce-lab"
+PEER=10.77.0.11
+KERNEL=10.77.0.1
+OURS=(--iface tap:roce0 --ip 10.77.0.2/24 --timeout 60 --stats)
+OURS6=(--iface tap:roce0 --ip 10.77.0.2/24 --ip fd00:77::2/64 --timeout 60 --stats)
+# Small counts: the guest runs under TCG emulation (tens of MB/s at best).
+PP="-n 200 -s 4096"
+BW="-n 200 -s 16384"
+CASE_LIMIT=240
+
+fatal() {
+  echo "interop: FATAL: $*" >&2
+  echo "interop: 0 passed, 1 failed"
+  exit 1
+}
+
+[[ $(id -u) -eq 0 ]] || fatal "needs root (network namespace, TAP, QEMU guests)"
+[[ -x $lab ]] || fatal "$lab missing or not executable"
+[[ -c /dev/net/tun ]] || fatal "/dev/net/tun missing: no TAP devices on this kernel"
+
+logs=${ROCE_INTEROP_LOGS:-$(mktemp -d /tmp/roce-interop.XXXXXX)}
+mkdir -p "$logs" || fatal "cannot create $logs"
+own_net=1
+if ip netns list 2>/dev/null | grep -qw "$NS"; then own_net=0; fi
+peer_pid=""
+ours_pid=""
+cleanup() {
+  for p in $peer_pid $ours_pid; do kill "$p" 2>/dev/null || true; done
+  "$lab" loss 0 >/dev/null 2>&1 || true
+  if [[ $own_net -eq 1 ]]; then "$lab" down >/dev/null 2>&1 || true; fi
+}
+trap cleanup EXIT
+
+t0=$SECONDS
+"$lab" setup >"$logs/setup.log" 2>&1 || fatal "tools/softroce-lab setup failed (see $logs/setup.log)"
+(cd "$here" && cargo build --release --locked -p roce-tools) >"$logs/build.log" 2>&1 ||
+  fatal "cargo build --release failed (see $logs/build.log)"
+"$lab" up >/dev/null 2>&1 || fatal "tools/softroce-lab up failed"
+"$lab" loss 0 >/dev/null 2>&1 || fatal "tools/softroce-lab loss failed"
+echo "interop: lab ready and roce built in $((SECONDS - t0)) s; logs in $logs"
+
+passed=0
+failed=0
+failures=()
+
+# Waits up to $2 seconds for our child $1, killing it after; its exit status goes to
+# $waited (not printed: a command substitution's subshell cannot wait for our children).
+waited=0
+wait_for() {
+  local pid=$1 limit=$2 t=$SECONDS
+  while kill -0 "$pid" 2>/dev/null && ((SECONDS - t < limit)); do sleep 0.5; done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    waited=124
+    return
+  fi
+  wait "$pid"
+  waited=$?
+}
+
+# The lines worth showing from a side's output: summaries, result rows, errors.
+summary() {
+  tr -d '\r\0' <"$1" | grep -aE 'bytes in|iters in|^ [0-9]+ +[0-9]+ |roce:|Failed|Couldn|rror|peer: exit|LAB-FAIL' |
+    grep -av '^\[' | sed 's/^/      /'
+}
+
+# run_case NAME ROLE PEER_OPTS PEER_CMD CHECK ROCE_ARGS...
+# ROLE is our endpoint's: client or server. CHECK ("" for none) is run on our capture.
+run_case() {
+  local name=$1 role=$2 peer_opts=$3 peer_cmd=$4 check=${5:-}
+  shift 5
+  local dir=$logs/$name ours_rc peer_rc t=$SECONDS
+  if [[ -n ${ROCE_INTEROP_ONLY:-} && ! $name =~ $ROCE_INTEROP_ONLY ]]; then return; fi
+  mkdir -p "$dir"
+  local ours_cmd=(ip netns exec "$NS" "$roce" "$@" --pcap-out "$dir/ours.pcap")
+  echo "---- $name (our endpoint as $role)"
+  echo "  peer: tools/softroce-lab peer $peer_opts '$peer_cmd'"
+  echo "  ours: ${ours_cmd[*]}"
+  # shellcheck disable=SC2086  # peer_opts are separate words
+  if [[ $role == client ]]; then
+    "$lab" peer $peer_opts --timeout 180 "$peer_cmd" >"$dir/peer.log" 2>&1 &
+    peer_pid=$!
+    until grep -q '^peer: ready' "$dir/peer.log" 2>/dev/null || ! kill -0 "$peer_pid" 2>/dev/null ||
+      ((SECONDS - t > CASE_LIMIT)); do
+      sleep 0.5
+    done
+    timeout "$CASE_LIMIT" "${ours_cmd[@]}" >"$dir/ours.log" 2>&1
+    ours_rc=$?
+    wait_for "$peer_pid" 90
+    peer_rc=$waited
+  else
+    timeout "$CASE_LIMIT" "${ours_cmd[@]}" >"$dir/ours.log" 2>&1 &
+    ours_pid=$!
+    until ip netns exec "$NS" ss -Hltn 'sport = :18515' 2>/dev/null | grep -q . ||
+      ! kill -0 "$ours_pid" 2>/dev/null || ((SECONDS - t > 20)); do
+      sleep 0.2
+    done
+    timeout "$CASE_LIMIT" "$lab" peer $peer_opts --timeout 180 "$peer_cmd" >"$dir/peer.log" 2>&1
+    peer_rc=$?
+    wait_for "$ours_pid" 90
+    ours_rc=$waited
+  fi
+  peer_pid=""
+  ours_pid=""
+  local verdict=PASS why=""
+  if [[ $ours_rc -ne 0 || $peer_rc -ne 0 ]]; then
+    verdict=FAIL
+    why=" (ours exit $ours_rc, peer exit $peer_rc)"
+  elif [[ -n $check ]] && ! why=$($check "$dir/ours.pcap"); then
+    verdict=FAIL
+    why=" ($why)"
+  fi
+  echo "  peer says:"
+  summary "$dir/peer.log"
+  echo "  ours says:"
+  summary "$dir/ours.log"
+  echo "  result: $verdict$why, $((SECONDS - t)) s"
+  if [[ $verdict == PASS ]]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+  fi
+}
+
+# Passes if our capture holds a RoCE payload of 4096 bytes (path MTU 4096 was used).
+payload_4096() {
+  local n
+  n=$("$roce" decode --json "$1" 2>/dev/null | grep -c '"payload_len":4096')
+  if ((n > 0)); then return 0; fi
+  echo "no 4096-byte payload in the capture: path MTU 4096 not used"
+  return 1
+}
+
+# Passes if every RoCE frame of our capture, both directions, has one UDP source port: rxe
+# gives a connected QP the port rdma_get_udp_sport derives from both QPNs, and so must we.
+one_udp_port() {
+  local ports
+  ports=$("$roce" decode --json "$1" 2>/dev/null | grep -o '"udp_src_port":[0-9]*' | sort -u)
+  if [[ -n $ports && $(wc -l <<<"$ports") -eq 1 ]]; then return 0; fi
+  echo "UDP source ports differ: $(tr '\n' ' ' <<<"$ports")"
+  return 1
+}
+
+# case_pp NAME ROLE TOOL TRANSPORT PEER_OPTS ROCE_ARGS...: an ibv_*_pingpong case. The
+# guest's $GID4 / $GID6 are its IPv4-mapped and IPv6 GID indices.
+case_pp() {
+  local name=$1 role=$2 tool=$3 transport=$4 popts=$5 gid=${GID:-\$GID4}
+  shift 5
+  # shellcheck disable=SC2086  # $PP is several words
+  if [[ $role == client ]]; then
+    run_case "$name" client "$popts" "$tool -g $gid $PP ${PEER_EXTRA:-}" "${CHECK:-}" \
+      pingpong "$@" -c "$transport" $PP $PEER
+  else
+    run_case "$name" server "$popts" "$tool -g $gid $PP ${PEER_EXTRA:-} $KERNEL" "${CHECK:-}" \
+      pingpong "$@" -c "$transport" $PP
+  fi
+}
+
+# case_bw NAME ROLE TEST PEER_OPTS: a perftest case (ib_TEST_bw -x 1 -F).
+case_bw() {
+  local name=$1 role=$2 test=$3 popts=$4 args=$BW
+  [[ $test == atomic ]] && args="-n 200" # perftest refuses -s for atomics
+  # shellcheck disable=SC2086
+  if [[ $role == client ]]; then
+    run_case "$name" client "$popts" "ib_${test}_bw -x 1 -F $args" "${CHECK:-}" \
+      perf "$test" "${OURS[@]}" $args $PEER
+  else
+    run_case "$name" server "$popts" "ib_${test}_bw -x 1 -F $args $KERNEL" "${CHECK:-}" \
+      perf "$test" "${OURS[@]}" $args
+  fi
+}
+
+for role in client server; do
+  CHECK=one_udp_port case_pp "rc_pingpong-ipv4-$role" $role ibv_rc_pingpong rc "" "${OURS[@]}"
+  CHECK=one_udp_port case_pp "uc_pingpong-ipv4-$role" $role ibv_uc_pingpong uc "" "${OURS[@]}"
+  # UD messages must fit the port MTU (1024 on the 1500-byte link).
+  PP="-n 200 -s 1024" case_pp "ud_pingpong-ipv4-$role" $role ibv_ud_pingpong ud "" "${OURS[@]}"
+  # shellcheck disable=SC2016  # $GID6 expands in the guest
+  CHECK=one_udp_port GID='$GID6' case_pp "rc_pingpong-ipv6-$role" $role ibv_rc_pingpong rc "" "${OURS6[@]}" -g 2
+  for test in write read send atomic; do
+    CHECK=one_udp_port case_bw "ib_${test}_bw-$role" $role $test ""
+  done
+done
+
+# Loss: 2% of the RoCE frames the bridge forwards, both directions.
+"$lab" loss 20 || fatal "cannot set loss on the bridge"
+for role in client server; do
+  for test in write read send; do
+    case_bw "ib_${test}_bw-loss2pct-$role" $role $test ""
+  done
+done
+"$lab" loss 0 || fatal "cannot remove the loss rule"
+
+# Path MTU 4096: the guest at MTU 9000 (the lab raises the bridge and its ports); our TAP
+# raised first, so that a server of ours sees it from the start.
+ip netns exec "$NS" ip link set roce0 mtu 9000 || fatal "cannot raise roce0's MTU"
+ip netns exec "$NS" ip link set rlbr0 mtu 9000 || fatal "cannot raise rlbr0's MTU"
+PP="-n 100 -s 8192 -m 4096"
+for role in client server; do
+  CHECK=payload_4096 case_pp "rc_pingpong-mtu4096-$role" $role ibv_rc_pingpong rc "--mtu 9000" \
+    "${OURS[@]}"
+  for test in write read send; do
+    CHECK=payload_4096 case_bw "ib_${test}_bw-mtu4096-$role" $role $test "--mtu 9000"
+  done
+done
+
+echo
+if ((failed > 0)); then echo "interop: failed cases: ${failures[*]}"; fi
+echo "interop: logs and captures in $logs ($((SECONDS - t0)) s in all)"
+echo "interop: $passed passed, $failed failed"
+((failed == 0))
