@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Cross-checks `roce decode --json` against scapy's RoCE layer on every capture in pcaps/ and on
-# frames our builder generates (every RC/UC/UD opcode and CNP, IPv4 and IPv6, VLAN, all pads).
+# Cross-checks `roce decode --json` against scapy's RoCE layer on every capture in pcaps/, on
+# frames our builder generates (every RC/UC/UD opcode and CNP, IPv4 and IPv6, VLAN, all pads)
+# and on the teaching captures of `roce gen` (which tshark must also read cleanly).
 # Creates a venv under target/ and installs scapy from PyPI on first use.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,5 +22,26 @@ fi
 cargo build -q -p roce-tools --bin roce
 mkdir -p "$work"
 cargo run -q -p roce-tests --example sample_pcap -- "$work/generated.pcap"
+# The teaching captures of `roce gen`, made fresh: scapy checks them with the rest, and
+# Wireshark's dissector must read every frame as InfiniBand with no malformed or error
+# expert info (their packet comments show as comment-level expert info).
+rm -rf "$work/lessons"
+target/debug/roce gen all -o "$work/lessons" >/dev/null
+if ! command -v tshark >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends tshark >/dev/null
+fi
+lessons=0
+for f in "$work"/lessons/*.pcapng; do
+  frames=$(tshark -r "$f" 2>/dev/null | wc -l)
+  ib=$(tshark -r "$f" -Y infiniband 2>/dev/null | wc -l)
+  bad=$(tshark -r "$f" -V 2>/dev/null | grep -cE 'Malformed|Expert Info \(Error' || true)
+  if [[ $frames -eq 0 || $ib -ne $frames || $bad -ne 0 ]]; then
+    echo "tshark: $f: $frames frames, $ib dissected as InfiniBand, $bad malformed or errors" >&2
+    exit 1
+  fi
+  lessons=$((lessons + 1))
+done
+((lessons == 15)) || { echo "tshark: expected 15 teaching captures, found $lessons" >&2; exit 1; }
+echo "tshark: $lessons teaching captures from roce gen read cleanly"
 "$venv/bin/python" tests/scapy/crosscheck.py --roce target/debug/roce --work-dir "$work" \
-  pcaps "$work/generated.pcap"
+  pcaps "$work/generated.pcap" "$work/lessons"

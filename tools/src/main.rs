@@ -32,6 +32,7 @@ commands! {
     Demo(cmd::demo::DemoArgs) => cmd::demo::run,
     Pingpong(cmd::pingpong::PingpongArgs) => cmd::pingpong::run,
     Perf(cmd::perf::PerfArgs) => cmd::perf::run,
+    Gen(cmd::teach::GenArgs) => cmd::teach::run,
 }
 
 /// A pure-software RoCEv2 stack: decode and analyse captures, talk to rdma_rxe, simulate.

@@ -136,6 +136,12 @@ impl Host {
         }
     }
 
+    /// Marks the IP ECN field of the data packets sent from now on (ECT(0) for a DCQCN sender;
+    /// CNPs and ARP are never ECN-capable).
+    pub fn set_ecn(&mut self, ecn: Ecn) {
+        self.ecn = ecn;
+    }
+
     /// Plugs in congestion control (see [`CongestionHook`]).
     pub fn set_congestion_control(&mut self, hook: Box<dyn CongestionHook + Send>) {
         self.congestion = hook;

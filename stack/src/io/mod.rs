@@ -41,6 +41,7 @@ mod fault;
 pub mod memory;
 pub mod netdev;
 pub mod pcap;
+pub mod pcapng;
 mod recorder;
 pub mod tap;
 mod trace;

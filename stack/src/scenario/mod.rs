@@ -7,6 +7,7 @@
 //! The run is deterministic: the same [`DemoConfig`] always gives the same [`Report`] and the
 //! same capture. It reads no clock; callers time it if they want wall-clock figures.
 
+pub mod lesson;
 mod net;
 mod traffic;
 mod window;
@@ -22,7 +23,7 @@ use crate::endpoint::dcqcn::{DcqcnHook, DcqcnMonitor, DcqcnReport};
 use crate::fault::FaultStats;
 use crate::transport::{Mtu, Stats, Time, TransportConfig};
 
-pub use net::{Bottleneck, IP_A, IP_B, NetConfig, NetError, Network, Side};
+pub use net::{Bottleneck, IP_A, IP_B, NetConfig, NetError, Network, Side, WireTap};
 pub use traffic::{Op, OpCounts, Traffic, TrafficConfig, TrafficError, qp_path};
 pub use window::{CaptureSummary, CaptureWindow, WindowedCapture};
 

@@ -30,7 +30,7 @@ const WIRE_EXTRA: usize = 24;
 
 /// Capture timestamps start here (2025-01-01T00:00:00Z), so the same run always writes the
 /// same file.
-const CAPTURE_ORIGIN: Nanos = 1_735_689_600 * 1_000_000_000;
+pub(crate) const CAPTURE_ORIGIN: Nanos = 1_735_689_600 * 1_000_000_000;
 
 /// After this many steps without virtual time moving, the run is declared stuck.
 const MAX_STEPS_WITHOUT_TIME: u32 = 1_000_000;
@@ -78,6 +78,16 @@ pub enum Side {
     B,
 }
 
+/// A mirror port on the link between the hosts: sees every frame either host puts on the
+/// wire, when it leaves the NIC, and decides whether the link carries it on (a scripted
+/// fault, applied before the seeded fault model).
+pub trait WireTap {
+    /// The frame `from` sent at `at`; false to drop it.
+    fn on_frame(&mut self, at: Time, from: Side, frame: &[u8]) -> bool;
+    /// The frame arriving at host `to` at `at`, after the link's delay, queue and marking.
+    fn on_arrival(&mut self, _at: Time, _to: Side, _frame: &[u8]) {}
+}
+
 pub struct Network<W: Write> {
     clock: VirtualClock,
     pub a: Host,
@@ -89,6 +99,7 @@ pub struct Network<W: Write> {
     line_gbps: f64,
     capture: Option<WindowedCapture<W>>,
     capture_side: Side,
+    tap: Option<Box<dyn WireTap>>,
     steps_at_now: u32,
     last_now: Time,
 }
@@ -169,6 +180,7 @@ impl<W: Write> Network<W> {
             line_gbps: config.line_gbps,
             capture,
             capture_side,
+            tap: None,
             steps_at_now: 0,
             last_now: Time::ZERO,
         })
@@ -191,6 +203,11 @@ impl<W: Write> Network<W> {
         let mut faults = self.dev_a.sent_faults();
         faults.ce_mark = ce_marking(bottleneck);
         Ok(self.dev_a.set_sent_faults(faults)?)
+    }
+
+    /// Puts `tap` on the link (see [`WireTap`]), replacing any earlier one.
+    pub fn set_tap(&mut self, tap: Box<dyn WireTap>) {
+        self.tap = Some(tap);
     }
 
     /// What the link did to the frames each side sent: `(a_to_b, b_to_a)`.
@@ -265,6 +282,7 @@ impl<W: Write> Network<W> {
                     dev_b,
                     buf,
                     capture,
+                    tap,
                     ..
                 } = self;
                 let (host, dev) = match side {
@@ -280,8 +298,11 @@ impl<W: Write> Network<W> {
                 {
                     capture.record(CAPTURE_ORIGIN + now.as_nanos(), frame)?;
                 }
-                // The in-memory link always has room.
-                dev.transmit(frame)?;
+                let carried = tap.as_mut().is_none_or(|t| t.on_frame(now, side, frame));
+                if carried {
+                    // The in-memory link always has room.
+                    dev.transmit(frame)?;
+                }
                 self.wire_free[i] = now + self.serialization(len);
             }
         }
@@ -299,11 +320,15 @@ impl<W: Write> Network<W> {
             dev_b,
             capture,
             capture_side,
+            tap,
             ..
         } = self;
         for (side, host, dev) in [(Side::A, a, dev_a), (Side::B, b, dev_b)] {
             let mut capture = capture.as_mut().filter(|_| side == *capture_side);
             while dev.receive(&mut |frame| {
+                if let Some(tap) = tap.as_mut() {
+                    tap.on_arrival(now, side, frame);
+                }
                 if let Some(capture) = capture.as_deref_mut()
                     && let Err(e) = capture.record(at, frame)
                 {

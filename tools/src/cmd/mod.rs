@@ -8,6 +8,7 @@ pub mod ladder;
 pub mod perf;
 pub mod pingpong;
 pub mod sim;
+pub mod teach;
 
 use std::io::IsTerminal;
 use std::path::Path;

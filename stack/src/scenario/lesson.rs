@@ -1,0 +1,551 @@
+//! Teaching captures (`roce gen`): short exchanges between two of our hosts, each showing one
+//! thing of the RC/UC/UD transports or of DCQCN, made by the real engine and framing over the
+//! scenario network, with faults scripted rather than random ("drop the second READ response")
+//! so that every capture shows exactly what it teaches.
+//!
+//! The capture is a mirror port on the link: every frame either host sends, when it leaves the
+//! NIC, so a frame the lesson drops is in the capture and never reaches the peer. Frames carry
+//! pcapng comments saying what happens to them (dropped, retransmitted, a NAK and why), which
+//! Wireshark shows as packet comments.
+
+use core::time::Duration;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use thiserror::Error;
+
+use super::net::{
+    Bottleneck, CAPTURE_ORIGIN, IP_A, IP_B, NetConfig, NetError, Network, Side, WireTap,
+};
+use crate::cc::{CcError, Preset};
+use crate::endpoint::Host;
+use crate::endpoint::connect::{QpPath, connect};
+use crate::endpoint::dcqcn::DcqcnHook;
+use crate::io::memory::{MAC_A, MAC_B};
+use crate::io::pcapng::PcapngWriter;
+use crate::rng::Rng;
+use crate::transport::{
+    Access, CqId, Mtu, QpInit, QpType, SendOp, SendWr, Sge, Time, TransportConfig, TransportError,
+    WcStatus, WorkCompletion,
+};
+use crate::wire::{Ecn, NakCode, Psn, Qpn, RnrTimer, RocePacket, Syndrome};
+
+mod script;
+mod work;
+
+use script::{Annotator, Drop};
+use work::Work;
+
+/// One teaching capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lesson {
+    Write,
+    WriteImm,
+    Send,
+    SendImm,
+    SendInv,
+    Read,
+    Atomics,
+    Uc,
+    Ud,
+    LossGbn,
+    AckLoss,
+    Rnr,
+    ReadRetry,
+    AtomicReplay,
+    Cnp,
+}
+
+impl Lesson {
+    pub const ALL: [Lesson; 15] = [
+        Lesson::Write,
+        Lesson::WriteImm,
+        Lesson::Send,
+        Lesson::SendImm,
+        Lesson::SendInv,
+        Lesson::Read,
+        Lesson::Atomics,
+        Lesson::Uc,
+        Lesson::Ud,
+        Lesson::LossGbn,
+        Lesson::AckLoss,
+        Lesson::Rnr,
+        Lesson::ReadRetry,
+        Lesson::AtomicReplay,
+        Lesson::Cnp,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Lesson::Write => "write",
+            Lesson::WriteImm => "write-imm",
+            Lesson::Send => "send",
+            Lesson::SendImm => "send-imm",
+            Lesson::SendInv => "send-inv",
+            Lesson::Read => "read",
+            Lesson::Atomics => "atomics",
+            Lesson::Uc => "uc",
+            Lesson::Ud => "ud",
+            Lesson::LossGbn => "loss-gbn",
+            Lesson::AckLoss => "ack-loss",
+            Lesson::Rnr => "rnr",
+            Lesson::ReadRetry => "read-retry",
+            Lesson::AtomicReplay => "atomic-replay",
+            Lesson::Cnp => "cnp",
+        }
+    }
+
+    /// What the capture shows, in one line.
+    pub const fn summary(self) -> &'static str {
+        match self {
+            Lesson::Write => {
+                "RC RDMA WRITE of 3000 bytes: FIRST, MIDDLE, LAST with a RETH, one ACK"
+            }
+            Lesson::WriteImm => {
+                "RC RDMA WRITE with immediate: the ImmDt in the last packet consumes a receive at B"
+            }
+            Lesson::Send => "RC SEND of 2500 bytes into a posted receive: FIRST, MIDDLE, LAST, ACK",
+            Lesson::SendImm => "RC SEND with immediate data (ImmDt header), and its ACK",
+            Lesson::SendInv => {
+                "RC SEND with invalidate: the IETH names an R_Key B invalidates on completion"
+            }
+            Lesson::Read => {
+                "RC RDMA READ of 3000 bytes: one request, READ RESPONSE FIRST/MIDDLE/LAST with AETH"
+            }
+            Lesson::Atomics => {
+                "RC COMPARE_SWAP then FETCH_ADD on 8 bytes at B: AtomicETH, ATOMIC ACKNOWLEDGE with the old value"
+            }
+            Lesson::Uc => "UC RDMA WRITE of 3000 bytes: the same packets as RC, and no ACKs at all",
+            Lesson::Ud => "UD SEND of 500 bytes: DETH with Q_Key and source QP, no ACK",
+            Lesson::LossGbn => {
+                "the 3rd packet of an 8-packet WRITE is lost: NAK (PSN sequence error), go-back-N from it"
+            }
+            Lesson::AckLoss => {
+                "the ACK of a WRITE is lost: the requester's timer fires and a tail probe brings a new ACK"
+            }
+            Lesson::Rnr => {
+                "SEND before B posted a receive: RNR NAK, the requester waits the RNR timer and retries"
+            }
+            Lesson::ReadRetry => {
+                "the 2nd READ response is lost: the requester re-issues the READ from the missing PSN"
+            }
+            Lesson::AtomicReplay => {
+                "the ATOMIC ACKNOWLEDGE is lost: the FETCH_ADD is resent and answered from B's reply cache, not executed twice"
+            }
+            Lesson::Cnp => {
+                "a 4 Gb/s bottleneck marks CE: B sends CNPs, A's DCQCN cuts its rate, packets spread out"
+            }
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Lesson> {
+        Lesson::ALL.into_iter().find(|l| l.name() == name)
+    }
+}
+
+/// How to make a lesson's capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GenOptions {
+    /// Picks the PSNs and the payload bytes; the same seed gives the same file.
+    pub seed: u64,
+    /// Path MTU of the connection.
+    pub mtu: Mtu,
+}
+
+impl Default for GenOptions {
+    fn default() -> Self {
+        GenOptions {
+            seed: 1,
+            mtu: Mtu::M1024,
+        }
+    }
+}
+
+/// A lesson's capture and what went into it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Generated {
+    /// The pcapng file.
+    pub pcapng: Vec<u8>,
+    pub frames: u64,
+    /// Frames the script dropped.
+    pub dropped: u64,
+}
+
+#[derive(Debug, Error)]
+pub enum GenError {
+    #[error(transparent)]
+    Net(#[from] NetError),
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("DCQCN: {0}")]
+    Dcqcn(#[from] CcError),
+    #[error("writing the capture: {0}")]
+    Capture(#[from] std::io::Error),
+    #[error("lesson {lesson}: {what}")]
+    Failed { lesson: &'static str, what: String },
+}
+
+/// Makes `lesson`'s capture.
+pub fn generate(lesson: Lesson, opts: &GenOptions) -> Result<Generated, GenError> {
+    let mut run = Run::new(lesson, opts)?;
+    run.play()?;
+    // The network holds the other handle on the tap: once it is gone the tap is ours alone.
+    let Run { net, tap, .. } = run;
+    drop(net);
+    let tap = Rc::into_inner(tap)
+        .ok_or_else(|| GenError::Failed {
+            lesson: lesson.name(),
+            what: "the capture is still shared".to_owned(),
+        })?
+        .into_inner();
+    if let Some(e) = tap.error {
+        return Err(GenError::Capture(e));
+    }
+    Ok(Generated {
+        pcapng: tap.writer.into_inner(),
+        frames: tap.frames,
+        dropped: tap.dropped,
+    })
+}
+
+const VA_A: u64 = 0x1_0000;
+const VA_B: u64 = 0x8_0000;
+const REGION: usize = 16 * 1024;
+const Q_KEY: u32 = 0x1111_1111;
+/// B's 8-byte atomic target, and its value before the lesson.
+const ATOMIC_AT: u64 = VA_B + 8192;
+const ATOMIC_START: u64 = 0x0000_0000_0000_002a;
+/// A lesson that has not finished by then failed.
+const TIME_LIMIT: Duration = Duration::from_millis(100);
+
+/// One side's queue pair, completion queue and region.
+#[derive(Debug, Clone, Copy)]
+struct End {
+    qpn: Qpn,
+    cq: CqId,
+    key: u32,
+}
+
+/// The mirror port: records every frame with its comment, applies the drop script.
+struct Tap {
+    writer: PcapngWriter<Vec<u8>>,
+    first_comment: Option<String>,
+    /// Record frames where they arrive (after the link's queue and CE marking) rather than
+    /// where they leave: the CNP lesson shows the marks.
+    at_arrival: bool,
+    script: Vec<Drop>,
+    annotator: Annotator,
+    frames: u64,
+    dropped: u64,
+    error: Option<std::io::Error>,
+}
+
+/// Shares the tap between the network (which calls it) and the run (which reads it after).
+struct SharedTap(Rc<RefCell<Tap>>);
+
+impl WireTap for SharedTap {
+    fn on_frame(&mut self, at: Time, from: Side, frame: &[u8]) -> bool {
+        let mut tap = self.0.borrow_mut();
+        if tap.at_arrival {
+            return true;
+        }
+        tap.record(at, from, frame)
+    }
+
+    fn on_arrival(&mut self, at: Time, to: Side, frame: &[u8]) {
+        let mut tap = self.0.borrow_mut();
+        if tap.at_arrival {
+            let from = match to {
+                Side::A => Side::B,
+                Side::B => Side::A,
+            };
+            tap.record(at, from, frame);
+        }
+    }
+}
+
+impl Tap {
+    /// Writes the frame `from` sent, seen at `at`, with its comment; false if the script
+    /// drops it.
+    fn record(&mut self, at: Time, from: Side, frame: &[u8]) -> bool {
+        let packet = RocePacket::parse(frame).ok();
+        let mut drop = false;
+        if let Some(p) = &packet {
+            // Every rule counts every frame, so that each one's `nth` means what it says.
+            for rule in &mut self.script {
+                drop |= rule.matches(from, p.opcode());
+            }
+        }
+        let mut notes: Vec<String> = self.first_comment.take().into_iter().collect();
+        if let Some(p) = &packet {
+            notes.extend(self.annotator.note(from, p));
+        }
+        if drop {
+            self.dropped += 1;
+            notes.push(
+                "DROPPED by the switch after this capture point: the peer never sees it".to_owned(),
+            );
+        }
+        let comment = (!notes.is_empty()).then(|| notes.join("; "));
+        self.frames += 1;
+        let at = CAPTURE_ORIGIN + at.as_nanos();
+        if let Err(e) = self.writer.write_frame(at, frame, comment.as_deref()) {
+            self.error.get_or_insert(e);
+        }
+        !drop
+    }
+}
+
+struct Run {
+    lesson: Lesson,
+    net: Network<Vec<u8>>,
+    tap: Rc<RefCell<Tap>>,
+    a: End,
+    b: End,
+}
+
+impl Run {
+    fn new(lesson: Lesson, opts: &GenOptions) -> Result<Run, GenError> {
+        let cnp = lesson == Lesson::Cnp;
+        let net_config = NetConfig {
+            line_gbps: 10.0,
+            delay: Duration::from_micros(2),
+            loss: 0.0,
+            reorder: 0.0,
+            reorder_delay: Duration::ZERO,
+            bottleneck: cnp.then_some(Bottleneck {
+                gbps: 4.0,
+                ce_threshold_bytes: 20_000,
+            }),
+            seed: opts.seed,
+            link_mtu: 4200,
+        };
+        let mut net = Network::new(&net_config, TransportConfig::default(), None, Side::A)?;
+        if cnp {
+            let params = Preset::Paper.params(net_config.line_gbps * 1e9);
+            for side in [Side::A, Side::B] {
+                let (hook, _) = DcqcnHook::new(params)?;
+                net.host(side).set_congestion_control(Box::new(hook));
+            }
+        } else {
+            // As rdma_rxe sends: not ECN-capable.
+            net.a.set_ecn(Ecn::NotEct);
+            net.b.set_ecn(Ecn::NotEct);
+        }
+        net.a.add_neighbour(IP_B, MAC_B);
+        net.b.add_neighbour(IP_A, MAC_A);
+        let mut rng = Rng::new(opts.seed);
+        let qp_type = match lesson {
+            Lesson::Uc => QpType::Uc,
+            Lesson::Ud => QpType::Ud,
+            _ => QpType::Rc,
+        };
+        let a = setup(&mut net.a, qp_type, VA_A, &mut rng)?;
+        let b = setup(&mut net.b, qp_type, VA_B, &mut rng)?;
+        let b_atomic = net.b.engine_mut().mr_mut(b.key).map(|mr| mr.bytes_mut());
+        if let Some(bytes) = b_atomic {
+            let at = (ATOMIC_AT - VA_B) as usize;
+            bytes[at..at + 8].copy_from_slice(&ATOMIC_START.to_ne_bytes());
+        }
+        let (psn_a, psn_b) = (
+            Psn::new(rng.below(1 << 24) as u32),
+            Psn::new(rng.below(1 << 24) as u32),
+        );
+        let path = |dest, dest_qp, rq_psn, sq_psn| {
+            let mut p = QpPath::new(qp_type, dest, dest_qp, rq_psn, sq_psn, opts.mtu);
+            p.access = Access::LOCAL_WRITE
+                | Access::REMOTE_WRITE
+                | Access::REMOTE_READ
+                | Access::REMOTE_ATOMIC;
+            p.qkey = Q_KEY;
+            // A short RNR wait (0.32 ms, code 10) keeps the rnr lesson small.
+            p.min_rnr_timer = RnrTimer::new(10);
+            p
+        };
+        connect(net.a.engine_mut(), a.qpn, &path(IP_B, b.qpn, psn_b, psn_a))?;
+        connect(net.b.engine_mut(), b.qpn, &path(IP_A, a.qpn, psn_a, psn_b))?;
+        let tap = Rc::new(RefCell::new(Tap {
+            writer: PcapngWriter::new(Vec::new(), concat!("roce gen ", env!("CARGO_PKG_VERSION")))?,
+            first_comment: Some(format!("roce gen {}: {}", lesson.name(), lesson.summary())),
+            at_arrival: cnp,
+            script: script::drops(lesson),
+            annotator: Annotator::new(opts.mtu.bytes()),
+            frames: 0,
+            dropped: 0,
+            error: None,
+        }));
+        net.set_tap(Box::new(SharedTap(tap.clone())));
+        Ok(Run {
+            lesson,
+            net,
+            tap,
+            a,
+            b,
+        })
+    }
+
+    fn failed(&self, what: impl Into<String>) -> GenError {
+        GenError::Failed {
+            lesson: self.lesson.name(),
+            what: what.into(),
+        }
+    }
+
+    /// Posts the lesson's work, runs until its completions arrived (and the link is quiet),
+    /// and checks the outcome.
+    fn play(&mut self) -> Result<(), GenError> {
+        let (a, b) = (self.a, self.b);
+        let Some(work) = work::plan(self.lesson, a, b, &mut self.net.b)? else {
+            return self.play_cnp();
+        };
+        let Work {
+            sends,
+            recvs,
+            want_a,
+            want_b,
+            mut late_recv,
+        } = work;
+        for r in recvs {
+            self.net.b.engine_mut().post_recv(b.qpn, r)?;
+        }
+        for s in sends {
+            self.net.a.engine_mut().post_send(a.qpn, s)?;
+        }
+        let mut done_a = Vec::new();
+        let mut done_b = Vec::new();
+        let limit = Time::ZERO + TIME_LIMIT;
+        loop {
+            if let Some((at, _)) = &late_recv
+                && self.net.now() >= *at
+                && let Some((_, r)) = late_recv.take()
+            {
+                self.net.b.engine_mut().post_recv(b.qpn, r)?;
+            }
+            collect(&mut self.net.a, a.cq, &mut done_a);
+            collect(&mut self.net.b, b.cq, &mut done_b);
+            if done_a.len() >= want_a && done_b.len() >= want_b && late_recv.is_none() {
+                break;
+            }
+            let wake = late_recv
+                .as_ref()
+                .map(|(t, _)| *t)
+                .filter(|&t| t > self.net.now());
+            if !self.net.step(wake)? || self.net.now() > limit {
+                return Err(self.failed(format!(
+                    "stopped with {} of {want_a} completions at A and {} of {want_b} at B",
+                    done_a.len(),
+                    done_b.len()
+                )));
+            }
+        }
+        // Let trailing acknowledgements go out, then stop before idle timers.
+        let quiet = self.net.now() + Duration::from_micros(20);
+        while self.net.now() < quiet && self.net.step(Some(quiet))? {}
+        if let Some(wc) = done_a
+            .iter()
+            .chain(&done_b)
+            .find(|wc| wc.status != WcStatus::Success)
+        {
+            return Err(self.failed(format!(
+                "work request {} completed with {:?}",
+                wc.wr_id, wc.status
+            )));
+        }
+        self.check_atomics()
+    }
+
+    /// Atomics ran exactly once: B's word moved from its start value as the lesson says.
+    fn check_atomics(&self) -> Result<(), GenError> {
+        let want = match self.lesson {
+            Lesson::Atomics => 0x100 + 5,
+            Lesson::AtomicReplay => ATOMIC_START + 5,
+            _ => return Ok(()),
+        };
+        let at = (ATOMIC_AT - VA_B) as usize;
+        let word = self
+            .net
+            .b
+            .engine()
+            .mr(self.b.key)
+            .and_then(|mr| mr.bytes().get(at..at + 8))
+            .and_then(|w| w.try_into().ok())
+            .map(u64::from_ne_bytes);
+        match word {
+            Some(w) if w == want => Ok(()),
+            other => Err(self.failed(format!("atomic target is {other:x?}, expected {want:#x}"))),
+        }
+    }
+
+    /// DCQCN: A writes 16 KiB messages back to back for 1 ms through the marking bottleneck.
+    fn play_cnp(&mut self) -> Result<(), GenError> {
+        let (a, b) = (self.a, self.b);
+        let end = Time::ZERO + Duration::from_micros(1000);
+        let mut next_id = 0;
+        let mut outstanding = 0usize;
+        let mut done = Vec::new();
+        while self.net.now() < end {
+            collect(&mut self.net.a, a.cq, &mut done);
+            outstanding -= done.drain(..).count().min(outstanding);
+            while outstanding < 4 {
+                next_id += 1;
+                let wr = SendWr::new(
+                    next_id,
+                    SendOp::Write {
+                        remote_addr: VA_B,
+                        rkey: b.key,
+                    },
+                    vec![Sge {
+                        addr: VA_A,
+                        length: REGION as u32,
+                        lkey: a.key,
+                    }],
+                );
+                self.net.a.engine_mut().post_send(a.qpn, wr)?;
+                outstanding += 1;
+            }
+            if !self.net.step(Some(end))? {
+                return Err(self.failed("the link went idle"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A QP of `qp_type` with a CQ and a region at `va` filled with seeded bytes.
+fn setup(host: &mut Host, qp_type: QpType, va: u64, rng: &mut Rng) -> Result<End, GenError> {
+    let e = host.engine_mut();
+    let cq = e.create_cq(256);
+    let qpn = e.create_qp(QpInit::new(qp_type, cq))?;
+    let mut bytes = vec![0u8; REGION];
+    rng.fill(&mut bytes);
+    let access =
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let key = e.register_mr(va, bytes, access)?;
+    Ok(End { qpn, cq, key })
+}
+
+fn collect(host: &mut Host, cq: CqId, into: &mut Vec<WorkCompletion>) {
+    while let Some(wc) = host.engine_mut().poll_completion(cq) {
+        into.push(wc);
+    }
+}
+
+/// The AETH's meaning for a comment on a packet with PSN `psn`; `None` for a plain ACK.
+pub(crate) fn syndrome_text(s: Syndrome, psn: Psn) -> Option<String> {
+    let psn = psn.value();
+    match s {
+        Syndrome::Ack { .. } => None,
+        Syndrome::RnrNak { timer } => Some(format!(
+            "RNR NAK for PSN {psn}: no receive posted; the requester waits {} us and resends it",
+            timer.micros()
+        )),
+        Syndrome::Nak(NakCode::PsnSequenceError) => Some(format!(
+            "NAK PSN_SEQUENCE_ERROR: the responder expects PSN {psn}; the requester goes back to it"
+        )),
+        Syndrome::Nak(code) => Some(format!("NAK {} (PSN {psn})", code.name())),
+        Syndrome::Reserved(b) => Some(format!("reserved AETH syndrome {b:#04x}")),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,125 @@
+//! What each lesson posts: work requests at A, receives at B, and the completions to wait for.
+
+use core::time::Duration;
+
+use super::{ATOMIC_AT, ATOMIC_START, End, GenError, Lesson, Q_KEY, VA_A, VA_B};
+use crate::endpoint::Host;
+use crate::scenario::IP_B;
+use crate::transport::{Access, RecvWr, SendOp, SendWr, Sge, Time, UdDest};
+
+/// One lesson's work.
+pub struct Work {
+    pub sends: Vec<SendWr>,
+    pub recvs: Vec<RecvWr>,
+    /// Completions to wait for at A and at B.
+    pub want_a: usize,
+    pub want_b: usize,
+    /// A receive B posts only at this time (the RNR lesson).
+    pub late_recv: Option<(Time, RecvWr)>,
+}
+
+fn sge(key: u32, va: u64, len: u32) -> Vec<Sge> {
+    vec![Sge {
+        addr: va,
+        length: len,
+        lkey: key,
+    }]
+}
+
+/// A's request `op` of `len` bytes from the start of its region (at `va_a` for atomics).
+fn wr(a: End, op: SendOp, va_a: u64, len: u32) -> SendWr {
+    SendWr::new(1, op, sge(a.key, va_a, len))
+}
+
+/// A receive of up to 4 KiB at the start of B's region.
+fn recv(b: End) -> RecvWr {
+    RecvWr::new(7, sge(b.key, VA_B, 4096))
+}
+
+/// The work of `lesson` between `a` and `b` (whose host is `host_b`), or `None` for the CNP
+/// lesson, which streams WRITEs for a while instead.
+pub fn plan(lesson: Lesson, a: End, b: End, host_b: &mut Host) -> Result<Option<Work>, GenError> {
+    let write = SendOp::Write {
+        remote_addr: VA_B,
+        rkey: b.key,
+    };
+    let read = SendOp::Read {
+        remote_addr: VA_B,
+        rkey: b.key,
+    };
+    let fetch_add = SendOp::FetchAdd {
+        remote_addr: ATOMIC_AT,
+        rkey: b.key,
+        add: 5,
+    };
+    let work = |sends: Vec<SendWr>, recvs: Vec<RecvWr>| Work {
+        want_a: sends.len(),
+        want_b: recvs.len(),
+        sends,
+        recvs,
+        late_recv: None,
+    };
+    let w = match lesson {
+        Lesson::Write | Lesson::Uc | Lesson::AckLoss => {
+            work(vec![wr(a, write, VA_A, 3000)], vec![])
+        }
+        Lesson::LossGbn => work(vec![wr(a, write, VA_A, 8192)], vec![]),
+        Lesson::WriteImm => {
+            let op = SendOp::WriteWithImm {
+                remote_addr: VA_B,
+                rkey: b.key,
+                imm: 0x1234_5678,
+            };
+            // The immediate consumes a receive; no data lands in it.
+            let r = RecvWr::new(7, sge(b.key, VA_B + 4096, 0));
+            work(vec![wr(a, op, VA_A, 2000)], vec![r])
+        }
+        Lesson::Send => work(vec![wr(a, SendOp::Send, VA_A, 2500)], vec![recv(b)]),
+        Lesson::SendImm => {
+            let op = SendOp::SendWithImm { imm: 0xcafe_f00d };
+            work(vec![wr(a, op, VA_A, 100)], vec![recv(b)])
+        }
+        Lesson::SendInv => {
+            // A second region at B that a peer's SEND with Invalidate may invalidate.
+            let e = host_b.engine_mut();
+            let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+            let key = e.register_mr(VA_B + 0x10_0000, vec![0; 4096], access)?;
+            if let Some(mr) = e.mr_mut(key) {
+                mr.set_remote_invalidate(true);
+            }
+            let op = SendOp::SendWithInv { rkey: key };
+            work(vec![wr(a, op, VA_A, 64)], vec![recv(b)])
+        }
+        Lesson::Read => work(vec![wr(a, read, VA_A, 3000)], vec![]),
+        Lesson::ReadRetry => work(vec![wr(a, read, VA_A, 4096)], vec![]),
+        Lesson::Atomics => {
+            let cas = SendOp::CompareSwap {
+                remote_addr: ATOMIC_AT,
+                rkey: b.key,
+                compare: ATOMIC_START,
+                swap: 0x100,
+            };
+            let mut second = wr(a, fetch_add, VA_A + 8, 8);
+            second.wr_id = 2;
+            work(vec![wr(a, cas, VA_A, 8), second], vec![])
+        }
+        Lesson::AtomicReplay => work(vec![wr(a, fetch_add, VA_A, 8)], vec![]),
+        Lesson::Ud => {
+            let mut send = wr(a, SendOp::Send, VA_A, 500);
+            send.ud = Some(UdDest {
+                addr: IP_B,
+                remote_qpn: b.qpn,
+                remote_qkey: Q_KEY,
+            });
+            // A UD receive buffer starts with 40 bytes for the GRH.
+            work(vec![send], vec![RecvWr::new(7, sge(b.key, VA_B, 540))])
+        }
+        Lesson::Rnr => Work {
+            want_b: 1,
+            late_recv: Some((Time::ZERO + Duration::from_micros(150), recv(b))),
+            ..work(vec![wr(a, SendOp::Send, VA_A, 1500)], vec![])
+        },
+        Lesson::Cnp => return Ok(None),
+    };
+    Ok(Some(w))
+}
