@@ -89,23 +89,39 @@ bridged() {
   done
 }
 
+# True (after a pause) if the run logged in $1 found its queue still bound, and attempt $2
+# may be followed by another.
+busy() {
+  grep -q 'resource busy' "$1" && (($2 < 50)) && sleep 0.1
+}
+
 # Runs `roce ARGS` as server in B, then as client (of B's kernel address) in A; keeps the
 # client's output in $work/$1.log.
 pair() {
-  local name=$1 server_args=$2 client_args=$3
-  # shellcheck disable=SC2086  # the args are several words
-  ip netns exec "$B" "$roce" $server_args >"$work/$name.server.log" 2>&1 &
-  local spid=$!
-  until ip netns exec "$B" ss -Hltnp 'sport = :18515' | grep -q "pid=$spid," ||
-    ! kill -0 $spid 2>/dev/null; do
-    sleep 0.1
+  local name=$1 server_args=$2 client_args=$3 spid attempt
+  # The kernel frees an AF_XDP socket some time after its process exits: until then binding
+  # the same queue again fails with EBUSY, so a run that stops there is started again.
+  for attempt in $(seq 50); do
+    # shellcheck disable=SC2086  # the args are several words
+    ip netns exec "$B" "$roce" $server_args >"$work/$name.server.log" 2>&1 &
+    spid=$!
+    until ip netns exec "$B" ss -Hltnp 'sport = :18515' | grep -q "pid=$spid," ||
+      ! kill -0 $spid 2>/dev/null; do
+      sleep 0.1
+    done
+    if kill -0 $spid 2>/dev/null || ! busy "$work/$name.server.log" "$attempt"; then
+      break
+    fi
+    wait $spid || true
   done
-  # shellcheck disable=SC2086
-  if ! ip netns exec "$A" "$roce" $client_args 10.88.0.2 >"$work/$name.log" 2>&1; then
+  for attempt in $(seq 50); do
+    # shellcheck disable=SC2086
+    ip netns exec "$A" "$roce" $client_args 10.88.0.2 >"$work/$name.log" 2>&1 && break
+    busy "$work/$name.log" "$attempt" && continue
     kill $spid 2>/dev/null || true
     die "$name client failed: $(tail -n 3 "$work/$name.log")
 server: $(tail -n 3 "$work/$name.server.log")"
-  fi
+  done
   wait $spid || die "$name server failed: $(tail -n 3 "$work/$name.server.log")"
 }
 
