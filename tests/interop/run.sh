@@ -9,7 +9,8 @@
 # Cases: ibv_rc/uc/ud_pingpong, ib_write/read/send/atomic_bw (perftest -x 1 -F) over IPv4;
 # ibv_rc_pingpong over IPv6; path MTU 4096 (guest MTU 9000) besides the default 1024, the
 # capture checked for 4096-byte payloads; write/read/send again with 2% loss on the bridge
-# (`softroce-lab loss 20`). A case passes when both sides exit 0.
+# (`softroce-lab loss 20`); write and send with DCQCN on at our end (ECT(0) data, which rxe
+# ignores). A case passes when both sides exit 0.
 #
 # Needs root and QEMU (tools/softroce-lab setup installs the rest). Prints each case's command
 # lines and result, then `interop: N passed, M failed`; ROCE_INTEROP_ONLY=REGEX runs only the
@@ -205,6 +206,24 @@ for role in client server; do
     CHECK=one_udp_port case_bw "ib_${test}_bw-$role" $role $test ""
   done
 done
+
+# DCQCN on at our end: our data goes out ECT(0); rxe neither sends nor heeds CNPs, and the
+# transfers must finish all the same.
+ect0_data() {
+  local n
+  n=$("$roce" decode --json "$1" 2>/dev/null | grep '"src":"10.77.0.2"' | grep -c '"ecn":"ECT0"')
+  if ((n > 0)) && one_udp_port "$1" >/dev/null; then return 0; fi
+  echo "no ECT(0) data from our endpoint in the capture, or UDP ports differ"
+  return 1
+}
+OURS_PLAIN=("${OURS[@]}")
+OURS=("${OURS_PLAIN[@]}" --dcqcn paper)
+for role in client server; do
+  for test in write send; do
+    CHECK=ect0_data case_bw "ib_${test}_bw-dcqcn-$role" $role $test ""
+  done
+done
+OURS=("${OURS_PLAIN[@]}")
 
 # Loss: 2% of the RoCE frames the bridge forwards, both directions.
 "$lab" loss 20 || fatal "cannot set loss on the bridge"

@@ -49,6 +49,31 @@ fn a_device_that_does_not_exist_is_one_line() {
 }
 
 #[test]
+fn a_bad_dcqcn_preset_is_one_line() {
+    let out = roce(&[
+        "pingpong",
+        "--iface",
+        "pcap:/x.pcap",
+        "--ip",
+        "10.9.0.1/24",
+        "--dcqcn",
+        "fast",
+    ]);
+    assert!(one_error_line(&out).contains("--dcqcn must be paper, mlx5 or off"));
+    let out = roce(&[
+        "pingpong",
+        "--iface",
+        "pcap:/x.pcap",
+        "--ip",
+        "10.9.0.1/24",
+        "--dcqcn",
+        "paper",
+        "--line-gbps=0",
+    ]);
+    assert!(one_error_line(&out).contains("--line-gbps"));
+}
+
+#[test]
 fn without_privileges_tap_and_xdp_say_what_they_need() {
     // As root (CI), run the command as nobody; otherwise we already are unprivileged.
     let root = Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";

@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use roce::cc::Preset;
+use roce::endpoint::dcqcn::DcqcnHook;
 use roce::endpoint::{Backend, Host, HostConfig, IpCidr, Runtime, RuntimeConfig};
+use roce::wire::Ecn;
 
 #[derive(Debug, Args)]
 pub struct EndpointArgs {
@@ -41,6 +44,14 @@ pub struct EndpointArgs {
     /// and every kind of dropped frame (bad ICRC, unknown QP, P_Key or Q_Key mismatch...).
     #[arg(long)]
     pub stats: bool,
+    /// Run DCQCN (paper or mlx5 parameters, or off): data packets go out ECT(0), CE marks
+    /// are answered with CNPs, CNPs slow the sending QP down. rdma_rxe neither sends nor
+    /// heeds CNPs, so against it this only marks packets ECN-capable.
+    #[arg(long, value_name = "PRESET", default_value = "off")]
+    pub dcqcn: String,
+    /// The line rate DCQCN starts each QP at and returns to, in Gb/s.
+    #[arg(long, value_name = "GBPS", default_value_t = 10.0)]
+    pub line_gbps: f64,
 }
 
 impl EndpointArgs {
@@ -57,6 +68,16 @@ impl EndpointArgs {
 
     /// Opens the device and puts a host on it.
     pub fn open(&self) -> anyhow::Result<Runtime> {
+        let dcqcn = match self.dcqcn.as_str() {
+            "off" => None,
+            name => Some(Preset::from_name(name).ok_or_else(|| {
+                anyhow::anyhow!("--dcqcn must be paper, mlx5 or off, got {name:?}")
+            })?),
+        };
+        let hook = dcqcn
+            .map(|preset| DcqcnHook::new(preset.params(self.line_gbps * 1e9)))
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--line-gbps: {e}"))?;
         // The errors name the device and carry their cause in the message: flattened to one
         // line, so that `{:#}` does not repeat the cause.
         let device = self
@@ -71,12 +92,19 @@ impl EndpointArgs {
             .mac
             .or(device.capabilities().mac)
             .unwrap_or_else(|| Backend::host_mac(ipv4));
-        let host = HostConfig::new(mac, self.ip.clone());
+        let mut host = HostConfig::new(mac, self.ip.clone());
+        if hook.is_some() {
+            host.ecn = Ecn::Ect0;
+        }
         let config = RuntimeConfig {
             busy_poll: self.busy_poll,
             kernel_neighbours: self.iface.kernel_neighbours().map(str::to_owned),
         };
-        Runtime::new(device, host, config).map_err(|e| anyhow::anyhow!("{e}"))
+        let mut rt = Runtime::new(device, host, config).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let Some((hook, _)) = hook {
+            rt.host_mut().set_congestion_control(Box::new(hook));
+        }
+        Ok(rt)
     }
 }
 
