@@ -102,12 +102,17 @@ const XDP_NS_B: &str = "roce-io-xb";
 /// Namespaces A and B joined by veth `xa` (10.78.0.1, in A) <-> `xb` (10.78.0.2, in B); the
 /// test body then runs again inside A. Returns false in the parent, true in the child.
 fn in_xdp_namespaces(test: &str) -> bool {
+    in_xdp_namespaces_with_mtu(test, 1500)
+}
+
+/// [`in_xdp_namespaces`] with the veth pair's MTU `mtu`.
+fn in_xdp_namespaces_with_mtu(test: &str, mtu: usize) -> bool {
     if inside().is_some() {
         return true;
     }
     let a = Netns::create(XDP_NS_A);
     let b = Netns::create(XDP_NS_B);
-    roce_tests::netns::veth(&a, "xa", "10.78.0.1/24", &b, "xb", "10.78.0.2/24", 1500);
+    roce_tests::netns::veth(&a, "xa", "10.78.0.1/24", &b, "xb", "10.78.0.2/24", mtu);
     a.rerun(test);
     false
 }
@@ -242,4 +247,62 @@ fn xdp_generic_transmits_needs_root() {
 #[ignore = "needs root; .ci/run runs it with --include-ignored"]
 fn xdp_native_transmits_needs_root() {
     xdp_transmits_and_takes_every_frame(XdpMode::Native, "xdp_native_transmits_needs_root");
+}
+
+/// A link MTU above what one 4096-byte chunk holds: frames come and go as chains of
+/// descriptors (AF_XDP multi-buffer), whole, so that RoCE's path MTU can be 4096.
+#[test]
+#[ignore = "needs root; .ci/run runs it with --include-ignored"]
+fn xdp_native_carries_frames_larger_than_a_chunk_needs_root() {
+    let test = "xdp_native_carries_frames_larger_than_a_chunk_needs_root";
+    if !in_xdp_namespaces_with_mtu(test, 4200) {
+        return;
+    }
+    let config = XdpConfig {
+        mode: XdpMode::Native,
+        ..XdpConfig::default()
+    };
+    let mut dev = XdpDevice::open("xa", config).expect("open AF_XDP on xa");
+    assert!(
+        dev.multi_buffer(),
+        "the kernel has XDP_USE_SG (6.6 or later)"
+    );
+    assert_eq!(dev.capabilities().mtu, 4200);
+
+    // 4000 bytes of UDP payload (tr writes at most 4096 at once): one 4042-byte frame, more
+    // than a chunk less its headroom (3840).
+    let script = "printf '%4000s' | tr ' ' x > /dev/udp/10.78.0.1/4791";
+    roce_tests::netns::run("ip", &["netns", "exec", XDP_NS_B, "bash", "-c", script]);
+    let frame = receive_until(&mut dev, Duration::from_secs(3), is_udp_to(4791))
+        .expect("the large datagram reaches the socket");
+    assert_eq!(frame.len(), 14 + 20 + 8 + 4000);
+    assert!(frame[42..].iter().all(|&b| b == b'x'), "joined in order");
+
+    let mac = dev.capabilities().mac.unwrap();
+    let (packets, bytes) = (
+        counter(XDP_NS_B, "xb", "rx_packets"),
+        counter(XDP_NS_B, "xb", "rx_bytes"),
+    );
+    let mut frame = vec![0u8; 4096 + 78];
+    frame[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x99]); // nobody's: B counts and drops it
+    frame[6..12].copy_from_slice(&mac);
+    frame[12..14].copy_from_slice(&[0x88, 0xb5]);
+    let mut sent = 0;
+    while sent < 1000 {
+        if dev.transmit(&frame).unwrap() {
+            sent += 1;
+        } else {
+            dev.flush().unwrap();
+        }
+    }
+    dev.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let packets = counter(XDP_NS_B, "xb", "rx_packets") - packets;
+    let bytes = counter(XDP_NS_B, "xb", "rx_bytes") - bytes;
+    // The kernel of A may send a frame of its own meanwhile (IPv6 neighbour discovery).
+    assert!((1000..1010).contains(&packets), "{packets}");
+    assert!(
+        bytes >= 1000 * frame.len() as u64,
+        "each frame whole: {bytes}"
+    );
 }

@@ -16,9 +16,14 @@
 //!
 //! # Limits
 //! One queue (`queue`, default 0): on a multi-queue NIC, steer RoCE to it or set one channel.
-//! Frames larger than a chunk less the kernel's 256-byte XDP headroom are dropped by the
-//! kernel, so [`Capabilities::mtu`] is at most 4096 - 256 - 18 = 3822 and a RoCE path MTU of
-//! 2048 is the largest that fits; multi-buffer (XDP_USE_SG) would lift this.
+//! Where the kernel has AF_XDP multi-buffer (XDP_USE_SG, Linux 6.6), a frame larger than a
+//! chunk spans several descriptors, each but the last flagged XDP_PKT_CONTD
+//! (Documentation/networking/af_xdp.rst), and the link's MTU bounds frames: a RoCE path MTU
+//! of 4096 needs a link MTU of 4096 + 78 or more. Received chains are joined in a buffer
+//! (one more copy, of the frames that span chunks only). Without it, frames larger than a
+//! chunk less the kernel's 256-byte XDP headroom are dropped by the kernel, so
+//! [`Capabilities::mtu`] is at most 4096 - 256 - 18 = 3822 and a RoCE path MTU of 2048 is the
+//! largest that fits.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
@@ -108,6 +113,11 @@ impl<T: Copy> Producer<T> {
         self.ring.producer().store(self.head, Ordering::Release);
     }
 
+    /// Entries that can be pushed before the kernel consumes any.
+    fn room(&mut self) -> u32 {
+        self.ring.size - self.outstanding()
+    }
+
     /// Entries the kernel has not consumed yet.
     fn outstanding(&mut self) -> u32 {
         self.tail = self.ring.consumer().load(Ordering::Acquire);
@@ -168,6 +178,10 @@ pub struct XdpDevice {
     tx: Producer<libc::xdp_desc>,
     /// Transmit chunks we own.
     tx_free: Vec<u64>,
+    /// Bound with XDP_USE_SG: frames may span several chunks.
+    multi_buffer: bool,
+    /// The first parts of a received frame whose last descriptor has not been read yet.
+    partial: Vec<u8>,
     /// Descriptors published since the last kick.
     unkicked: u32,
     // Dropped in declaration order: the link (detaching the program) before the socket.
@@ -226,21 +240,41 @@ impl XdpDevice {
             sys::map_ring(&socket, RingKind::Tx, config.ring_size).map_err(os("map TX ring"))?,
         );
         // No XDP_COPY / XDP_ZEROCOPY: the kernel uses zero-copy where the driver supports it
-        // and copy mode otherwise (veth, generic XDP).
-        sys::bind(&socket, ifindex, config.queue, libc::XDP_USE_NEED_WAKEUP)
-            .map_err(os("bind AF_XDP socket (is the interface up?)"))?;
+        // and copy mode otherwise (veth, generic XDP). Multi-buffer where the kernel knows it
+        // (older ones refuse the flag with EINVAL, zero-copy drivers without it EOPNOTSUPP).
+        let wakeup = libc::XDP_USE_NEED_WAKEUP;
+        let multi_buffer =
+            match sys::bind(&socket, ifindex, config.queue, wakeup | libc::XDP_USE_SG) {
+                Ok(()) => true,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EOPNOTSUPP)) => {
+                    sys::bind(&socket, ifindex, config.queue, wakeup)
+                        .map_err(os("bind AF_XDP socket (is the interface up?)"))?;
+                    false
+                }
+                Err(e) => return Err(os("bind AF_XDP socket (is the interface up?)")(e)),
+            };
 
         let map = sys::create_xskmap(config.queue + 1).map_err(os("create XSKMAP"))?;
         sys::map_update(&map, config.queue, socket.as_raw_fd() as u32)
             .map_err(os("insert socket into XSKMAP"))?;
         let program = bpf::program(map.as_raw_fd(), config.filter);
-        let program = sys::load_xdp(&program, "Dual MIT/GPL").map_err(os("load XDP program"))?;
+        let flags = if multi_buffer {
+            sys::BPF_F_XDP_HAS_FRAGS
+        } else {
+            0
+        };
+        let program =
+            sys::load_xdp(&program, "Dual MIT/GPL", flags).map_err(os("load XDP program"))?;
         let (link, mode) = attach(&program, ifindex, config.mode)
             .map_err(os("attach XDP program (is another one attached?)"))?;
 
         let mut device = XdpDevice {
             name,
-            mtu: if_mtu.min(CHUNK_SIZE as usize - XDP_PACKET_HEADROOM - ETHERNET_HEADER_LEN - 4),
+            mtu: if multi_buffer {
+                if_mtu
+            } else {
+                if_mtu.min(CHUNK_SIZE as usize - XDP_PACKET_HEADROOM - ETHERNET_HEADER_LEN - 4)
+            },
             mac,
             mode,
             umem,
@@ -249,6 +283,8 @@ impl XdpDevice {
             rx,
             tx,
             tx_free: Vec::new(),
+            multi_buffer,
+            partial: Vec::new(),
             unkicked: 0,
             _link: link,
             _program: program,
@@ -270,6 +306,11 @@ impl XdpDevice {
         Ok(device)
     }
 
+    /// Whether frames may span several chunks (the socket is bound with XDP_USE_SG).
+    pub fn multi_buffer(&self) -> bool {
+        self.multi_buffer
+    }
+
     /// The mode the XDP program was attached in.
     pub fn mode(&self) -> XdpMode {
         self.mode
@@ -279,6 +320,15 @@ impl XdpDevice {
     /// the fill ring empty, and invalid descriptors.
     pub fn statistics(&self) -> Result<libc::xdp_statistics, DeviceError> {
         sys::statistics(&self.socket).map_err(|e| DeviceError::os(&self.name, "read statistics", e))
+    }
+
+    /// Gives a received chunk back to the kernel whatever its descriptor said: a descriptor
+    /// outside the UMEM cannot come from the kernel, so it is not worth an error.
+    fn recycle(&mut self, addr: u64) {
+        let chunk = addr - addr % u64::from(CHUNK_SIZE);
+        let recycled = self.fill.push(chunk);
+        debug_assert!(recycled, "the fill ring has room for every receive chunk");
+        self.fill.publish();
     }
 
     fn reclaim_completions(&mut self) {
@@ -326,54 +376,74 @@ fn attach(program: &OwnedFd, ifindex: u32, mode: XdpMode) -> std::io::Result<(Ow
 
 impl Device for XdpDevice {
     fn receive(&mut self, consume: &mut dyn FnMut(&[u8])) -> Result<bool, DeviceError> {
-        let Some(desc) = self.rx.pop() else {
-            if self.fill.needs_wakeup() {
-                // Nothing to do on failure: the next receive asks again.
-                let _ = sys::wake_rx(&self.socket);
+        loop {
+            let Some(desc) = self.rx.pop() else {
+                if self.fill.needs_wakeup() {
+                    // Nothing to do on failure: the next receive asks again.
+                    let _ = sys::wake_rx(&self.socket);
+                }
+                // A chain's first parts stay in `partial` until its last descriptor comes.
+                return Ok(false);
+            };
+            self.rx.release();
+            let last = desc.options & libc::XDP_PKT_CONTD == 0;
+            let part = self.umem.frame(desc.addr, desc.len as usize);
+            match part {
+                Some(frame) if last && self.partial.is_empty() => consume(frame),
+                Some(part) => self.partial.extend_from_slice(part),
+                None => {}
             }
-            return Ok(false);
-        };
-        self.rx.release();
-        if let Some(frame) = self.umem.frame(desc.addr, desc.len as usize) {
-            consume(frame);
+            self.recycle(desc.addr);
+            if last {
+                if !self.partial.is_empty() {
+                    consume(&self.partial);
+                    self.partial.clear();
+                }
+                return Ok(true);
+            }
         }
-        // The chunk goes back to the kernel whatever its descriptor said; a descriptor outside
-        // the UMEM cannot come from the kernel, so it is not worth an error.
-        let chunk = desc.addr - desc.addr % u64::from(CHUNK_SIZE);
-        let recycled = self.fill.push(chunk);
-        debug_assert!(recycled, "the fill ring has room for every receive chunk");
-        self.fill.publish();
-        Ok(true)
     }
 
+    /// A frame larger than a chunk goes as a chain of descriptors, published whole or not at
+    /// all: the data is written into the chunks before any descriptor is pushed.
     fn transmit(&mut self, frame: &[u8]) -> Result<bool, DeviceError> {
         check_frame_len(&self.name, &self.capabilities(), frame)?;
         self.reclaim_completions();
-        let Some(addr) = self.tx_free.pop() else {
-            self.kick()?;
-            return Ok(false);
-        };
-        let Some(chunk) = self.umem.frame_mut(addr, frame.len()) else {
-            self.tx_free.push(addr);
-            return Err(DeviceError::FrameTooLarge {
-                device: self.name.clone(),
-                len: frame.len(),
-                max: CHUNK_SIZE as usize,
-            });
-        };
-        chunk.copy_from_slice(frame);
-        let desc = libc::xdp_desc {
-            addr,
-            len: frame.len() as u32,
-            options: 0,
-        };
-        if !self.tx.push(desc) {
-            self.tx_free.push(addr);
+        let chunk_len = CHUNK_SIZE as usize;
+        let parts = frame.len().div_ceil(chunk_len).max(1);
+        if self.tx_free.len() < parts || (self.tx.room() as usize) < parts {
             self.kick()?;
             return Ok(false);
         }
+        let base = self.tx_free.len() - parts;
+        for (i, piece) in frame.chunks(chunk_len).enumerate() {
+            let addr = self.tx_free[base + i];
+            let Some(chunk) = self.umem.frame_mut(addr, piece.len()) else {
+                return Err(DeviceError::FrameTooLarge {
+                    device: self.name.clone(),
+                    len: frame.len(),
+                    max: chunk_len,
+                });
+            };
+            chunk.copy_from_slice(piece);
+        }
+        for i in 0..parts {
+            let len = frame.len().saturating_sub(i * chunk_len).min(chunk_len);
+            let desc = libc::xdp_desc {
+                addr: self.tx_free[base + i],
+                len: len as u32,
+                options: if i + 1 < parts {
+                    libc::XDP_PKT_CONTD
+                } else {
+                    0
+                },
+            };
+            let pushed = self.tx.push(desc);
+            debug_assert!(pushed, "room for the whole chain was checked");
+        }
+        self.tx_free.truncate(base);
         self.tx.publish();
-        self.unkicked += 1;
+        self.unkicked += parts as u32;
         if self.unkicked >= TX_KICK_BATCH {
             self.kick()?;
         }

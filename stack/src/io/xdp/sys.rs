@@ -424,8 +424,13 @@ pub(super) fn map_update(map: &OwnedFd, key: u32, value: u32) -> io::Result<()> 
     bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
 }
 
-/// Loads an XDP program; on failure the verifier's log is appended to the error.
-pub(super) fn load_xdp(insns: &[Insn], license: &str) -> io::Result<OwnedFd> {
+/// BPF_F_XDP_HAS_FRAGS: the program copes with frames in several buffers (it reads only the
+/// headers, which are in the first), so drivers accept it on links whose MTU exceeds a page.
+pub(super) const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
+
+/// Loads an XDP program with `prog_flags`; on failure the verifier's log is appended to the
+/// error.
+pub(super) fn load_xdp(insns: &[Insn], license: &str, prog_flags: u32) -> io::Result<OwnedFd> {
     let license = std::ffi::CString::new(license)
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     let mut log = vec![0u8; 64 * 1024];
@@ -439,6 +444,7 @@ pub(super) fn load_xdp(insns: &[Insn], license: &str) -> io::Result<OwnedFd> {
         log_buf: log.as_mut_ptr() as u64,
         prog_name: name16("roce_xsk_redir"),
         expected_attach_type: BPF_XDP,
+        prog_flags,
         ..ProgLoad::default()
     };
     match bpf(BPF_PROG_LOAD, &mut attr) {
