@@ -176,6 +176,35 @@ fn counter(ns: &str, dev: &str, name: &str) -> u64 {
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
 }
 
+/// Sends `count` frames of `len` bytes through `dev` (on `xa`) to a MAC nobody has, which B's
+/// kernel counts and drops; returns the packets and bytes `xb` counted meanwhile, which may
+/// include a frame of A's kernel (IPv6 neighbour discovery).
+fn send_to_nobody(dev: &mut XdpDevice, len: usize, count: u64) -> (u64, u64) {
+    let stats = || {
+        (
+            counter(XDP_NS_B, "xb", "rx_packets"),
+            counter(XDP_NS_B, "xb", "rx_bytes"),
+        )
+    };
+    let before = stats();
+    let mut frame = vec![0u8; len];
+    frame[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x99]);
+    frame[6..12].copy_from_slice(&dev.capabilities().mac.unwrap());
+    frame[12..14].copy_from_slice(&[0x88, 0xb5]);
+    let mut sent = 0;
+    while sent < count {
+        if dev.transmit(&frame).unwrap() {
+            sent += 1;
+        } else {
+            dev.flush().unwrap();
+        }
+    }
+    dev.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let after = stats();
+    (after.0 - before.0, after.1 - before.1)
+}
+
 fn xdp_transmits_and_takes_every_frame(mode: XdpMode, test: &str) {
     if !in_xdp_namespaces(test) {
         return;
@@ -187,23 +216,8 @@ fn xdp_transmits_and_takes_every_frame(mode: XdpMode, test: &str) {
     };
     let mut dev = XdpDevice::open("xa", config).expect("open AF_XDP on xa");
     let mac = dev.capabilities().mac.unwrap();
-    let before = counter(XDP_NS_B, "xb", "rx_packets");
-    let mut frame = vec![0u8; 1514];
-    frame[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x99]); // nobody's: B counts and drops it
-    frame[6..12].copy_from_slice(&mac);
-    frame[12..14].copy_from_slice(&[0x88, 0xb5]);
-    let mut sent = 0;
-    while sent < 5000 {
-        if dev.transmit(&frame).unwrap() {
-            sent += 1;
-        } else {
-            dev.flush().unwrap();
-        }
-    }
-    dev.flush().unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    let (received, _) = send_to_nobody(&mut dev, 1514, 5000);
     // The kernel of A may send a frame of its own meanwhile (IPv6 neighbour discovery).
-    let received = counter(XDP_NS_B, "xb", "rx_packets") - before;
     assert!((5000..5010).contains(&received), "{received}");
 
     // With every frame redirected, the kernel's ARP reply to our request comes to us.
@@ -278,31 +292,8 @@ fn xdp_native_carries_frames_larger_than_a_chunk_needs_root() {
     assert_eq!(frame.len(), 14 + 20 + 8 + 4000);
     assert!(frame[42..].iter().all(|&b| b == b'x'), "joined in order");
 
-    let mac = dev.capabilities().mac.unwrap();
-    let (packets, bytes) = (
-        counter(XDP_NS_B, "xb", "rx_packets"),
-        counter(XDP_NS_B, "xb", "rx_bytes"),
-    );
-    let mut frame = vec![0u8; 4096 + 78];
-    frame[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x99]); // nobody's: B counts and drops it
-    frame[6..12].copy_from_slice(&mac);
-    frame[12..14].copy_from_slice(&[0x88, 0xb5]);
-    let mut sent = 0;
-    while sent < 1000 {
-        if dev.transmit(&frame).unwrap() {
-            sent += 1;
-        } else {
-            dev.flush().unwrap();
-        }
-    }
-    dev.flush().unwrap();
-    std::thread::sleep(Duration::from_millis(100));
-    let packets = counter(XDP_NS_B, "xb", "rx_packets") - packets;
-    let bytes = counter(XDP_NS_B, "xb", "rx_bytes") - bytes;
-    // The kernel of A may send a frame of its own meanwhile (IPv6 neighbour discovery).
+    let len = 4096 + 78;
+    let (packets, bytes) = send_to_nobody(&mut dev, len, 1000);
     assert!((1000..1010).contains(&packets), "{packets}");
-    assert!(
-        bytes >= 1000 * frame.len() as u64,
-        "each frame whole: {bytes}"
-    );
+    assert!(bytes >= 1000 * len as u64, "each frame whole: {bytes}");
 }
