@@ -18,6 +18,9 @@ const WORDS: usize = (WINDOW / 64) as usize;
 pub(crate) struct SeenWindow {
     bits: Box<[u64; WORDS]>,
     highest: Option<Psn>,
+    /// The lowest PSN set since the last restart: every set bit lies from it to `highest`, so
+    /// a restart clears only those words (a capture of many short-lived QPs restarts often).
+    lowest: Option<Psn>,
     /// Times the highest PSN went past 2^24 - 1 back to 0.
     wraps: u64,
 }
@@ -27,6 +30,7 @@ impl SeenWindow {
         SeenWindow {
             bits: Box::new([0; WORDS]),
             highest: None,
+            lowest: None,
             wraps: 0,
         }
     }
@@ -47,12 +51,32 @@ impl SeenWindow {
     fn set(&mut self, psn: Psn) {
         let (w, b) = Self::slot(psn);
         self.bits[w] |= b;
+        if self.lowest.is_none_or(|low| psn < low) {
+            self.lowest = Some(psn);
+        }
     }
 
     fn restart(&mut self, psn: Psn) {
-        self.bits.fill(0);
+        self.clear();
         self.highest = Some(psn);
+        self.lowest = None;
         self.set(psn);
+    }
+
+    /// Clears every bit set since the last restart.
+    fn clear(&mut self) {
+        let (Some(low), Some(high)) = (self.lowest, self.highest) else {
+            return;
+        };
+        let span = high.distance(low);
+        if !(0..WINDOW as i32 - 64).contains(&span) {
+            self.bits.fill(0);
+            return;
+        }
+        let (first, _) = Self::slot(low);
+        for k in 0..=(span as usize / 64 + 1) {
+            self.bits[(first + k) % WORDS] = 0;
+        }
     }
 
     /// Records `psn`; true if it was already seen within the window (a retransmission).
