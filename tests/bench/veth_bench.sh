@@ -4,7 +4,7 @@
 # namespaces are removed at the end (and on any failure or interrupt).
 #
 #   goodput: RC WRITE of 64 KiB messages (`roce perf write`, 128 outstanding) over AF_XDP
-#            and over TAP, and one kernel TCP connection moving the same bytes
+#            (the receiver sleeping in epoll, then busy polling) and over TAP, and one kernel TCP connection moving the same bytes
 #            (stack/examples/tcp_goodput.rs), twice: with the kernel's defaults (TSO/GSO on:
 #            64 KiB segments cross the veth whole) and with TSO, GSO and GRO off (every
 #            segment at most one MTU, as every one of our frames is)
@@ -136,10 +136,13 @@ median() {
     END { printf f, (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
 }
 
+# RC WRITE over AF_XDP; $1 names the case, the rest are more arguments of the server.
 xdp_write() {
-  pair xdp_write "perf write --iface xdp:vb --ip 10.88.0.2/24 -s $SIZE -n $ITERS" \
+  local case=$1
+  shift
+  pair xdp_write "perf write --iface xdp:vb --ip 10.88.0.2/24 -s $SIZE -n $ITERS $*" \
     "perf write --iface xdp:va --ip 10.88.0.1/24 -s $SIZE -n $ITERS"
-  gbps "$work/xdp_write.log" | tee -a "$work/xdp" >"$work/xdp.last"
+  gbps "$work/xdp_write.log" | tee -a "$work/$case" >"$work/$case.last"
 }
 
 # One TCP connection; $1 names the case, "off" switches TSO, GSO and GRO off on both ends.
@@ -165,16 +168,20 @@ echo "  $MSGS SENDs of 64 bytes, $PINGS round trips; link MTU $MTU, RoCE path MT
 for round in $(seq "$ROUNDS"); do
   plain
   if ((round % 2)); then
-    xdp_write
+    xdp_write xdp
+    xdp_write xdp_busy --busy-poll
     tcp_run tcp
     tcp_run tcp_off
   else
     tcp_run tcp_off
     tcp_run tcp
-    xdp_write
+    xdp_write xdp_busy --busy-poll
+    xdp_write xdp
   fi
-  ratio "$(cat "$work/xdp.last")" "$(cat "$work/tcp.last")" >>"$work/xdp_tcp"
-  ratio "$(cat "$work/xdp.last")" "$(cat "$work/tcp_off.last")" >>"$work/xdp_tcp_off"
+  for case in xdp xdp_busy; do
+    ratio "$(cat "$work/$case.last")" "$(cat "$work/tcp.last")" >>"$work/${case}_tcp"
+    ratio "$(cat "$work/$case.last")" "$(cat "$work/tcp_off.last")" >>"$work/${case}_tcp_off"
+  done
 
   pair xdp_send "perf send --iface xdp:vb --ip 10.88.0.2/24 -s 64 -n $MSGS" \
     "perf send --iface xdp:va --ip 10.88.0.1/24 -s 64 -n $MSGS"
@@ -193,7 +200,7 @@ for round in $(seq "$ROUNDS"); do
   echo "$tap" >>"$work/tap"
   ratio "$tap" "$(cat "$work/tcp.last")" >>"$work/tap_tcp"
   ratio "$tap" "$(cat "$work/tcp_off.last")" >>"$work/tap_tcp_off"
-  echo "  round $round: xdp $(cat "$work/xdp.last") tap $tap tcp $(cat "$work/tcp.last")" \
+  echo "  round $round: xdp $(cat "$work/xdp.last") xdp-busy $(cat "$work/xdp_busy.last") tap $tap tcp $(cat "$work/tcp.last")" \
     "tcp-no-offload $(cat "$work/tcp_off.last") Gb/s, $(tail -n 1 "$work/rate") Mpps, $usec usec/iter"
 done
 teardown
@@ -205,6 +212,8 @@ row "kernel TCP, one connection (TSO/GSO on)" "$(median "$work/tcp")" "1.00" ""
 row "kernel TCP, TSO/GSO/GRO off" "$(median "$work/tcp_off")" "" "1.00"
 row "roce RC WRITE over AF_XDP" "$(median "$work/xdp")" "$(median "$work/xdp_tcp")" \
   "$(median "$work/xdp_tcp_off")"
+row "roce RC WRITE over AF_XDP, receiver busy-polls" "$(median "$work/xdp_busy")" \
+  "$(median "$work/xdp_busy_tcp")" "$(median "$work/xdp_busy_tcp_off")"
 row "roce RC WRITE over TAP (bridged)" "$(median "$work/tap")" "$(median "$work/tap_tcp")" \
   "$(median "$work/tap_tcp_off")"
 echo
