@@ -297,3 +297,27 @@ fn xdp_native_carries_frames_larger_than_a_chunk_needs_root() {
     assert!((1000..1010).contains(&packets), "{packets}");
     assert!(bytes >= 1000 * len as u64, "each frame whole: {bytes}");
 }
+
+/// A queue held by a live AF_XDP socket is refused with one clear error; once that socket is
+/// closed the queue can be bound again at once, although the kernel frees the socket a moment
+/// later (the bind waits out the brief EBUSY).
+#[test]
+#[ignore = "needs root; .ci/run runs it with --include-ignored"]
+fn xdp_queue_busy_then_free_again_needs_root() {
+    let test = "xdp_queue_busy_then_free_again_needs_root";
+    if !in_xdp_namespaces(test) {
+        return;
+    }
+    let config = XdpConfig {
+        mode: XdpMode::Native,
+        ..XdpConfig::default()
+    };
+    let first = XdpDevice::open("xa", config).expect("open AF_XDP on xa");
+    let err = XdpDevice::open("xa", config).expect_err("the queue is taken");
+    assert!(err.to_string().contains("the queue is busy"), "{err}");
+    drop(first);
+    for round in 0..3 {
+        let dev = XdpDevice::open("xa", config);
+        assert!(dev.is_ok(), "round {round}: {:?}", dev.err());
+    }
+}

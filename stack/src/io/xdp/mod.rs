@@ -243,16 +243,21 @@ impl XdpDevice {
         // and copy mode otherwise (veth, generic XDP). Multi-buffer where the kernel knows it
         // (older ones refuse the flag with EINVAL, zero-copy drivers without it EOPNOTSUPP).
         let wakeup = libc::XDP_USE_NEED_WAKEUP;
-        let multi_buffer =
-            match sys::bind(&socket, ifindex, config.queue, wakeup | libc::XDP_USE_SG) {
-                Ok(()) => true,
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EOPNOTSUPP)) => {
-                    sys::bind(&socket, ifindex, config.queue, wakeup)
-                        .map_err(os("bind AF_XDP socket (is the interface up?)"))?;
-                    false
-                }
-                Err(e) => return Err(os("bind AF_XDP socket (is the interface up?)")(e)),
-            };
+        let bind = |flags| bind_when_free(&socket, ifindex, config.queue, flags);
+        let bind_error = |e: std::io::Error| match e.raw_os_error() {
+            Some(libc::EBUSY) => {
+                os("bind AF_XDP socket: the queue is busy (another AF_XDP socket holds it)")(e)
+            }
+            _ => os("bind AF_XDP socket (is the interface up?)")(e),
+        };
+        let multi_buffer = match bind(wakeup | libc::XDP_USE_SG) {
+            Ok(()) => true,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EOPNOTSUPP)) => {
+                bind(wakeup).map_err(bind_error)?;
+                false
+            }
+            Err(e) => return Err(bind_error(e)),
+        };
 
         let map = sys::create_xskmap(config.queue + 1).map_err(os("create XSKMAP"))?;
         sys::map_update(&map, config.queue, socket.as_raw_fd() as u32)
@@ -371,6 +376,28 @@ fn attach(program: &OwnedFd, ifindex: u32, mode: XdpMode) -> std::io::Result<(Ow
         XdpMode::Auto => native()
             .map(|l| (l, XdpMode::Native))
             .or_else(|_| generic().map(|l| (l, XdpMode::Generic))),
+    }
+}
+
+/// How long a bind waits for a queue that is still busy.
+const BIND_BUSY_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Binds `socket` to queue `queue` of interface `ifindex`. The kernel frees an AF_XDP socket
+/// some time after its process closed it, and until then its queue answers EBUSY: a tool run
+/// twice in a row would fail for no reason, so EBUSY is retried for [`BIND_BUSY_WAIT`]. A
+/// queue held by a live socket stays busy and fails after that.
+fn bind_when_free(socket: &OwnedFd, ifindex: u32, queue: u32, flags: u16) -> std::io::Result<()> {
+    let deadline = std::time::Instant::now() + BIND_BUSY_WAIT;
+    loop {
+        match sys::bind(socket, ifindex, queue, flags) {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
     }
 }
 
