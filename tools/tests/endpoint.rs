@@ -22,14 +22,15 @@ fn one_error_line(out: &Output) -> String {
     lines[0].to_owned()
 }
 
-/// An empty pcap (no frames): a device that needs no privileges.
-fn empty_capture() -> String {
+/// An empty pcap (no frames): a device that needs no privileges. Each caller names its own
+/// file: the tests run at once, and one rewriting a file another is opening breaks both.
+fn empty_capture(name: &str) -> String {
     // Magic, version 2.4 (two u16s), zone, sigfigs, snap length, link type Ethernet.
     let mut header = Vec::new();
     for word in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 1] {
         header.extend_from_slice(&word.to_le_bytes());
     }
-    let path = common::temp_file_in("endpoint-tests", "empty.pcap", &header);
+    let path = common::temp_file_in("endpoint-tests", &format!("{name}.pcap"), &header);
     path.to_str().unwrap().to_owned()
 }
 
@@ -50,27 +51,13 @@ fn a_device_that_does_not_exist_is_one_line() {
 
 #[test]
 fn a_bad_dcqcn_preset_is_one_line() {
-    let out = roce(&[
-        "pingpong",
-        "--iface",
-        "pcap:/x.pcap",
-        "--ip",
-        "10.9.0.1/24",
-        "--dcqcn",
-        "fast",
-    ]);
-    assert!(one_error_line(&out).contains("--dcqcn must be paper, mlx5 or off"));
-    let out = roce(&[
-        "pingpong",
-        "--iface",
-        "pcap:/x.pcap",
-        "--ip",
-        "10.9.0.1/24",
-        "--dcqcn",
-        "paper",
-        "--line-gbps=0",
-    ]);
-    assert!(one_error_line(&out).contains("--line-gbps"));
+    let pingpong = |extra: &[&str]| {
+        let base = ["pingpong", "--iface", "pcap:/x.pcap", "--ip", "10.9.0.1/24"];
+        one_error_line(&roce(&[&base[..], extra].concat()))
+    };
+    // Checked before any device is opened: the missing capture is never mentioned.
+    assert!(pingpong(&["--dcqcn", "fast"]).contains("--dcqcn must be paper, mlx5 or off"));
+    assert!(pingpong(&["--dcqcn", "paper", "--line-gbps=0"]).contains("--line-gbps"));
 }
 
 #[test]
@@ -109,7 +96,7 @@ fn run_against_a_garbage_peer(args: &[&str], reply: &'static [u8]) -> Output {
         let _ = conn.read(&mut buf);
         let _ = conn.write_all(reply);
     });
-    let capture = empty_capture();
+    let capture = empty_capture(&args.join("-"));
     let iface = format!("pcap:{capture}");
     let common = [
         "--iface",
