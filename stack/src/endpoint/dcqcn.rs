@@ -114,22 +114,29 @@ impl DcqcnHook {
         })
     }
 
-    /// Hands a flow's rate to its pacer after any event that may change it, and updates
-    /// the report.
-    fn follow_rate(&mut self, qpn: Qpn) {
-        let flow = self.flow(qpn);
-        let rate = flow.rp.rate_bps();
-        flow.pacer.set_rate(rate);
+    /// Writes the flows' rates into the report after any of them changed: the lowest now,
+    /// the lowest ever, the cuts so far.
+    fn report_rates(&self) {
         let lowest = self
             .flows
             .values()
             .map(|f| f.rp.rate_bps())
-            .fold(rate, f64::min);
+            .fold(f64::INFINITY, f64::min);
         let cuts = self.flows.values().map(|f| f.rp.cuts()).sum();
         let mut r = self.monitor.lock();
         r.rate_bps = lowest;
-        r.min_rate_bps = r.min_rate_bps.min(rate);
+        r.min_rate_bps = r.min_rate_bps.min(lowest);
         r.rate_cuts = cuts;
+    }
+}
+
+impl Flow {
+    /// Hands the reaction point's rate to the pacer; true if it changed.
+    fn follow_rate(&mut self) -> bool {
+        let rate = self.rp.rate_bps();
+        let changed = rate != self.pacer.rate_bps();
+        self.pacer.set_rate(rate);
+        changed
     }
 }
 
@@ -149,18 +156,23 @@ impl CongestionHook for DcqcnHook {
         let now = cc::Time::from(now);
         let flow = self.flow(qpn);
         flow.rp.on_bytes_sent(now, bytes as u64);
-        let rate = flow.rp.rate_bps();
-        flow.pacer.set_rate(rate);
+        // The byte counter may have raised the rate; the packet leaves at the new one.
+        let changed = flow.follow_rate();
         flow.pacer.on_send(now, bytes as u64);
-        self.follow_rate(qpn);
+        let rate = flow.rp.rate_bps();
+        if changed {
+            self.report_rates();
+        }
         let mut r = self.monitor.lock();
         r.bytes_sent += bytes as u64;
         r.paced_seconds += cc::transmission_time(bytes as u64, rate).as_secs_f64();
     }
 
     fn on_cnp(&mut self, now: Time, qpn: Qpn) {
-        self.flow(qpn).rp.on_cnp(now.into());
-        self.follow_rate(qpn);
+        let flow = self.flow(qpn);
+        flow.rp.on_cnp(now.into());
+        flow.follow_rate();
+        self.report_rates();
         self.monitor.lock().cnps_received += 1;
     }
 
@@ -184,13 +196,16 @@ impl CongestionHook for DcqcnHook {
     }
 
     fn on_timer(&mut self, now: Time) {
-        let qpns: Vec<Qpn> = self.flows.keys().map(|&v| Qpn::new(v)).collect();
-        for qpn in qpns {
-            let flow = self.flow(qpn);
-            if flow.rp.next_timer().is_some_and(|t| t <= now.into()) {
-                flow.rp.on_timer(now.into());
-                self.follow_rate(qpn);
+        let now = cc::Time::from(now);
+        let mut changed = false;
+        for flow in self.flows.values_mut() {
+            if flow.rp.next_timer().is_some_and(|t| t <= now) {
+                flow.rp.on_timer(now);
+                changed |= flow.follow_rate();
             }
+        }
+        if changed {
+            self.report_rates();
         }
     }
 }

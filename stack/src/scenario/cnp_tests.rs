@@ -54,11 +54,8 @@ fn run_capture() -> (Vec<u8>, Qpn) {
     };
     let capture = WindowedCapture::new(Vec::new(), window).unwrap();
     let mut net = Network::new(&config.net, config.transport, Some(capture), Side::A).unwrap();
-    let params = Preset::Paper.params(LINE_GBPS * 1e9);
-    for side in [Side::A, Side::B] {
-        let (hook, _) = DcqcnHook::new(params).unwrap();
-        net.host(side).set_congestion_control(Box::new(hook));
-    }
+    net.set_dcqcn(Preset::Paper.params(LINE_GBPS * 1e9))
+        .unwrap();
     let mut traffic = Traffic::new(
         config.traffic,
         config.mtu,

@@ -20,7 +20,6 @@ use super::net::{
 use crate::cc::{CcError, Preset};
 use crate::endpoint::Host;
 use crate::endpoint::connect::{QpPath, connect};
-use crate::endpoint::dcqcn::DcqcnHook;
 use crate::io::memory::{MAC_A, MAC_B};
 use crate::io::pcapng::PcapngWriter;
 use crate::rng::Rng;
@@ -255,11 +254,7 @@ impl WireTap for SharedTap {
     fn on_arrival(&mut self, at: Time, to: Side, frame: &[u8]) {
         let mut tap = self.0.borrow_mut();
         if tap.at_arrival {
-            let from = match to {
-                Side::A => Side::B,
-                Side::B => Side::A,
-            };
-            tap.record(at, from, frame);
+            tap.record(at, to.peer(), frame);
         }
     }
 }
@@ -322,11 +317,7 @@ impl Run {
         };
         let mut net = Network::new(&net_config, TransportConfig::default(), None, Side::A)?;
         if cnp {
-            let params = Preset::Paper.params(net_config.line_gbps * 1e9);
-            for side in [Side::A, Side::B] {
-                let (hook, _) = DcqcnHook::new(params)?;
-                net.host(side).set_congestion_control(Box::new(hook));
-            }
+            net.set_dcqcn(Preset::Paper.params(net_config.line_gbps * 1e9))?;
         } else {
             // As rdma_rxe sends: not ECN-capable.
             net.a.set_ecn(Ecn::NotEct);

@@ -19,7 +19,7 @@ use thiserror::Error;
 
 use crate::cc::{CcError, Preset};
 use crate::endpoint::HostStats;
-use crate::endpoint::dcqcn::{DcqcnHook, DcqcnMonitor, DcqcnReport};
+use crate::endpoint::dcqcn::{DcqcnMonitor, DcqcnReport};
 use crate::fault::FaultStats;
 use crate::transport::{Mtu, Stats, Time, TransportConfig};
 
@@ -154,15 +154,12 @@ pub fn run<W: Write>(
         .transpose()
         .map_err(NetError::Capture)?;
     let mut net = Network::new(&config.net, config.transport, capture, config.capture_side)?;
-    let mut monitors: [Option<DcqcnMonitor>; 2] = [None, None];
-    if let Some(preset) = config.dcqcn {
-        let params = preset.params(config.net.line_gbps * 1e9);
-        for (side, monitor) in [Side::A, Side::B].into_iter().zip(&mut monitors) {
-            let (hook, m) = DcqcnHook::new(params)?;
-            net.host(side).set_congestion_control(Box::new(hook));
-            *monitor = Some(m);
-        }
-    }
+    let monitors = match config.dcqcn {
+        Some(preset) => net
+            .set_dcqcn(preset.params(config.net.line_gbps * 1e9))?
+            .map(Some),
+        None => [None, None],
+    };
     let mut traffic = Traffic::new(
         config.traffic,
         config.mtu,

@@ -15,6 +15,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use thiserror::Error;
 
 use super::window::{CaptureSummary, WindowedCapture};
+use crate::cc::{CcError, DcqcnParams};
+use crate::endpoint::dcqcn::{DcqcnHook, DcqcnMonitor};
 use crate::endpoint::{Host, HostConfig, IpCidr};
 use crate::fault::{CeMarking, Delay, FaultConfig, FaultError, FaultStats, Nanos};
 use crate::io::memory::{self, MAC_A, MAC_B, MemoryDevice, MemoryLinkConfig};
@@ -76,6 +78,16 @@ pub enum NetError {
 pub enum Side {
     A,
     B,
+}
+
+impl Side {
+    /// The other host.
+    pub const fn peer(self) -> Side {
+        match self {
+            Side::A => Side::B,
+            Side::B => Side::A,
+        }
+    }
 }
 
 /// A mirror port on the link between the hosts: sees every frame either host puts on the
@@ -195,6 +207,16 @@ impl<W: Write> Network<W> {
             Side::A => &mut self.a,
             Side::B => &mut self.b,
         }
+    }
+
+    /// Runs DCQCN with `params` on both hosts (every QP starts at `params`' line rate), and
+    /// returns what each host's reaction points do, A's then B's.
+    pub fn set_dcqcn(&mut self, params: DcqcnParams) -> Result<[DcqcnMonitor; 2], CcError> {
+        let (hook_a, monitor_a) = DcqcnHook::new(params)?;
+        let (hook_b, monitor_b) = DcqcnHook::new(params)?;
+        self.a.set_congestion_control(Box::new(hook_a));
+        self.b.set_congestion_control(Box::new(hook_b));
+        Ok([monitor_a, monitor_b])
     }
 
     /// Puts a bottleneck in front of host B's port, or takes it away (`None`), for the

@@ -2,6 +2,7 @@
 
 use super::{Lesson, syndrome_text};
 use crate::scenario::Side;
+use crate::wire::opcode::op;
 use crate::wire::{Ecn, Opcode, Psn, RocePacket};
 
 /// Drops the `nth` frame (from 1) that `from` sends with one of `opcodes`.
@@ -33,10 +34,21 @@ impl Drop {
     }
 }
 
-const RC_WRITE: &[u8] = &[0x06, 0x07, 0x08, 0x0a];
-const RC_READ_RESPONSE: &[u8] = &[0x0d, 0x0e, 0x0f, 0x10];
-const RC_ACKNOWLEDGE: &[u8] = &[0x11];
-const RC_ATOMIC_ACKNOWLEDGE: &[u8] = &[0x12];
+// RC opcodes are the bare operation codes (transport bits 000).
+const RC_WRITE: &[u8] = &[
+    op::RDMA_WRITE_FIRST,
+    op::RDMA_WRITE_MIDDLE,
+    op::RDMA_WRITE_LAST,
+    op::RDMA_WRITE_ONLY,
+];
+const RC_READ_RESPONSE: &[u8] = &[
+    op::RDMA_READ_RESPONSE_FIRST,
+    op::RDMA_READ_RESPONSE_MIDDLE,
+    op::RDMA_READ_RESPONSE_LAST,
+    op::RDMA_READ_RESPONSE_ONLY,
+];
+const RC_ACKNOWLEDGE: &[u8] = &[op::ACKNOWLEDGE];
+const RC_ATOMIC_ACKNOWLEDGE: &[u8] = &[op::ATOMIC_ACKNOWLEDGE];
 
 /// What `lesson` loses on the way.
 pub fn drops(lesson: Lesson) -> Vec<Drop> {
@@ -85,7 +97,9 @@ impl Annotator {
                 notes.push(format!("retransmission of PSN {}", bth.psn.value()));
             }
             let span = match p.ext().reth {
-                Some(reth) if opcode.low() == 0x0c => reth.dma_len.div_ceil(self.mtu).max(1),
+                Some(reth) if opcode.low() == op::RDMA_READ_REQUEST => {
+                    reth.dma_len.div_ceil(self.mtu).max(1)
+                }
                 _ => 1,
             };
             let after = bth.psn.add(span);
