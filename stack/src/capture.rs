@@ -257,6 +257,21 @@ impl CaptureReader {
     /// (then `Ok(None)`).
     #[inline]
     pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
+        let Some(r) = self.next_frame_ref()? else {
+            return Ok(None);
+        };
+        let data = match &self.source {
+            Source::Mapped(m) => m.data(),
+            Source::Stream(s) => s.data(),
+        };
+        Ok(Some(r.frame_in(data)))
+    }
+
+    /// Like [`CaptureReader::next_frame`], but the frame is given by its place: in the file
+    /// for a mapped capture, so that another thread can look at it through
+    /// [`CaptureReader::shared_file`] while this one reads on.
+    #[inline]
+    pub fn next_frame_ref(&mut self) -> Result<Option<FrameRef>, CaptureError> {
         if self.finished {
             return Ok(None);
         }
@@ -279,19 +294,92 @@ impl CaptureReader {
                 });
             }
         };
+        let data_len = match &self.source {
+            Source::Mapped(m) => m.data().len(),
+            Source::Stream(s) => s.data().len(),
+        };
+        // The block parsers only locate frames inside what they parsed.
+        if at
+            .start
+            .checked_add(at.len)
+            .is_none_or(|end| end > data_len)
+        {
+            self.finished = true;
+            return Ok(None);
+        }
         let index = self.frames;
         self.frames += 1;
-        let data = match &self.source {
-            Source::Mapped(m) => m.data(),
-            Source::Stream(s) => s.data(),
-        };
-        Ok(data.get(at.start..at.start + at.len).map(|data| Frame {
+        Ok(Some(FrameRef {
             index,
             timestamp_ns: at.timestamp_ns,
             link: at.link,
-            data,
             orig_len: at.orig_len,
+            start: at.start,
+            len: at.len,
         }))
+    }
+
+    /// The mapped file, to be shared with other threads; `None` for a streamed capture.
+    pub fn shared_file(&self) -> Option<SharedFile> {
+        match &self.source {
+            Source::Mapped(m) => Some(SharedFile(m.map())),
+            Source::Stream(_) => None,
+        }
+    }
+}
+
+/// Where a frame lies in its capture file, and what its record said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameRef {
+    pub index: u64,
+    pub timestamp_ns: u64,
+    pub link: Link,
+    pub orig_len: u32,
+    start: usize,
+    len: usize,
+}
+
+impl FrameRef {
+    /// Bytes captured.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a record that kept no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The frame in `data`, which holds it (checked when the reference was made).
+    #[inline]
+    fn frame_in(self, data: &[u8]) -> Frame<'_> {
+        Frame {
+            index: self.index,
+            timestamp_ns: self.timestamp_ns,
+            link: self.link,
+            data: &data[self.start..self.start + self.len],
+            orig_len: self.orig_len,
+        }
+    }
+}
+
+/// A mapped capture file shared between threads: one reads records
+/// ([`CaptureReader::next_frame_ref`]), others look at the frames they name.
+#[derive(Clone)]
+pub struct SharedFile(std::sync::Arc<sys::Mapping>);
+
+impl std::fmt::Debug for SharedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedFile({} bytes)", self.0.bytes().len())
+    }
+}
+
+impl SharedFile {
+    /// The frame `r` names, if `r` came from this file's reader.
+    #[inline]
+    pub fn frame(&self, r: FrameRef) -> Option<Frame<'_>> {
+        let data = self.0.bytes();
+        (r.start + r.len <= data.len()).then(|| r.frame_in(data))
     }
 }
 

@@ -256,3 +256,39 @@ fn cooked_and_raw_links_reach_the_ip_packet() {
     assert!(!frame(Link::LinuxSll2, &[0u8; 3]).unwrap_err().is_not_roce());
     assert!(frame(Link::Other(147), ip).unwrap_err().is_not_roce());
 }
+
+#[test]
+fn frame_refs_name_the_frames_for_another_thread() {
+    let frames = sample::frames(4);
+    for bytes in [pcap_bytes(&frames, 65535), pcapng_bytes(&frames)] {
+        let file = TempFile::new(&bytes);
+        let mut reader = CaptureReader::open(&file.0).unwrap();
+        let shared = reader
+            .shared_file()
+            .expect("a regular file is mapped and shared");
+        let mut refs = Vec::new();
+        while let Some(r) = reader.next_frame_ref().unwrap() {
+            refs.push(r);
+        }
+        assert_eq!(refs.len(), frames.len());
+        let looked_up = std::thread::spawn(move || {
+            refs.iter()
+                .map(|&r| {
+                    let f = shared.frame(r).expect("in the file");
+                    (f.index, f.data.to_vec(), r.len())
+                })
+                .collect::<Vec<_>>()
+        })
+        .join()
+        .unwrap();
+        for (i, (index, data, len)) in looked_up.into_iter().enumerate() {
+            assert_eq!((index, len), (i as u64, frames[i].len()));
+            assert_eq!(data, frames[i]);
+        }
+    }
+    let streamed = CaptureReader::new(Cursor::new(pcap_bytes(&frames, 65535))).unwrap();
+    assert!(
+        streamed.shared_file().is_none(),
+        "a stream has no file to share"
+    );
+}

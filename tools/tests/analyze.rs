@@ -193,3 +193,44 @@ fn help_has_examples() {
         );
     }
 }
+
+/// `--threads 2` (one thread reads, one analyses, the reader checking ICRCs while the
+/// analyser is behind) must report exactly what one thread does: on every real capture, on
+/// one of many batches made from them, and on that one cut short.
+#[test]
+fn two_threads_report_what_one_does() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcaps");
+    let mut captures = roce_tests::captures_in(&dir);
+    assert!(captures.len() >= 20, "the real captures are in pcaps/");
+    let frames: Vec<Vec<u8>> = roce_tests::bench::rounds(&dir)
+        .unwrap()
+        .take(12_000)
+        .map(|r| r.unwrap().1)
+        .collect();
+    let big = pcap_bytes(&frames);
+    captures.push(temp_file("many.pcap", &big));
+    captures.push(temp_file("many-cut-short.pcap", &big[..big.len() * 2 / 3]));
+    for path in &captures {
+        let run = |threads: &str| {
+            roce(&[
+                "analyze",
+                "--json",
+                "--threads",
+                threads,
+                path.to_str().unwrap(),
+            ])
+        };
+        let (one, two) = (run("1"), run("2"));
+        assert_eq!(one.status.code(), two.status.code(), "{}", path.display());
+        assert!(one.status.code().is_some_and(|c| c == 0 || c == 2));
+        assert!(!one.stdout.is_empty());
+        assert_eq!(
+            String::from_utf8_lossy(&one.stdout),
+            String::from_utf8_lossy(&two.stdout),
+            "{}",
+            path.display()
+        );
+    }
+    let bad = roce(&["analyze", "--threads", "3", "x.pcap"]);
+    assert_eq!(bad.status.code(), Some(2), "clap refuses --threads 3");
+}

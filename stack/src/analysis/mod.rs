@@ -121,6 +121,12 @@ impl Analyzer {
 
     /// Analyses the next frame of the capture.
     pub fn frame(&mut self, frame: &Frame<'_>) -> Outcome {
+        self.frame_checked(frame, None)
+    }
+
+    /// As [`Analyzer::frame`], with the frame's [`icrc_check`] already worked out (by another
+    /// thread, say) when `icrc` is `Some`.
+    pub fn frame_checked(&mut self, frame: &Frame<'_>, icrc: Option<bool>) -> Outcome {
         self.packets += 1;
         let ts = frame.timestamp_ns;
         let start = *self.first_ts.get_or_insert(ts);
@@ -134,7 +140,7 @@ impl Analyzer {
         let parsed = frame.roce();
         match &parsed {
             Ok(p) => {
-                let icrc_ok = Some(p.icrc_ok());
+                let icrc_ok = Some(icrc.unwrap_or_else(|| p.icrc_ok()));
                 Outcome::Roce(self.packet(fields(p, ts, icrc_ok, p.payload())))
             }
             Err(e) if e.is_not_roce() => Outcome::NotRoce,
@@ -404,6 +410,16 @@ impl Analyzer {
     pub fn report(&self) -> Report {
         summary::report(self)
     }
+}
+
+/// Whether a whole RoCEv2 frame's ICRC is right; `None` for a frame cut by a snap length or
+/// not RoCEv2. This is the costly part of [`Analyzer::frame`] that needs no state, so it can
+/// be worked out ahead, on another thread, and given to [`Analyzer::frame_checked`].
+pub fn icrc_check(frame: &Frame<'_>) -> Option<bool> {
+    if frame.is_cut() {
+        return None;
+    }
+    frame.roce().ok().map(|p| p.icrc_ok())
 }
 
 fn is_read_response(opcode: Opcode) -> bool {

@@ -10,6 +10,8 @@ use pcap_parser::{
 };
 
 use super::blocks::{Interfaces, Located, damage};
+use std::sync::Arc;
+
 use super::sys::Mapping;
 use super::{CaptureError, Format};
 
@@ -33,7 +35,7 @@ enum Parser {
 const WINDOW: usize = 32 << 20;
 
 pub(super) struct Mapped {
-    map: Mapping,
+    map: Arc<Mapping>,
     at: usize,
     parser: Parser,
     /// Everything before this has been released.
@@ -53,7 +55,7 @@ impl Mapped {
             return Err(CaptureError::NotACapture);
         };
         let mapped = Mapped {
-            map,
+            map: Arc::new(map),
             at: 0,
             parser,
             released: 0,
@@ -63,6 +65,11 @@ impl Mapped {
 
     pub(super) fn offset(&self) -> u64 {
         self.at as u64
+    }
+
+    /// The mapping, shared (see [`super::SharedFile`]).
+    pub(super) fn map(&self) -> Arc<Mapping> {
+        Arc::clone(&self.map)
     }
 
     /// The file; [`Located`] offsets point into it.

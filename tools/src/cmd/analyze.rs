@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use roce::analysis::{Analyzer, Report};
+use roce::analysis::{Analyzer, Report, icrc_check};
 
 /// Exit status when the file is damaged (cut short or corrupt): frames up to the damage
 /// were analysed.
@@ -43,14 +43,24 @@ pub struct AnalyzeArgs {
     /// One JSON document for scripts instead of the readable report.
     #[arg(long)]
     pub json: bool,
+    /// 2: one thread reads the file's records while another analyses them (the default
+    /// where there are two cores or more); 1: both on one thread. The report is the same.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub threads: Option<u8>,
 }
 
-/// Runs the analyser over a whole capture.
-pub fn analyse(file: &std::path::Path) -> anyhow::Result<Report> {
+/// Runs the analyser over a whole capture, on `threads` threads (1 or 2).
+pub fn analyse(file: &std::path::Path, threads: u8) -> anyhow::Result<Report> {
     let mut analyzer = Analyzer::new();
-    let damage = super::replay(file, |frame| {
-        analyzer.frame(frame);
-    })?;
+    let damage = if threads >= 2 {
+        super::replay_split(file, icrc_check, |frame, icrc| {
+            analyzer.frame_checked(frame, icrc);
+        })?
+    } else {
+        super::replay(file, |frame| {
+            analyzer.frame(frame);
+        })?
+    };
     if let Some(reason) = damage {
         analyzer.damaged(reason);
     }
@@ -58,7 +68,9 @@ pub fn analyse(file: &std::path::Path) -> anyhow::Result<Report> {
 }
 
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
-    let report = analyse(&args.file)?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = args.threads.unwrap_or(if cores >= 2 { 2 } else { 1 });
+    let report = analyse(&args.file, threads)?;
     let out = if args.json {
         json::render(&report)? + "\n"
     } else {

@@ -43,7 +43,7 @@ pub fn run(args: LadderArgs) -> anyhow::Result<ExitCode> {
     if args.count == 0 {
         bail!("--count must be at least 1");
     }
-    let report = super::analyze::analyse(&args.file)?;
+    let report = super::analyze::analyse(&args.file, 1)?;
     let flow = match args.flow {
         Some(f) if f < report.flows.len() => f,
         Some(f) => bail!(

@@ -14,7 +14,10 @@ use std::io::IsTerminal;
 use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use roce::capture::{CaptureError, CaptureReader, Frame};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+
+use roce::capture::{CaptureError, CaptureReader, Frame, FrameRef};
 
 /// Opens a capture for a subcommand; the error names the file once.
 pub fn open_capture(path: &Path) -> anyhow::Result<CaptureReader> {
@@ -46,8 +49,105 @@ fn progress_bar(path: &Path) -> ProgressBar {
 /// Feeds every frame of the capture at `path` to `each`, with a progress bar on stderr for
 /// a large file. Returns why the capture is damaged, if it is (the frames before the damage
 /// were all fed).
-pub fn replay(path: &Path, mut each: impl FnMut(&Frame<'_>)) -> anyhow::Result<Option<String>> {
+pub fn replay(path: &Path, each: impl FnMut(&Frame<'_>)) -> anyhow::Result<Option<String>> {
+    replay_from(open_capture(path)?, path, each)
+}
+
+/// Frames a reading thread hands the analysing one at a time.
+const BATCH_FRAMES: usize = 2048;
+/// ... and at most this many bytes of them, so that the analysing thread is never further
+/// behind than a few of these (the reader releases the pages it has left behind).
+const BATCH_BYTES: usize = 1 << 20;
+/// Batches on their way between the two threads.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// As [`replay`], on two threads: this one reads the records (and takes the page faults of
+/// mapping the file), another runs `each` on the frames in order. Whenever the other is
+/// behind, this one also works out `ahead` (the stateless part of the work) for the frames it
+/// reads, and `each` receives the result; otherwise `each` receives `None` and does that part
+/// itself. A streamed capture (not a regular file) is replayed on this thread alone.
+pub fn replay_split<T: Send>(
+    path: &Path,
+    ahead: impl Fn(&Frame<'_>) -> Option<T>,
+    mut each: impl FnMut(&Frame<'_>, Option<T>) + Send,
+) -> anyhow::Result<Option<String>> {
     let mut reader = open_capture(path)?;
+    let Some(file) = reader.shared_file() else {
+        return replay_from(reader, path, |frame| each(frame, None));
+    };
+    let bar = progress_bar(path);
+    let (to_analyser, batches) = mpsc::sync_channel::<Batch<T>>(BATCHES_IN_FLIGHT);
+    let (give_back, spare) = mpsc::channel::<Batch<T>>();
+    // Batches sent and not yet analysed.
+    let behind = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        let analyser = scope.spawn(|| {
+            for mut batch in batches {
+                for (r, known) in batch.drain(..) {
+                    if let Some(frame) = file.frame(r) {
+                        each(&frame, known);
+                    }
+                }
+                behind.fetch_sub(1, Ordering::Relaxed);
+                // The reader may have finished and gone: then the batch is simply dropped.
+                let _ = give_back.send(batch);
+            }
+        });
+        let mut batch = Vec::with_capacity(BATCH_FRAMES);
+        let mut bytes = 0;
+        let mut help = false;
+        let outcome = loop {
+            let r = match reader.next_frame_ref() {
+                Ok(Some(r)) => r,
+                Ok(None) => break Ok(None),
+                Err(e @ CaptureError::Damaged { .. }) => break Ok(Some(e.to_string())),
+                Err(e) => break Err(e.into()),
+            };
+            let known = if help {
+                file.frame(r).and_then(|frame| ahead(&frame))
+            } else {
+                None
+            };
+            batch.push((r, known));
+            bytes += r.len();
+            if batch.len() == BATCH_FRAMES || bytes >= BATCH_BYTES {
+                let next = spare
+                    .try_recv()
+                    .unwrap_or_else(|_| Vec::with_capacity(BATCH_FRAMES));
+                behind.fetch_add(1, Ordering::Relaxed);
+                if to_analyser
+                    .send(std::mem::replace(&mut batch, next))
+                    .is_err()
+                {
+                    break Ok(None); // the analyser panicked: joined below
+                }
+                // With more than one batch waiting, reading is ahead: spend the time helping.
+                help = behind.load(Ordering::Relaxed) > 1;
+                bytes = 0;
+                bar.set_position(reader.offset());
+            }
+        };
+        if !batch.is_empty() {
+            behind.fetch_add(1, Ordering::Relaxed);
+            let _ = to_analyser.send(batch);
+        }
+        drop(to_analyser);
+        if let Err(panic) = analyser.join() {
+            std::panic::resume_unwind(panic);
+        }
+        bar.finish_and_clear();
+        outcome
+    })
+}
+
+/// Frames on their way from the reader to the analyser, with what was worked out ahead.
+type Batch<T> = Vec<(FrameRef, Option<T>)>;
+
+fn replay_from(
+    mut reader: CaptureReader,
+    path: &Path,
+    mut each: impl FnMut(&Frame<'_>),
+) -> anyhow::Result<Option<String>> {
     let bar = progress_bar(path);
     let damage = loop {
         match reader.next_frame() {
@@ -64,4 +164,87 @@ pub fn replay(path: &Path, mut each: impl FnMut(&Frame<'_>)) -> anyhow::Result<O
     };
     bar.finish_and_clear();
     Ok(damage)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A capture of `n` frames in the temporary directory, removed on drop.
+    struct TempCapture(std::path::PathBuf);
+
+    impl TempCapture {
+        fn new(name: &str, n: usize) -> TempCapture {
+            let frames: Vec<Vec<u8>> = roce::wire::sample::frames(5)
+                .into_iter()
+                .cycle()
+                .take(n)
+                .collect();
+            let path = std::env::temp_dir().join(format!("{name}-{}.pcap", std::process::id()));
+            std::fs::write(&path, roce_tests::pcap_bytes(&frames)).unwrap();
+            TempCapture(path)
+        }
+    }
+
+    impl Drop for TempCapture {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    #[test]
+    fn split_replay_delivers_every_frame_in_order_with_what_was_worked_out_ahead() {
+        let n = 4 * BATCH_FRAMES + 7;
+        let capture = TempCapture::new("roce-replay-split", n);
+        let mut seen = Vec::new();
+        let damage = replay_split(
+            &capture.0,
+            |frame| Some((frame.index, frame.data.len())),
+            |frame, known| {
+                // A slow analyser at the start of each batch, so that the reader gets ahead
+                // and starts working things out for it.
+                if frame.index as usize % BATCH_FRAMES == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                if let Some(k) = known {
+                    assert_eq!(k, (frame.index, frame.data.len()));
+                }
+                seen.push((frame.index, known.is_some()));
+            },
+        )
+        .unwrap();
+        assert_eq!(damage, None);
+        let indices: Vec<u64> = seen.iter().map(|s| s.0).collect();
+        assert_eq!(indices, (0..n as u64).collect::<Vec<_>>());
+        let helped = seen.iter().filter(|s| s.1).count();
+        assert!(helped > 0, "the reader never worked ahead");
+        assert!(
+            helped < n,
+            "the first batches go before the analyser falls behind"
+        );
+    }
+
+    #[test]
+    fn split_replay_reports_damage_after_the_good_frames() {
+        let capture = TempCapture::new("roce-replay-split-damaged", 3 * BATCH_FRAMES);
+        let bytes = std::fs::read(&capture.0).unwrap();
+        std::fs::write(&capture.0, &bytes[..bytes.len() - 5]).unwrap();
+        let mut frames = 0;
+        let damage = replay_split(&capture.0, |_| Some(()), |_, _| frames += 1).unwrap();
+        assert_eq!(frames, 3 * BATCH_FRAMES - 1);
+        assert!(damage.is_some_and(|d| d.contains("cut short")));
+    }
+
+    #[test]
+    fn split_replay_passes_on_the_analysers_panic() {
+        let capture = TempCapture::new("roce-replay-split-panic", 3 * BATCH_FRAMES);
+        let outcome = std::panic::catch_unwind(|| {
+            replay_split(
+                &capture.0,
+                |_| None::<()>,
+                |frame, _| assert!(frame.index < 10, "analyser fails"),
+            )
+        });
+        assert!(outcome.is_err());
+    }
 }
