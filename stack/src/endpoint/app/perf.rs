@@ -307,18 +307,64 @@ fn stalled(opts: &PerfOptions, done: u32) -> AppError {
 }
 
 /// perftest's peak: the shortest time per message over any run of messages `i..=j`,
-/// `(tcompleted[j] - tposted[i]) / (j - i + 1)`. Runs longer than `PEAK_WINDOW` are not
-/// tried, which keeps long tests from the quadratic cost and changes nothing in practice
-/// (the peak is a short burst).
+/// `(tcompleted[j] - tposted[i]) / (j - i + 1)`.
+///
+/// perftest tries every pair, quadratic in the messages (seconds of CPU after a long run).
+/// Here it is the smallest slope from a point `(i, tposted[i])` to a point
+/// `(j + 1, tcompleted[j])` with `i <= j`: for each `j` the best `i` is where the line from
+/// the completion touches the upper convex hull of the posts so far, found by binary search
+/// along the hull, so the whole is `O(n log n)` and exact (integer nanoseconds, slopes
+/// compared by cross-multiplying).
 fn peak_delta(posted: &[Instant], completed: &[Instant]) -> Duration {
-    const PEAK_WINDOW: usize = 4096;
-    let mut best = Duration::MAX;
-    for (i, start) in posted.iter().enumerate() {
-        for (k, end) in completed[i..].iter().take(PEAK_WINDOW).enumerate() {
-            best = best.min(end.saturating_duration_since(*start) / (k as u32 + 1));
+    let Some(origin) = posted.first() else {
+        return Duration::MAX;
+    };
+    let ns = |t: &Instant| t.saturating_duration_since(*origin).as_nanos() as i128;
+    let mut hull: Vec<Point> = Vec::new();
+    // The best run so far as (time, messages).
+    let mut best: Option<(i128, i128)> = None;
+    for (j, (post, done)) in posted.iter().zip(completed).enumerate() {
+        let a = (j as i128, ns(post));
+        while let [.., o, m] = hull[..] {
+            if cross(o, m, a) < 0 {
+                break;
+            }
+            hull.pop();
+        }
+        hull.push(a);
+        let b = (j as i128 + 1, ns(done));
+        // The first hull vertex whose next edge is no steeper than its line to `b`.
+        let (mut lo, mut hi) = (0, hull.len() - 1);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if slope_le(hull[mid], hull[mid + 1], hull[mid], b) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let run = (b.1 - hull[lo].1, b.0 - hull[lo].0);
+        if best.is_none_or(|(t, n)| run.0 * n < t * run.1) {
+            best = Some(run);
         }
     }
-    best
+    match best {
+        Some((t, n)) => Duration::from_nanos((t.max(0) / n) as u64),
+        None => Duration::MAX,
+    }
+}
+
+/// (message index, nanoseconds).
+type Point = (i128, i128);
+
+/// Twice the signed area of `o`, `a`, `b`: positive when they turn counter-clockwise.
+fn cross(o: Point, a: Point, b: Point) -> i128 {
+    (a.0 - o.0) * (b.1 - o.1) - (a.1 - o.1) * (b.0 - o.0)
+}
+
+/// Slope of `p -> q` <= slope of `r -> s` (both going right).
+fn slope_le(p: Point, q: Point, r: Point, s: Point) -> bool {
+    (q.1 - p.1) * (s.0 - r.0) <= (s.1 - r.1) * (q.0 - p.0)
 }
 
 /// The figures of `posted.len()` messages of `size` bytes: the average from the first post
@@ -429,6 +475,40 @@ mod tests {
     use std::thread;
 
     /// Our client against our server over the in-memory link, TCP over loopback.
+    /// perftest's own way: every pair.
+    fn peak_every_pair(posted: &[Instant], completed: &[Instant]) -> Duration {
+        let mut best = Duration::MAX;
+        for (i, start) in posted.iter().enumerate() {
+            for (k, end) in completed[i..].iter().enumerate() {
+                let run = end.saturating_duration_since(*start).as_nanos() / (k as u128 + 1);
+                best = best.min(Duration::from_nanos(run as u64));
+            }
+        }
+        best
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn peak_is_perftests_every_pair_minimum(
+            gaps in proptest::collection::vec((0u64..5_000, 0u64..20_000), 1..80),
+        ) {
+            // Posts in order; each completion after its post and the previous completion.
+            let t0 = Instant::now();
+            let (mut posted, mut completed) = (Vec::new(), Vec::new());
+            let (mut post, mut done) = (0, 0);
+            for (gap, latency) in gaps {
+                post += gap;
+                done = (post + latency).max(done);
+                posted.push(t0 + Duration::from_nanos(post));
+                completed.push(t0 + Duration::from_nanos(done));
+            }
+            let fast = peak_delta(&posted, &completed);
+            let slow = peak_every_pair(&posted, &completed);
+            // Whole nanoseconds rounded down either way, and rounding down keeps the order.
+            proptest::prop_assert_eq!(fast, slow);
+        }
+    }
+
     fn perf(test: BwTest, size: u32) -> (PerfResult, PerfResult, String) {
         let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
         let port = free_port();
