@@ -16,7 +16,9 @@ use super::congestion::{CongestionHook, NoCongestionControl};
 use super::gid::{GidTable, IpCidr};
 use super::neighbor::{NeighbourCache, NeighbourConfig, Queued};
 use super::resolve::{self, BROADCAST_MAC, Resolution};
-use crate::transport::{DropReason, Engine, MAX_PACKET_LEN, Time, Transmit, TransportConfig};
+use crate::transport::{
+    DropReason, Engine, MAX_PACKET_LEN, Time, Transmit, TransportConfig, TransportError,
+};
 use crate::wire::{
     BthRepr, CnpRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, Psn, Qpn, RocePacket, RoceRepr,
     Transport, UdpRepr,
@@ -95,6 +97,7 @@ pub struct HostStats {
     /// ARP and NDP messages acted on, and sent (requests, answers).
     pub resolution_received: u64,
     pub resolution_sent: u64,
+    /// CE-marked packets for our QPs (marks on packets for no QP of ours are not counted).
     pub ce_received: u64,
     pub cnps_received: u64,
     pub cnps_sent: u64,
@@ -162,6 +165,17 @@ impl Host {
     /// The engine, for verbs: registering memory, creating and connecting QPs, posting.
     pub fn engine_mut(&mut self) -> &mut Engine {
         &mut self.engine
+    }
+
+    /// Destroys QP `qpn` in the engine and forgets where its congestion marks came from.
+    pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), TransportError> {
+        self.marked_by.remove(&qpn);
+        self.engine.destroy_qp(qpn)
+    }
+
+    /// QPs whose last congestion mark is remembered (for a CNP deferred to later).
+    pub fn marked_qps(&self) -> usize {
+        self.marked_by.len()
     }
 
     pub fn stats(&self) -> &HostStats {
@@ -240,7 +254,10 @@ impl Host {
         self.stats.roce_received += 1;
         let bth = packet.bth();
         let src = packet.ip().src_addr();
-        if packet.ecn() == Ecn::Ce {
+        // Only marks on our QPs are remembered and answered: a CNP for a QP that does not
+        // exist tells its sender nothing, and remembering every QPN that marked packets name
+        // would grow with whatever arrives.
+        if packet.ecn() == Ecn::Ce && self.engine.query_qp(bth.dest_qp).is_ok() {
             self.stats.ce_received += 1;
             let ud_src_qp = packet.ext().deth.map(|d| d.src_qp);
             self.marked_by.insert(bth.dest_qp, (src, ud_src_qp));
@@ -482,7 +499,9 @@ impl Host {
             self.congestion.on_timer(now);
         }
         while let Some(qpn) = self.congestion.poll_cnp(now) {
-            if let Some(&(peer, ud_src_qp)) = self.marked_by.get(&qpn) {
+            if self.engine.query_qp(qpn).is_err() {
+                self.marked_by.remove(&qpn); // destroyed since the mark
+            } else if let Some(&(peer, ud_src_qp)) = self.marked_by.get(&qpn) {
                 self.queue_cnp(now, qpn, peer, ud_src_qp);
             }
         }

@@ -474,6 +474,50 @@ fn ce_marks_become_cnps_through_the_congestion_seam() {
     assert_eq!(rec_a.0.lock().unwrap().0, 4);
 }
 
+/// `frame` as a congested router leaves it: ECN CE, the IPv4 header checksum mended (the
+/// ICRC does not cover the ECN bits).
+fn ce_marked(mut frame: Vec<u8>) -> Vec<u8> {
+    frame[14 + 1] |= 0x03;
+    frame[14 + 10..14 + 12].fill(0);
+    let sum: u32 = frame[14..34]
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    let folded = (sum & 0xffff) + (sum >> 16);
+    let folded = (folded & 0xffff) + (folded >> 16);
+    frame[14 + 10..14 + 12].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+    frame
+}
+
+#[test]
+fn marks_for_unknown_or_destroyed_qps_are_not_remembered() {
+    let mut net = v4_net();
+    let (hook_b, _) = DcqcnHook::new(DcqcnParams::paper(100e9)).unwrap();
+    net.b.set_congestion_control(Box::new(hook_b));
+    let (_, sb) = connect_pair(&mut net, QpType::Rc, 1);
+    let now = Time::ZERO;
+    let b = &mut net.b;
+    for qpn in 0x100..0x140 {
+        b.handle_frame(
+            now,
+            &ce_marked(write_frame(Qpn::new(qpn), PKey::DEFAULT, &[1; 4])),
+        );
+    }
+    assert_eq!(b.stats().drops.unknown_qp, 0x40);
+    assert_eq!((b.stats().ce_received, b.marked_qps()), (0, 0));
+    assert_eq!(
+        b.stats().cnps_sent,
+        0,
+        "no CNP for a QP that does not exist"
+    );
+
+    b.handle_frame(now, &ce_marked(write_frame(sb.qpn, PKey::DEFAULT, &[1; 4])));
+    assert_eq!((b.stats().ce_received, b.marked_qps()), (1, 1));
+    b.destroy_qp(sb.qpn).unwrap();
+    assert_eq!(b.marked_qps(), 0);
+    assert!(b.engine().query_qp(sb.qpn).is_err());
+}
+
 fn marking_net() -> VirtualNet {
     let link = MemoryLinkConfig {
         a_to_b: FaultConfig {
