@@ -33,7 +33,7 @@ mod script;
 mod work;
 
 use script::{Annotator, Drop};
-use work::Work;
+use work::{Landing, Work};
 
 /// One teaching capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -395,6 +395,7 @@ impl Run {
             want_a,
             want_b,
             mut late_recv,
+            lands,
         } = work;
         for r in recvs {
             self.net.b.engine_mut().post_recv(b.qpn, r)?;
@@ -442,7 +443,33 @@ impl Run {
                 wc.wr_id, wc.status
             )));
         }
-        self.check_atomics()
+        self.check_atomics()?;
+        lands.map_or(Ok(()), |l| self.check_landing(l))
+    }
+
+    /// The lesson's data arrived whole: the bytes it carried equal those it came from.
+    fn check_landing(&self, l: Landing) -> Result<(), GenError> {
+        let region = |host: &Host, end: End| {
+            host.engine()
+                .mr(end.key)
+                .map(|mr| mr.bytes().to_vec())
+                .unwrap_or_default()
+        };
+        let (a, b) = (region(&self.net.a, self.a), region(&self.net.b, self.b));
+        let (from, to) = if l.a_to_b { (&a, &b) } else { (&b, &a) };
+        let sent = from.get(l.from_at..l.from_at + l.len);
+        let landed = to.get(l.to_at..l.to_at + l.len);
+        match (sent, landed) {
+            (Some(s), Some(d)) if s == d => Ok(()),
+            (Some(s), Some(d)) => {
+                let at = s.iter().zip(d).position(|(x, y)| x != y).unwrap_or(0);
+                Err(self.failed(format!(
+                    "the {} bytes carried differ from their source at byte {at}",
+                    l.len
+                )))
+            }
+            _ => Err(self.failed("a region is smaller than the lesson's data")),
+        }
     }
 
     /// Atomics ran exactly once: B's word moved from its start value as the lesson says.

@@ -16,6 +16,32 @@ pub struct Work {
     pub want_b: usize,
     /// A receive B posts only at this time (the RNR lesson).
     pub late_recv: Option<(Time, RecvWr)>,
+    /// Where the lesson's data must have landed when it is over.
+    pub lands: Option<Landing>,
+}
+
+/// `len` bytes at offset `from_at` of one side's region must equal those at offset `to_at`
+/// of the other's when the lesson is over: the data a WRITE or SEND carried from A to B, or a
+/// READ from B to A.
+#[derive(Debug, Clone, Copy)]
+pub struct Landing {
+    /// The bytes go from A to B (WRITE, SEND), or from B to A (READ).
+    pub a_to_b: bool,
+    pub from_at: usize,
+    pub to_at: usize,
+    pub len: usize,
+}
+
+impl Landing {
+    /// `len` bytes from the start of A's region to the start of B's.
+    fn a_to_b(len: u32) -> Landing {
+        Landing {
+            a_to_b: true,
+            from_at: 0,
+            to_at: 0,
+            len: len as usize,
+        }
+    }
 }
 
 fn sge(key: u32, va: u64, len: u32) -> Vec<Sge> {
@@ -52,9 +78,14 @@ pub fn plan(lesson: Lesson, a: End, b: End, host_b: &mut Host) -> Result<Option<
         rkey: b.key,
         add: 5,
     };
+    // A's first request carries the lesson's data from the start of A's region.
     let work = |sends: Vec<SendWr>, recvs: Vec<RecvWr>| Work {
         want_a: sends.len(),
         want_b: recvs.len(),
+        lands: sends
+            .first()
+            .and_then(|s| s.sg_list.first())
+            .map(|sge| Landing::a_to_b(sge.length)),
         sends,
         recvs,
         late_recv: None,
@@ -90,9 +121,20 @@ pub fn plan(lesson: Lesson, a: End, b: End, host_b: &mut Host) -> Result<Option<
             let op = SendOp::SendWithInv { rkey: key };
             work(vec![wr(a, op, VA_A, 64)], vec![recv(b)])
         }
-        Lesson::Read => work(vec![wr(a, read, VA_A, 3000)], vec![]),
-        Lesson::ReadRetry => work(vec![wr(a, read, VA_A, 4096)], vec![]),
+        Lesson::Read | Lesson::ReadRetry => {
+            let len = if lesson == Lesson::Read { 3000 } else { 4096 };
+            Work {
+                lands: Some(Landing {
+                    a_to_b: false,
+                    from_at: 0,
+                    to_at: 0,
+                    len,
+                }),
+                ..work(vec![wr(a, read, VA_A, len as u32)], vec![])
+            }
+        }
         Lesson::Atomics => {
+            // B's word is checked by value (`check_atomics`), not copied.
             let cas = SendOp::CompareSwap {
                 remote_addr: ATOMIC_AT,
                 rkey: b.key,
@@ -101,9 +143,15 @@ pub fn plan(lesson: Lesson, a: End, b: End, host_b: &mut Host) -> Result<Option<
             };
             let mut second = wr(a, fetch_add, VA_A + 8, 8);
             second.wr_id = 2;
-            work(vec![wr(a, cas, VA_A, 8), second], vec![])
+            Work {
+                lands: None,
+                ..work(vec![wr(a, cas, VA_A, 8), second], vec![])
+            }
         }
-        Lesson::AtomicReplay => work(vec![wr(a, fetch_add, VA_A, 8)], vec![]),
+        Lesson::AtomicReplay => Work {
+            lands: None,
+            ..work(vec![wr(a, fetch_add, VA_A, 8)], vec![])
+        },
         Lesson::Ud => {
             let mut send = wr(a, SendOp::Send, VA_A, 500);
             send.ud = Some(UdDest {
@@ -112,7 +160,13 @@ pub fn plan(lesson: Lesson, a: End, b: End, host_b: &mut Host) -> Result<Option<
                 remote_qkey: Q_KEY,
             });
             // A UD receive buffer starts with 40 bytes for the GRH.
-            work(vec![send], vec![RecvWr::new(7, sge(b.key, VA_B, 540))])
+            Work {
+                lands: Some(Landing {
+                    to_at: 40,
+                    ..Landing::a_to_b(500)
+                }),
+                ..work(vec![send], vec![RecvWr::new(7, sge(b.key, VA_B, 540))])
+            }
         }
         Lesson::Rnr => Work {
             want_b: 1,
