@@ -371,12 +371,16 @@ impl QueuePair {
             t.retry_left = self.attrs.retry_cnt;
             t.rnr_left = self.attrs.rnr_retry;
             t.probes = 0;
-            t.backoff = 0;
+            // Karn's algorithm: a backed-off timer stays backed off until a packet sent only
+            // once is timed. Were it reset by any progress, a peer whose round trip grew
+            // (all in flight sent again, so no sample) would fire the timer at the old
+            // round trip over and over.
             if let Some((psn, sent)) = t.sample
                 && psn.distance(una) < 0
             {
                 t.on_rtt(now - sent);
                 t.sample = None;
+                t.backoff = 0;
             }
             if self.sq.last_rewind.is_some_and(|n| n.distance(una) < 0) {
                 self.sq.last_rewind = None;
@@ -398,7 +402,6 @@ impl QueuePair {
             t.ack = None;
             t.fast = None;
             t.probes = 0;
-            t.backoff = 0;
             return;
         }
         if t.rnr.is_some() {

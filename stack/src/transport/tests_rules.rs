@@ -460,3 +460,54 @@ fn the_window_halves_after_a_loss_and_grows_back() {
     assert_eq!(s.completions_a(20).len(), 20);
     assert!(window(&s) > config.max_inflight_packets / 2, "grown back");
 }
+
+/// The peer slows down in the middle of a transfer (round trips of 2 us, then 600 us, as an
+/// rdma_rxe guest under emulation may): nothing is lost, but the fast retransmit timer fires
+/// and goes back. While everything in flight has been sent twice no round trip can be timed
+/// (Karn), so the timer must stay backed off until one is: then it fires a few times, each
+/// doubling it past the new round trip, and not once per window for the rest of the transfer.
+#[test]
+fn a_slow_peer_fires_the_fast_timer_a_few_times_only() {
+    let opts = ConnectOptions {
+        mtu: super::Mtu::M1024,
+        ..ConnectOptions::default()
+    };
+    let mut s = Setup::new(QpType::Rc, &opts, LinkConfig::new(), 21);
+    let (total, depth) = (48u64, 4u64);
+    let (mut posted, mut done) = (0u64, 0u64);
+    while done < total {
+        if done == 8 {
+            let mut slow = *s.pair.link();
+            slow.faults.delay.base = 300_000;
+            s.pair.set_link(slow, 22).unwrap();
+        }
+        while posted < total && posted < done + depth {
+            let slot = (posted % 3) * 65536;
+            s.post_a(posted, s.write_op(slot), slot, 65536);
+            posted += 1;
+        }
+        let wc = s.completions_a(1);
+        assert!(wc.iter().all(|w| w.status == WcStatus::Success));
+        done += wc.len() as u64;
+    }
+    let st = *s.pair.a.stats();
+    assert_eq!(s.pair.stats.dropped, 0, "nothing was lost");
+    // 20 us doubled past 600 us: five or so expiries (reset at every progress, it was 344).
+    assert!(
+        (1..=8).contains(&st.fast_retransmits),
+        "the slow-down fires the timer, a few times: {st:?}"
+    );
+    let fresh = st.packets_sent - st.retransmitted_packets;
+    assert!(
+        st.retransmitted_packets * 5 < fresh,
+        "{} of {fresh} packets sent twice: {st:?}",
+        st.retransmitted_packets
+    );
+    for slot in 0..3 {
+        let at = slot * 65536;
+        assert_eq!(
+            s.b_bytes(s.dst_b)[at..at + 65536],
+            s.a_bytes(s.src_a)[at..at + 65536]
+        );
+    }
+}
