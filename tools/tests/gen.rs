@@ -124,6 +124,34 @@ fn the_same_lesson_and_seed_give_the_same_file() {
 }
 
 #[test]
+fn ipv6_lessons_run_between_the_ipv6_hosts() {
+    let path = common::temp_file_in("gen-ipv6", "write6.pcapng", b"");
+    let out = roce(&["gen", "write", "--ipv6", "-o", path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = roce(&["analyze", "--json", path.to_str().unwrap()]);
+    let doc: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let mut hosts: Vec<(String, String)> = doc["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["src"].to_string(), f["dst"].to_string()))
+        .collect();
+    hosts.sort();
+    assert_eq!(
+        hosts,
+        [
+            ("\"fd00:77::1\"".to_string(), "\"fd00:77::2\"".to_string()),
+            ("\"fd00:77::2\"".to_string(), "\"fd00:77::1\"".to_string())
+        ]
+    );
+    assert_eq!(doc["icrc_errors"], 0);
+}
+
+#[test]
 fn list_help_and_bad_input() {
     let out = roce(&["gen", "--list"]);
     let list = String::from_utf8_lossy(&out.stdout);

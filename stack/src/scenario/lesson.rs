@@ -14,9 +14,7 @@ use std::rc::Rc;
 
 use thiserror::Error;
 
-use super::net::{
-    Bottleneck, CAPTURE_ORIGIN, IP_A, IP_B, NetConfig, NetError, Network, Side, WireTap,
-};
+use super::net::{Bottleneck, CAPTURE_ORIGIN, NetConfig, NetError, Network, Side, WireTap};
 use crate::cc::{CcError, Preset};
 use crate::endpoint::Host;
 use crate::endpoint::connect::{QpPath, connect};
@@ -149,6 +147,8 @@ pub struct GenOptions {
     pub seed: u64,
     /// Path MTU of the connection.
     pub mtu: Mtu,
+    /// The hosts speak IPv6 instead of IPv4.
+    pub ipv6: bool,
 }
 
 impl Default for GenOptions {
@@ -156,6 +156,7 @@ impl Default for GenOptions {
         GenOptions {
             seed: 1,
             mtu: Mtu::M1024,
+            ipv6: false,
         }
     }
 }
@@ -314,6 +315,7 @@ impl Run {
             }),
             seed: opts.seed,
             link_mtu: 4200,
+            ipv6: opts.ipv6,
         };
         let mut net = Network::new(&net_config, TransportConfig::default(), None, Side::A)?;
         if cnp {
@@ -323,8 +325,9 @@ impl Run {
             net.a.set_ecn(Ecn::NotEct);
             net.b.set_ecn(Ecn::NotEct);
         }
-        net.a.add_neighbour(IP_B, MAC_B);
-        net.b.add_neighbour(IP_A, MAC_A);
+        let (ip_a, ip_b) = (net.addr(Side::A), net.addr(Side::B));
+        net.a.add_neighbour(ip_b, MAC_B);
+        net.b.add_neighbour(ip_a, MAC_A);
         let mut rng = Rng::new(opts.seed);
         let qp_type = match lesson {
             Lesson::Uc => QpType::Uc,
@@ -353,11 +356,21 @@ impl Run {
             p.min_rnr_timer = RnrTimer::new(10);
             p
         };
-        connect(net.a.engine_mut(), a.qpn, &path(IP_B, b.qpn, psn_b, psn_a))?;
-        connect(net.b.engine_mut(), b.qpn, &path(IP_A, a.qpn, psn_a, psn_b))?;
+        connect(net.a.engine_mut(), a.qpn, &path(ip_b, b.qpn, psn_b, psn_a))?;
+        connect(net.b.engine_mut(), b.qpn, &path(ip_a, a.qpn, psn_a, psn_b))?;
         let tap = Rc::new(RefCell::new(Tap {
             writer: PcapngWriter::new(Vec::new(), concat!("roce gen ", env!("CARGO_PKG_VERSION")))?,
-            first_comment: Some(format!("roce gen {}: {}", lesson.name(), lesson.summary())),
+            first_comment: Some(format!(
+                "roce gen {}: {}{}",
+                lesson.name(),
+                lesson.summary(),
+                if opts.ipv6 {
+                    ". Over IPv6 the UDP checksum is 0, as rdma_rxe and RoCE NICs send it \
+                     (RFC 8200 asks for one; Wireshark flags it): the ICRC covers the packet"
+                } else {
+                    ""
+                }
+            )),
             at_arrival: cnp,
             script: script::drops(lesson),
             annotator: Annotator::new(opts.mtu.bytes()),
@@ -386,7 +399,8 @@ impl Run {
     /// and checks the outcome.
     fn play(&mut self) -> Result<(), GenError> {
         let (a, b) = (self.a, self.b);
-        let Some(work) = work::plan(self.lesson, a, b, &mut self.net.b)? else {
+        let addr_b = self.net.addr(Side::B);
+        let Some(work) = work::plan(self.lesson, a, b, addr_b, &mut self.net.b)? else {
             return self.play_cnp();
         };
         let Work {

@@ -23,7 +23,7 @@ use crate::endpoint::dcqcn::{DcqcnMonitor, DcqcnReport};
 use crate::fault::FaultStats;
 use crate::transport::{Mtu, Stats, Time, TransportConfig};
 
-pub use net::{Bottleneck, IP_A, IP_B, NetConfig, NetError, Network, Side, WireTap};
+pub use net::{Bottleneck, IP_A, IP_B, IP6_A, IP6_B, NetConfig, NetError, Network, Side, WireTap};
 pub use traffic::{Op, OpCounts, Traffic, TrafficConfig, TrafficError, qp_path};
 pub use window::{CaptureSummary, CaptureWindow, WindowedCapture};
 
@@ -64,6 +64,7 @@ impl Default for DemoConfig {
                 }),
                 seed: 1,
                 link_mtu: 4200,
+                ipv6: false,
             },
             mtu: Mtu::M4096,
             transport: TransportConfig::default(),
@@ -160,11 +161,13 @@ pub fn run<W: Write>(
             .map(Some),
         None => [None, None],
     };
+    let addrs = [net.addr(Side::A), net.addr(Side::B)];
     let mut traffic = Traffic::new(
         config.traffic,
         config.mtu,
         net.a.engine_mut(),
         net.b.engine_mut(),
+        addrs,
     )?;
     let limit = Time::ZERO + config.time_limit;
     loop {

@@ -10,7 +10,7 @@
 
 use core::time::Duration;
 use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use thiserror::Error;
 
@@ -26,6 +26,9 @@ use crate::wire::Ecn;
 
 pub const IP_A: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 168, 77, 1));
 pub const IP_B: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 168, 77, 2));
+/// The hosts' addresses on an IPv6 network ([`NetConfig::ipv6`]): a unique local /64.
+pub const IP6_A: IpAddr = IpAddr::V6(Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 1));
+pub const IP6_B: IpAddr = IpAddr::V6(Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 2));
 
 /// Bytes a frame occupies on the wire besides itself: FCS 4, preamble 8, inter-frame gap 12.
 const WIRE_EXTRA: usize = 24;
@@ -60,6 +63,8 @@ pub struct NetConfig {
     pub seed: u64,
     /// The link (IP) MTU.
     pub link_mtu: usize,
+    /// The hosts speak IPv6 ([`IP6_A`], [`IP6_B`]) instead of IPv4 ([`IP_A`], [`IP_B`]).
+    pub ipv6: bool,
 }
 
 #[derive(Debug, Error)]
@@ -114,6 +119,8 @@ pub struct Network<W: Write> {
     tap: Option<Box<dyn WireTap>>,
     steps_at_now: u32,
     last_now: Time,
+    /// Host A's and host B's addresses.
+    addrs: [IpAddr; 2],
 }
 
 impl<W: Write> std::fmt::Debug for Network<W> {
@@ -174,8 +181,13 @@ impl<W: Write> Network<W> {
         };
         let clock = VirtualClock::new(0);
         let (dev_a, dev_b) = memory::pair(link, clock.clone())?;
+        let (addrs, prefix) = if config.ipv6 {
+            ([IP6_A, IP6_B], 64)
+        } else {
+            ([IP_A, IP_B], 24)
+        };
         let host = |mac, ip| {
-            let addr = IpCidr::new(ip, 24).expect("a /24 is a valid prefix");
+            let addr = IpCidr::new(ip, prefix).expect("a /24 or /64 is a valid prefix");
             let mut c = HostConfig::new(mac, vec![addr]);
             c.transport = transport;
             c.ecn = Ecn::Ect0;
@@ -183,8 +195,8 @@ impl<W: Write> Network<W> {
         };
         Ok(Network {
             clock,
-            a: host(MAC_A, IP_A),
-            b: host(MAC_B, IP_B),
+            a: host(MAC_A, addrs[0]),
+            b: host(MAC_B, addrs[1]),
             buf: vec![0; Host::max_frame_len()],
             dev_a,
             dev_b,
@@ -195,7 +207,16 @@ impl<W: Write> Network<W> {
             tap: None,
             steps_at_now: 0,
             last_now: Time::ZERO,
+            addrs,
         })
+    }
+
+    /// The address of host `side`.
+    pub fn addr(&self, side: Side) -> IpAddr {
+        match side {
+            Side::A => self.addrs[0],
+            Side::B => self.addrs[1],
+        }
     }
 
     pub fn now(&self) -> Time {

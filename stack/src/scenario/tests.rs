@@ -87,7 +87,15 @@ fn undelivered_data_fails_verification() {
     // the poison, so verification must refuse it.
     let c = small(false);
     let mut net = Network::<Vec<u8>>::new(&c.net, c.transport, None, Side::B).unwrap();
-    let mut t = Traffic::new(c.traffic, c.mtu, net.a.engine_mut(), net.b.engine_mut()).unwrap();
+    let addrs = [net.addr(Side::A), net.addr(Side::B)];
+    let mut t = Traffic::new(
+        c.traffic,
+        c.mtu,
+        net.a.engine_mut(),
+        net.b.engine_mut(),
+        addrs,
+    )
+    .unwrap();
     t.pump(Time::ZERO, net.a.engine_mut(), net.b.engine_mut())
         .unwrap();
     let err = t

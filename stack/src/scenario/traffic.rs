@@ -22,8 +22,6 @@ use crate::transport::{
 };
 use crate::wire::{Psn, Qpn, RnrTimer};
 
-use super::net::{IP_A, IP_B};
-
 /// What the workload looks like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TrafficConfig {
@@ -229,12 +227,13 @@ fn sge(va: u64, len: u32, key: u32) -> Vec<Sge> {
 
 impl Traffic {
     /// Registers the regions, connects a queue pair on each side (see [`qp_path`]) and posts
-    /// B's receives.
+    /// B's receives; `addrs` are A's and B's addresses.
     pub fn new(
         cfg: TrafficConfig,
         mtu: Mtu,
         a: &mut Engine,
         b: &mut Engine,
+        addrs: [std::net::IpAddr; 2],
     ) -> Result<Traffic, TrafficError> {
         let mut rng = Rng::new(cfg.seed);
         let ring = (cfg.depth + cfg.recv_depth) * cfg.max_message as usize;
@@ -257,8 +256,9 @@ impl Traffic {
         let mem_b = register(b, &ring_mem, 2)?;
         let (qp_a, cq_a) = create_qp(a)?;
         let (qp_b, cq_b) = create_qp(b)?;
-        connect(a, qp_a, &qp_path(IP_B, qp_b, PSN_B, PSN_A, mtu))?;
-        connect(b, qp_b, &qp_path(IP_A, qp_a, PSN_A, PSN_B, mtu))?;
+        let [addr_a, addr_b] = addrs;
+        connect(a, qp_a, &qp_path(addr_b, qp_b, PSN_B, PSN_A, mtu))?;
+        connect(b, qp_b, &qp_path(addr_a, qp_a, PSN_A, PSN_B, mtu))?;
         let mut t = Traffic {
             cfg,
             rng,

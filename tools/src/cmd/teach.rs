@@ -13,8 +13,8 @@ use super::pingpong::parse_mtu;
 
 /// Write a teaching capture: one RoCEv2 exchange made by the real engine, with scripted faults.
 ///
-/// Two hosts (192.168.77.1 = A, the requester, and .2 = B) on a 10 Gb/s link with 2 us each
-/// way run one lesson: an RC operation, UC or UD, a loss and its recovery, an RNR wait, or
+/// Two hosts (192.168.77.1 = A, the requester, and .2 = B; with --ipv6 fd00:77::1 and ::2)
+/// on a 10 Gb/s link with 2 us each way run one lesson: an RC operation, UC or UD, a loss and its recovery, an RNR wait, or
 /// DCQCN at a congested queue. Faults are scripted ("drop the 3rd WRITE packet"), so each
 /// capture shows exactly its point. The capture is a mirror port on the link: every frame
 /// either host sends, a dropped one included (the peer never sees it). The file is pcapng;
@@ -30,6 +30,8 @@ Examples:
   roce decode loss.pcapng | less           field by field
   roce ladder loss.pcapng --svg loss.svg   the exchange as a ladder diagram
   roce gen all -o lessons/                 every lesson into lessons/NAME.pcapng
+  roce gen write --ipv6 -o write6.pcapng   the same over IPv6 (the ICRC masks traffic class,
+                                           flow label and hop limit instead)
   tshark -r loss.pcapng -Y frame.comment -T fields -e frame.number -e frame.comment")]
 pub struct GenArgs {
     /// The lesson to write (see --list), or `all` for every lesson into a directory.
@@ -52,6 +54,9 @@ pub struct GenArgs {
     /// Path MTU of the connection: 256, 512, 1024, 2048 or 4096.
     #[arg(long, value_name = "N", default_value = "1024", value_parser = parse_mtu)]
     pub mtu: Mtu,
+    /// The hosts speak IPv6 (fd00:77::1 and fd00:77::2) instead of IPv4.
+    #[arg(long)]
+    pub ipv6: bool,
 }
 
 pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
@@ -67,6 +72,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
     let opts = GenOptions {
         seed: args.seed,
         mtu: args.mtu,
+        ipv6: args.ipv6,
     };
     if scenario == "all" {
         std::fs::create_dir_all(output)

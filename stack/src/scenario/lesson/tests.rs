@@ -4,6 +4,7 @@ use std::io::Cursor;
 
 use super::*;
 use crate::capture::CaptureReader;
+use crate::scenario::{IP_A, IP6_A, IP6_B};
 
 /// Each frame of a lesson's capture: (from A, opcode name, ICRC ok).
 fn frames(g: &Generated) -> Vec<(bool, &'static str, bool)> {
@@ -11,7 +12,8 @@ fn frames(g: &Generated) -> Vec<(bool, &'static str, bool)> {
     let mut out = Vec::new();
     while let Some(f) = r.next_frame().unwrap() {
         let p = f.roce().expect("every frame is RoCEv2");
-        out.push((p.ip().src_addr() == IP_A, p.opcode().name(), p.icrc_ok()));
+        let from_a = [IP_A, IP6_A].contains(&p.ip().src_addr());
+        out.push((from_a, p.opcode().name(), p.icrc_ok()));
     }
     out
 }
@@ -107,4 +109,36 @@ fn each_lesson_shows_what_it_teaches() {
 
     let (_, f) = run(Lesson::Cnp);
     assert!(count(&f, false, "CNP") >= 2, "{f:?}");
+}
+
+#[test]
+fn over_ipv6_every_lesson_is_the_same_exchange() {
+    let v6 = GenOptions {
+        ipv6: true,
+        ..GenOptions::default()
+    };
+    for lesson in Lesson::ALL {
+        let g = generate(lesson, &v6).unwrap();
+        let mut r = CaptureReader::new(Cursor::new(g.pcapng.clone())).unwrap();
+        while let Some(f) = r.next_frame().unwrap() {
+            let p = f.roce().unwrap();
+            let hosts = [p.ip().src_addr(), p.ip().dst_addr()];
+            assert!(
+                hosts == [IP6_A, IP6_B] || hosts == [IP6_B, IP6_A],
+                "{lesson:?}: {hosts:?}"
+            );
+            assert!(p.icrc_ok(), "{lesson:?}");
+        }
+        if lesson == Lesson::Cnp {
+            // Frames are 20 bytes longer: the congested queue marks other ones.
+            assert!(count(&frames(&g), false, "CNP") >= 2);
+            continue;
+        }
+        let v4 = generate(lesson, &GenOptions::default()).unwrap();
+        let ops = |g: &Generated| -> Vec<(bool, &str)> {
+            frames(g).into_iter().map(|f| (f.0, f.1)).collect()
+        };
+        assert_eq!(ops(&g), ops(&v4), "{lesson:?}");
+        assert_eq!(g.dropped, v4.dropped, "{lesson:?}");
+    }
 }

@@ -1,10 +1,10 @@
 //! What each lesson posts: work requests at A, receives at B, and the completions to wait for.
 
 use core::time::Duration;
+use std::net::IpAddr;
 
 use super::{ATOMIC_AT, ATOMIC_START, End, GenError, Lesson, Q_KEY, VA_A, VA_B};
 use crate::endpoint::Host;
-use crate::scenario::IP_B;
 use crate::transport::{Access, RecvWr, SendOp, SendWr, Sge, Time, UdDest};
 
 /// One lesson's work.
@@ -62,9 +62,15 @@ fn recv(b: End) -> RecvWr {
     RecvWr::new(7, sge(b.key, VA_B, 4096))
 }
 
-/// The work of `lesson` between `a` and `b` (whose host is `host_b`), or `None` for the CNP
-/// lesson, which streams WRITEs for a while instead.
-pub fn plan(lesson: Lesson, a: End, b: End, host_b: &mut Host) -> Result<Option<Work>, GenError> {
+/// The work of `lesson` between `a` and `b` (whose host is `host_b`, at `addr_b`), or `None`
+/// for the CNP lesson, which streams WRITEs for a while instead.
+pub fn plan(
+    lesson: Lesson,
+    a: End,
+    b: End,
+    addr_b: IpAddr,
+    host_b: &mut Host,
+) -> Result<Option<Work>, GenError> {
     let write = SendOp::Write {
         remote_addr: VA_B,
         rkey: b.key,
@@ -155,7 +161,7 @@ pub fn plan(lesson: Lesson, a: End, b: End, host_b: &mut Host) -> Result<Option<
         Lesson::Ud => {
             let mut send = wr(a, SendOp::Send, VA_A, 500);
             send.ud = Some(UdDest {
-                addr: IP_B,
+                addr: addr_b,
                 remote_qpn: b.qpn,
                 remote_qkey: Q_KEY,
             });
