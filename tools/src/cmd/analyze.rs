@@ -33,6 +33,7 @@ pub const EXIT_CUT_FRAMES: u8 = 3;
 Examples:
   roce analyze pcaps/rc_loss_write.pcap          a readable report
   roce analyze --json pcaps/rc_loss_write.pcap | jq '.flows[] | {src, dst, retransmitted_packets, naks}'
+  roce analyze --threads 1 big.pcap              all on one thread (the default reads on one, analyses on another)
 
 JSON keys: packets, roce_packets, icrc_errors, flows[] with src, dst, dest_qp, packets,
 opcodes {name: count}, retransmitted_packets, naks {name: count}, rnr_naks, cnps, ecn_ce,
@@ -47,6 +48,12 @@ pub struct AnalyzeArgs {
     /// where there are two cores or more); 1: both on one thread. The report is the same.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=2))]
     pub threads: Option<u8>,
+}
+
+/// Two threads where there are two cores or more, else one.
+pub fn default_threads() -> u8 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores >= 2 { 2 } else { 1 }
 }
 
 /// Runs the analyser over a whole capture, on `threads` threads (1 or 2).
@@ -68,9 +75,7 @@ pub fn analyse(file: &std::path::Path, threads: u8) -> anyhow::Result<Report> {
 }
 
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = args.threads.unwrap_or(if cores >= 2 { 2 } else { 1 });
-    let report = analyse(&args.file, threads)?;
+    let report = analyse(&args.file, args.threads.unwrap_or_else(default_threads))?;
     let out = if args.json {
         json::render(&report)? + "\n"
     } else {

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use roce::analysis::{Analyzer, Outcome, PacketNote};
+use roce::analysis::{Analyzer, Outcome, PacketNote, icrc_check};
+use roce::capture::Frame;
 
 /// Draw the packets between two endpoints as a ladder diagram (SVG).
 ///
@@ -43,7 +44,8 @@ pub fn run(args: LadderArgs) -> anyhow::Result<ExitCode> {
     if args.count == 0 {
         bail!("--count must be at least 1");
     }
-    let report = super::analyze::analyse(&args.file, 1)?;
+    let threads = super::analyze::default_threads();
+    let report = super::analyze::analyse(&args.file, threads)?;
     let flow = match args.flow {
         Some(f) if f < report.flows.len() => f,
         Some(f) => bail!(
@@ -61,8 +63,8 @@ pub fn run(args: LadderArgs) -> anyhow::Result<ExitCode> {
     let mut analyzer = Analyzer::new();
     let mut seen = 0u64;
     let mut rows: Vec<PacketNote> = Vec::new();
-    super::replay(&args.file, |frame| {
-        if let Outcome::Roce(note) = analyzer.frame(frame)
+    let mut each = |frame: &Frame<'_>, icrc: Option<bool>| {
+        if let Outcome::Roce(note) = analyzer.frame_checked(frame, icrc)
             && (note.flow == flow || Some(note.flow) == reverse)
         {
             if seen >= args.from && rows.len() < args.count as usize {
@@ -70,7 +72,12 @@ pub fn run(args: LadderArgs) -> anyhow::Result<ExitCode> {
             }
             seen += 1;
         }
-    })?;
+    };
+    if threads >= 2 {
+        super::replay_split(&args.file, icrc_check, each)?;
+    } else {
+        super::replay(&args.file, |frame| each(frame, None))?;
+    }
     if rows.is_empty() {
         bail!(
             "{}: flow {flow} and its reverse have {seen} packets, none from packet {}",
