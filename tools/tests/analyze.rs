@@ -195,8 +195,8 @@ fn help_has_examples() {
 }
 
 /// `--threads 2` (one thread reads, one analyses, the reader checking ICRCs while the
-/// analyser is behind) must report exactly what one thread does: on every real capture, on
-/// one of many batches made from them, and on that one cut short.
+/// analyser is behind) must report and draw exactly what one thread does: on every real
+/// capture, on one of many batches made from them, and on that one cut short.
 #[test]
 fn two_threads_report_what_one_does() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcaps");
@@ -231,6 +231,32 @@ fn two_threads_report_what_one_does() {
             path.display()
         );
     }
+    // The ladder's two passes too: the same drawing from a middle stretch of the big capture.
+    let many = captures[captures.len() - 2].to_str().unwrap();
+    let draw = |threads: &str| {
+        let svg = temp_file(&format!("many-{threads}.svg"), b"");
+        let out = roce(&[
+            "ladder",
+            many,
+            "--from",
+            "3000",
+            "--count",
+            "40",
+            "--threads",
+            threads,
+            "--svg",
+            svg.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::read_to_string(svg).unwrap()
+    };
+    let (one, two) = (draw("1"), draw("2"));
+    assert!(one.matches("marker-end=").count() >= 20);
+    assert_eq!(one, two);
     let bad = roce(&["analyze", "--threads", "3", "x.pcap"]);
     assert_eq!(bad.status.code(), Some(2), "clap refuses --threads 3");
 }

@@ -38,13 +38,17 @@ pub struct LadderArgs {
     /// Where to write the SVG.
     #[arg(long)]
     pub svg: PathBuf,
+    /// As for `roce analyze`: 2 reads records on one thread and analyses on another (the
+    /// default where there are two cores or more), 1 does both on one. The drawing is the same.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub threads: Option<u8>,
 }
 
 pub fn run(args: LadderArgs) -> anyhow::Result<ExitCode> {
     if args.count == 0 {
         bail!("--count must be at least 1");
     }
-    let threads = super::analyze::default_threads();
+    let threads = args.threads.unwrap_or_else(super::analyze::default_threads);
     let report = super::analyze::analyse(&args.file, threads)?;
     let flow = match args.flow {
         Some(f) if f < report.flows.len() => f,
