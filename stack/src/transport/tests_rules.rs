@@ -387,17 +387,18 @@ fn lost_nak_and_lost_retransmission_are_recovered_fast() {
     assert_eq!(s.b_bytes(s.dst_b)[..60_000], s.a_bytes(s.src_a)[..60_000]);
 }
 
-/// Virtual-time goodput of 200 RDMA WRITEs of 64 KiB, 16 outstanding, over `link`.
-fn write_goodput(link: LinkConfig) -> (f64, super::Stats) {
-    let opts = ConnectOptions {
-        mtu: super::Mtu::M4096,
-        ..ConnectOptions::default()
-    };
-    let mut s = Setup::new(QpType::Rc, &opts, link, 11);
-    let (mut posted, mut done) = (0u64, 0);
-    let start = s.pair.now();
-    while done < 200 {
-        while posted < 200 && posted < done + 16 {
+/// Posts `total` RDMA WRITEs of 64 KiB from A (three slots in turn), `depth` outstanding,
+/// until all completed successfully; `before` runs with the count done before each wait.
+fn write_64k_messages(
+    s: &mut Setup,
+    total: u64,
+    depth: u64,
+    mut before: impl FnMut(&mut Setup, u64),
+) {
+    let (mut posted, mut done) = (0u64, 0u64);
+    while done < total {
+        before(s, done);
+        while posted < total && posted < done + depth {
             let slot = (posted % 3) * 65536;
             s.post_a(posted, s.write_op(slot), slot, 65536);
             posted += 1;
@@ -406,6 +407,17 @@ fn write_goodput(link: LinkConfig) -> (f64, super::Stats) {
         assert!(wc.iter().all(|w| w.status == WcStatus::Success));
         done += wc.len() as u64;
     }
+}
+
+/// Virtual-time goodput of 200 RDMA WRITEs of 64 KiB, 16 outstanding, over `link`.
+fn write_goodput(link: LinkConfig) -> (f64, super::Stats) {
+    let opts = ConnectOptions {
+        mtu: super::Mtu::M4096,
+        ..ConnectOptions::default()
+    };
+    let mut s = Setup::new(QpType::Rc, &opts, link, 11);
+    let start = s.pair.now();
+    write_64k_messages(&mut s, 200, 16, |_, _| {});
     let secs = (s.pair.now() - start).as_secs_f64();
     (200.0 * 65536.0 * 8.0 / secs / 1e9, *s.pair.a.stats())
 }
@@ -473,23 +485,13 @@ fn a_slow_peer_fires_the_fast_timer_a_few_times_only() {
         ..ConnectOptions::default()
     };
     let mut s = Setup::new(QpType::Rc, &opts, LinkConfig::new(), 21);
-    let (total, depth) = (48u64, 4u64);
-    let (mut posted, mut done) = (0u64, 0u64);
-    while done < total {
+    write_64k_messages(&mut s, 48, 4, |s, done| {
         if done == 8 {
             let mut slow = *s.pair.link();
             slow.faults.delay.base = 300_000;
             s.pair.set_link(slow, 22).unwrap();
         }
-        while posted < total && posted < done + depth {
-            let slot = (posted % 3) * 65536;
-            s.post_a(posted, s.write_op(slot), slot, 65536);
-            posted += 1;
-        }
-        let wc = s.completions_a(1);
-        assert!(wc.iter().all(|w| w.status == WcStatus::Success));
-        done += wc.len() as u64;
-    }
+    });
     let st = *s.pair.a.stats();
     assert_eq!(s.pair.stats.dropped, 0, "nothing was lost");
     // 20 us doubled past 600 us: five or so expiries (reset at every progress, it was 344).
