@@ -165,6 +165,8 @@ fn ladder_draws_one_arrow_per_packet() {
     assert!(doc.starts_with("<svg") && doc.trim_end().ends_with("</svg>"));
     let arrows = doc.matches("marker-end=").count();
     assert!((1..=5).contains(&arrows), "{arrows}");
+    // Each arrow carries Wireshark's frame number (from 1); sample frame 1 is in flow 0.
+    assert!(doc.contains(">#1  +"), "{doc}");
     let out = roce(&[
         "ladder",
         path.to_str().unwrap(),

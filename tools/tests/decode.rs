@@ -43,6 +43,7 @@ fn sample_frames_decode_with_every_contract_key() {
     assert_eq!(lines.len(), frames.len());
     for (i, line) in lines.iter().enumerate() {
         assert_eq!(line["index"], i);
+        assert_eq!(line["frame"], i + 1, "Wireshark's number, from 1");
         assert_eq!(line["roce"], true);
         assert_eq!(line["icrc"], "ok", "{line}");
         for key in [
@@ -194,6 +195,9 @@ fn broken_frames_are_reported_and_decoding_goes_on() {
     assert!(text.contains("ICRC BAD"));
     assert!(text.contains("WRONG: should be 0x"));
     assert!(text.contains("malformed RoCEv2: BTH: unknown opcode 0x15"));
+    // Frames are numbered as Wireshark numbers them, from 1.
+    assert!(text.starts_with("#1  "), "{text}");
+    assert!(text.contains("\n#8  ") && !text.contains("\n#0  "));
 }
 
 #[test]
@@ -206,6 +210,7 @@ fn a_truncated_capture_decodes_up_to_the_cut() {
     assert_eq!(lines.len(), 3);
     assert_eq!(lines[1]["icrc"], "ok");
     assert_eq!(lines[2]["roce"], false);
+    assert_eq!(lines[2]["frame"], 3);
     assert!(
         lines[2]["error"].as_str().unwrap().contains("cut short"),
         "{}",

@@ -274,7 +274,7 @@ impl Tap {
         }
         let mut notes: Vec<String> = self.first_comment.take().into_iter().collect();
         if let Some(p) = &packet {
-            notes.extend(self.annotator.note(from, p));
+            notes.extend(self.annotator.note(self.frames + 1, from, p));
         }
         if drop {
             self.dropped += 1;
@@ -563,18 +563,20 @@ fn collect(host: &mut Host, cq: CqId, into: &mut Vec<WorkCompletion>) {
 }
 
 /// The AETH's meaning for a comment on a packet with PSN `psn`; `None` for a plain ACK.
-pub(crate) fn syndrome_text(s: Syndrome, psn: Psn) -> Option<String> {
+/// `sent` is the frame (from 1) that first carried the request with that PSN, if any did.
+pub(crate) fn syndrome_text(s: Syndrome, psn: Psn, sent: Option<u64>) -> Option<String> {
     let psn = psn.value();
+    let at = sent.map_or(String::new(), |n| format!(" (frame {n})"));
     match s {
         Syndrome::Ack { .. } => None,
         Syndrome::RnrNak { timer } => Some(format!(
-            "RNR NAK for PSN {psn}: no receive posted; the requester waits {} us and resends it",
+            "RNR NAK for PSN {psn}{at}: no receive posted; the requester waits {} us and resends it",
             timer.micros()
         )),
         Syndrome::Nak(NakCode::PsnSequenceError) => Some(format!(
-            "NAK PSN_SEQUENCE_ERROR: the responder expects PSN {psn}; the requester goes back to it"
+            "NAK PSN_SEQUENCE_ERROR: the responder expects PSN {psn}{at}; the requester goes back to it"
         )),
-        Syndrome::Nak(code) => Some(format!("NAK {} (PSN {psn})", code.name())),
+        Syndrome::Nak(code) => Some(format!("NAK {} (PSN {psn}{at})", code.name())),
         Syndrome::Reserved(b) => Some(format!("reserved AETH syndrome {b:#04x}")),
     }
 }

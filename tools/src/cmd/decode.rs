@@ -44,7 +44,7 @@ impl<'a> Dissected<'a> {
 /// Decode every frame of a capture: each RoCEv2 header field by field, or JSON lines.
 ///
 /// Reads pcap and pcapng files with Ethernet, Linux cooked (SLL, SLL2) or raw IP link types.
-/// Frames are numbered from 0. Frames that are not RoCEv2, or are malformed (truncated,
+/// Frames are numbered from 1, as Wireshark numbers them (JSON: `frame`; `index` counts from 0). Frames that are not RoCEv2, or are malformed (truncated,
 /// lying lengths, unknown opcode, bad ICRC), are reported and decoding goes on; a damaged
 /// capture is decoded up to the damage. Exits 1 only when FILE is not a capture.
 #[derive(Debug, Args)]
@@ -54,7 +54,7 @@ Examples:
   roce decode --json pcaps/rc_rnr_nak.pcap     one JSON object per frame
   roce decode --json cap.pcapng | jq 'select(.icrc == \"bad\")'
 
-JSON keys: index, roce; for RoCE frames src, dst, opcode, opcode_value, dest_qp, psn,
+JSON keys: index (from 0), frame (from 1, as Wireshark), roce; for RoCE frames src, dst, opcode, opcode_value, dest_qp, psn,
 ack_req, se, pad, pkey, fecn, becn, ecn, the extension headers present (reth, aeth,
 atomic_eth, atomic_ack_eth, deth, immdt, ieth, feth), payload_len, icrc (\"ok\"/\"bad\");
 error when the frame is not RoCEv2 or is malformed.")]
@@ -92,7 +92,10 @@ pub fn run(args: DecodeArgs) -> anyhow::Result<ExitCode> {
                 if args.json {
                     json::damaged(index, &reason) + "\n"
                 } else {
-                    format!("#{index}  damaged capture: {reason}; nothing after this is readable\n")
+                    format!(
+                        "#{}  damaged capture: {reason}; nothing after this is readable\n",
+                        index + 1
+                    )
                 }
             }
             Err(e) => return Err(e.into()),

@@ -15,7 +15,7 @@ use roce::capture::Frame;
 ///
 /// The exchange is flow F (see `roce analyze`; by default the flow with the most packets)
 /// together with its reverse flow: two vertical lines, one arrow per packet with its opcode
-/// and PSN, time on the left. Retransmitted requests are orange, NAKs red, RNR NAKs purple,
+/// and PSN, time and Wireshark's frame number (from 1) on the left. Retransmitted requests are orange, NAKs red, RNR NAKs purple,
 /// responses that imply a NAK dashed, CNPs blue, ECN CE marked packets and bad ICRCs
 /// flagged.
 #[derive(Debug, Args)]
@@ -66,13 +66,14 @@ pub fn run(args: LadderArgs) -> anyhow::Result<ExitCode> {
     // packet is annotated with the state of the whole capture before it.
     let mut analyzer = Analyzer::new();
     let mut seen = 0u64;
-    let mut rows: Vec<PacketNote> = Vec::new();
+    let mut rows: Vec<(u64, PacketNote)> = Vec::new();
     let mut each = |frame: &Frame<'_>, icrc: Option<bool>| {
         if let Outcome::Roce(note) = analyzer.frame_checked(frame, icrc)
             && (note.flow == flow || Some(note.flow) == reverse)
         {
             if seen >= args.from && rows.len() < args.count as usize {
-                rows.push(note);
+                // Wireshark's frame number, from 1, so an arrow can be found there.
+                rows.push((frame.index + 1, note));
             }
             seen += 1;
         }

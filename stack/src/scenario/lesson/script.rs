@@ -68,6 +68,9 @@ pub struct Annotator {
     mtu: u32,
     /// Per side, the PSN after the newest request sent.
     next: [Option<Psn>; 2],
+    /// Per side, the frame number (from 1, as Wireshark counts) that first carried each request
+    /// PSN, so that comments can point a learner at it. Lessons are short: this stays small.
+    first_sent: [std::collections::HashMap<u32, u64>; 2],
 }
 
 impl Annotator {
@@ -75,10 +78,12 @@ impl Annotator {
         Annotator {
             mtu: mtu.max(1),
             next: [None, None],
+            first_sent: Default::default(),
         }
     }
 
-    pub fn note(&mut self, from: Side, p: &RocePacket<'_>) -> Vec<String> {
+    /// The comments for frame `number` (from 1) that `from` sent.
+    pub fn note(&mut self, number: u64, from: Side, p: &RocePacket<'_>) -> Vec<String> {
         let mut notes = Vec::new();
         let bth = p.bth();
         let opcode = p.opcode();
@@ -93,8 +98,14 @@ impl Annotator {
         }
         if opcode.is_request() && bth.dest_qp.value() != 1 {
             let next = &mut self.next[from as usize];
+            let first = *self.first_sent[from as usize]
+                .entry(bth.psn.value())
+                .or_insert(number);
             if next.is_some_and(|n| bth.psn < n) {
-                notes.push(format!("retransmission of PSN {}", bth.psn.value()));
+                notes.push(format!(
+                    "retransmission of PSN {}, first sent in frame {first}",
+                    bth.psn.value()
+                ));
             }
             let span = match p.ext().reth {
                 Some(reth) if opcode.low() == op::RDMA_READ_REQUEST => {
@@ -108,7 +119,11 @@ impl Annotator {
             }
         }
         if let Some(aeth) = p.ext().aeth {
-            notes.extend(syndrome_text(aeth.syndrome, bth.psn));
+            // A NAK names a PSN the peer sent: say which frame carried it, if one did.
+            let sent = self.first_sent[from.peer() as usize]
+                .get(&bth.psn.value())
+                .copied();
+            notes.extend(syndrome_text(aeth.syndrome, bth.psn, sent));
         }
         notes
     }

@@ -142,3 +142,42 @@ fn over_ipv6_every_lesson_is_the_same_exchange() {
         assert_eq!(g.dropped, v4.dropped, "{lesson:?}");
     }
 }
+
+/// The numbers that follow each `marker` in the capture's comments.
+fn numbers_after(g: &Generated, marker: &str) -> Vec<u64> {
+    let text = String::from_utf8_lossy(&g.pcapng);
+    text.match_indices(marker)
+        .map(|(at, _)| {
+            let digits: String = text[at + marker.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn comments_name_frames_as_wireshark_numbers_them() {
+    let g = generate(Lesson::LossGbn, &GenOptions::default()).unwrap();
+    let mut psn_of = Vec::new();
+    let mut r = CaptureReader::new(Cursor::new(g.pcapng.clone())).unwrap();
+    while let Some(f) = r.next_frame().unwrap() {
+        psn_of.push(f.roce().unwrap().bth().psn.value());
+    }
+    // Frame N (from 1) is psn_of[N - 1].
+    let retransmitted = numbers_after(&g, "retransmission of PSN ");
+    let first = numbers_after(&g, ", first sent in frame ");
+    assert!(!first.is_empty() && first.len() == retransmitted.len());
+    for (psn, frame) in retransmitted.iter().zip(&first) {
+        assert_eq!(psn_of[*frame as usize - 1], *psn as u32, "frame {frame}");
+    }
+    // The NAK names the frame the switch dropped.
+    let naked = numbers_after(&g, "expects PSN ");
+    let nak_frame = numbers_after(&g, (naked[0].to_string() + " (frame ").as_str());
+    assert_eq!(psn_of[nak_frame[0] as usize - 1], naked[0] as u32);
+    assert_eq!(
+        first[0], nak_frame[0],
+        "the first one resent is the one lost"
+    );
+}

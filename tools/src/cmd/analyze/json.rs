@@ -154,6 +154,9 @@ struct Input {
 
 #[derive(Serialize)]
 struct Malformed {
+    /// Position in the capture from 0.
+    index: u64,
+    /// Wireshark's frame number: `index + 1`.
     frame: u64,
     error: String,
 }
@@ -326,8 +329,9 @@ pub fn render(r: &Report) -> serde_json::Result<String> {
                 .input
                 .malformed_examples
                 .iter()
-                .map(|(frame, error)| Malformed {
-                    frame: *frame,
+                .map(|(index, error)| Malformed {
+                    index: *index,
+                    frame: index + 1,
                     error: error.clone(),
                 })
                 .collect(),

@@ -287,7 +287,8 @@ fn input(o: &mut String, r: &Report) {
     if p.malformed_frames > 0 {
         let _ = writeln!(o, "  {} malformed RoCEv2 frames", p.malformed_frames);
         for (i, why) in &p.malformed_examples {
-            let _ = writeln!(o, "    frame {i}: {why}");
+            // Wireshark's frame numbers, from 1.
+            let _ = writeln!(o, "    frame {}: {why}", i + 1);
         }
     }
 }

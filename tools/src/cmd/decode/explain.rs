@@ -466,15 +466,17 @@ fn packet(p: &RocePacket<'_>, frame_len: usize, out: &mut String) {
     render(out, &sections);
 }
 
-/// The explanation of frame `index`: a summary line, then every header for a RoCE frame.
+/// The explanation of the frame at `index` (from 0): a summary line headed by its frame number
+/// as Wireshark counts (from 1), then every header for a RoCE frame.
 pub fn frame(index: usize, frame_len: usize, dissected: &Dissected<'_>) -> String {
     let mut out = String::new();
+    let number = index + 1;
     match dissected {
         Dissected::Roce(p) => {
             let bth = p.bth();
             let _ = writeln!(
                 out,
-                "#{index}  {frame_len} bytes  {} -> {}  {}  QP {}  PSN {}  ICRC {}",
+                "#{number}  {frame_len} bytes  {} -> {}  {}  QP {}  PSN {}  ICRC {}",
                 p.ip().src_addr(),
                 p.ip().dst_addr(),
                 bth.opcode,
@@ -485,10 +487,10 @@ pub fn frame(index: usize, frame_len: usize, dissected: &Dissected<'_>) -> Strin
             packet(p, frame_len, &mut out);
         }
         Dissected::NotRoce(why) => {
-            let _ = writeln!(out, "#{index}  {frame_len} bytes  {why}");
+            let _ = writeln!(out, "#{number}  {frame_len} bytes  {why}");
         }
         Dissected::Broken(why) => {
-            let _ = writeln!(out, "#{index}  {frame_len} bytes  malformed RoCEv2: {why}");
+            let _ = writeln!(out, "#{number}  {frame_len} bytes  malformed RoCEv2: {why}");
         }
     }
     out

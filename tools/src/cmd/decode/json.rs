@@ -7,7 +7,10 @@ use super::Dissected;
 
 #[derive(Serialize)]
 struct Line<'a> {
+    /// Position in the capture from 0.
     index: usize,
+    /// Wireshark's frame number: `index + 1`.
+    frame: usize,
     roce: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
@@ -171,31 +174,39 @@ pub fn frame(index: usize, dissected: &Dissected<'_>) -> String {
     let line = match dissected {
         Dissected::Roce(p) => Line {
             index,
+            frame: index + 1,
             roce: true,
             error: None,
             packet: Some(packet(p)),
         },
         Dissected::NotRoce(why) => Line {
             index,
+            frame: index + 1,
             roce: false,
             error: Some(why),
             packet: None,
         },
         Dissected::Broken(why) => Line {
             index,
+            frame: index + 1,
             roce: true,
             error: Some(why),
             packet: None,
         },
     };
-    serde_json::to_string(&line)
-        .unwrap_or_else(|e| format!("{{\"index\":{index},\"error\":\"{e}\"}}"))
+    serde_json::to_string(&line).unwrap_or_else(|e| {
+        format!(
+            "{{\"index\":{index},\"frame\":{},\"error\":\"{e}\"}}",
+            index + 1
+        )
+    })
 }
 
 /// The JSON line for damage in the capture file at frame `index`.
 pub fn damaged(index: usize, reason: &str) -> String {
     let line = Line {
         index,
+        frame: index + 1,
         roce: false,
         error: Some(reason),
         packet: None,

@@ -82,8 +82,9 @@ fn escape(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// The diagram of `rows`, packets of flow `flow` (left to right) and its reverse.
-pub fn ladder(report: &Report, flow: usize, from: u64, rows: &[PacketNote]) -> String {
+/// The diagram of `rows` (frame number from 1, packet), packets of flow `flow` (left to right)
+/// and its reverse.
+pub fn ladder(report: &Report, flow: usize, from: u64, rows: &[(u64, PacketNote)]) -> String {
     let f = &report.flows[flow];
     let reverse = f.reverse.map(|r| &report.flows[r]);
     let left_qp = reverse.map_or("?".to_string(), |r| format!("{:#x}", r.dest_qp.value()));
@@ -138,8 +139,8 @@ pub fn ladder(report: &Report, flow: usize, from: u64, rows: &[PacketNote]) -> S
             height - 70
         );
     }
-    let _ = writeln!(o, r##"<text x="10" y="78" fill="#555">time</text>"##);
-    for (i, n) in rows.iter().enumerate() {
+    let _ = writeln!(o, r##"<text x="10" y="78" fill="#555">frame  time</text>"##);
+    for (i, (number, n)) in rows.iter().enumerate() {
         let y = TOP + i as u32 * ROW;
         let (x1, x2) = if n.flow == flow {
             (LEFT_X, RIGHT_X)
@@ -170,7 +171,7 @@ pub fn ladder(report: &Report, flow: usize, from: u64, rows: &[PacketNote]) -> S
         );
         let _ = writeln!(
             o,
-            r##"<text x="10" y="{}" fill="#555">+{}</text>"##,
+            r##"<text x="10" y="{}" fill="#555">#{number}  +{}</text>"##,
             y + 4,
             escape(&duration(n.ts.saturating_sub(start)))
         );
