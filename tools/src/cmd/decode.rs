@@ -46,7 +46,8 @@ impl<'a> Dissected<'a> {
 /// Reads pcap and pcapng files with Ethernet, Linux cooked (SLL, SLL2) or raw IP link types.
 /// Frames are numbered from 1, as Wireshark numbers them (JSON: `frame`; `index` counts from
 /// 0). Frames that are not RoCEv2, or are malformed (truncated, lying lengths, unknown opcode,
-/// bad ICRC), are reported and decoding goes on; a damaged capture is decoded up to the damage. Exits 1 only when FILE is not a capture.
+/// bad ICRC), are reported and decoding goes on; a damaged capture is decoded up to the
+/// damage. Exits 1 only when FILE is not a capture.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
@@ -57,8 +58,7 @@ Examples:
 JSON keys: index (from 0), frame (from 1, as Wireshark), roce; for RoCE frames src, dst,
 opcode, opcode_value, dest_qp, psn, ack_req, se, pad, pkey, fecn, becn, ecn, the extension
 headers present (reth, aeth, atomic_eth, atomic_ack_eth, deth, immdt, ieth, feth),
-payload_len, icrc (\"ok\"/\"bad\");
-error when the frame is not RoCEv2 or is malformed.")]
+payload_len, icrc (\"ok\"/\"bad\"); error when the frame is not RoCEv2 or is malformed.")]
 pub struct DecodeArgs {
     /// The capture to decode (pcap or pcapng).
     pub file: PathBuf,
