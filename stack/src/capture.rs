@@ -181,6 +181,9 @@ pub struct CaptureReader {
     interfaces: Interfaces,
     frames: u64,
     finished: bool,
+    /// Where the comment of the frame last delivered lies in the source's data (length 0:
+    /// none).
+    comment: (usize, usize),
 }
 
 impl std::fmt::Debug for CaptureReader {
@@ -233,6 +236,7 @@ impl CaptureReader {
             interfaces: Interfaces::default(),
             frames: 0,
             finished: false,
+            comment: (0, 0),
         }
     }
 
@@ -265,6 +269,23 @@ impl CaptureReader {
             Source::Stream(s) => s.data(),
         };
         Ok(Some(r.frame_in(data)))
+    }
+
+    /// As [`CaptureReader::next_frame`], with the frame's packet comment (pcapng opt_comment)
+    /// when it has one: raw bytes, which the pcapng spec says are UTF-8 but a file may not keep.
+    pub fn next_frame_commented(&mut self) -> Result<Option<Commented<'_>>, CaptureError> {
+        let Some(r) = self.next_frame_ref()? else {
+            return Ok(None);
+        };
+        let data = match &self.source {
+            Source::Mapped(m) => m.data(),
+            Source::Stream(s) => s.data(),
+        };
+        let (at, len) = self.comment;
+        let comment = (len > 0)
+            .then(|| data.get(at..at.checked_add(len)?))
+            .flatten();
+        Ok(Some((r.frame_in(data), comment)))
     }
 
     /// Like [`CaptureReader::next_frame`], but the frame is given by its place: in the file
@@ -309,6 +330,7 @@ impl CaptureReader {
         }
         let index = self.frames;
         self.frames += 1;
+        self.comment = at.comment;
         Ok(Some(FrameRef {
             index,
             timestamp_ns: at.timestamp_ns,
@@ -327,6 +349,9 @@ impl CaptureReader {
         }
     }
 }
+
+/// A frame and its packet comment, if it has one.
+pub type Commented<'a> = (Frame<'a>, Option<&'a [u8]>);
 
 /// Where a frame lies in its capture file, and what its record said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

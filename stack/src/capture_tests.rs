@@ -292,3 +292,30 @@ fn frame_refs_name_the_frames_for_another_thread() {
         "a stream has no file to share"
     );
 }
+
+#[test]
+fn packet_comments_come_with_their_frames_mapped_or_streamed() {
+    let frames = sample::frames(3);
+    let mut w = crate::io::pcapng::PcapngWriter::new(Vec::new(), "test").unwrap();
+    w.write_frame(1, &frames[0], Some("first <b>&</b>"))
+        .unwrap();
+    w.write_frame(2, &frames[1], None).unwrap();
+    w.write_frame(3, &frames[2], Some("third, odd length"))
+        .unwrap();
+    let bytes = w.into_inner();
+    let path = std::env::temp_dir().join(format!("roce-comments-{}.pcapng", std::process::id()));
+    std::fs::write(&path, &bytes).unwrap();
+    let want: [Option<&[u8]>; 3] = [Some(b"first <b>&</b>"), None, Some(b"third, odd length")];
+    for mut reader in [
+        CaptureReader::open(&path).unwrap(),
+        CaptureReader::new(Cursor::new(bytes.clone())).unwrap(),
+    ] {
+        for (i, expected) in want.iter().enumerate() {
+            let (frame, comment) = reader.next_frame_commented().unwrap().unwrap();
+            assert_eq!(frame.data, &frames[i][..]);
+            assert_eq!(comment, *expected, "frame {i}");
+        }
+        assert!(reader.next_frame_commented().unwrap().is_none());
+    }
+    std::fs::remove_file(&path).unwrap();
+}

@@ -33,6 +33,7 @@ commands! {
     Pingpong(cmd::pingpong::PingpongArgs) => cmd::pingpong::run,
     Perf(cmd::perf::PerfArgs) => cmd::perf::run,
     Gen(cmd::teach::GenArgs) => cmd::teach::run,
+    View(cmd::view::ViewArgs) => cmd::view::run,
 }
 
 /// A pure-software RoCEv2 stack: decode and analyse captures, talk to rdma_rxe, simulate.

@@ -2,7 +2,7 @@
 //! (where its bytes lie, when, on which link), nothing (headers, interfaces, statistics), or
 //! damage.
 
-use pcap_parser::pcapng::Block;
+use pcap_parser::pcapng::{Block, OptionCode};
 use pcap_parser::traits::PcapNGPacketBlock;
 use pcap_parser::{LegacyPcapBlock, PcapBlockOwned, PcapError};
 
@@ -35,6 +35,9 @@ pub(super) struct Located {
     pub(super) orig_len: u32,
     pub(super) timestamp_ns: u64,
     pub(super) link: Link,
+    /// The packet's comment (pcapng opt_comment, section 3.5), an address and length like
+    /// the data; length 0 when it has none.
+    pub(super) comment: (usize, usize),
 }
 
 impl Located {
@@ -44,6 +47,14 @@ impl Located {
         // A slice outside the buffer would be a pcap-parser bug; an offset past the end makes
         // `next_frame` report the end rather than index out of bounds.
         self.start = self.start.checked_sub(base).unwrap_or(usize::MAX / 2);
+        if self.comment.1 > 0 {
+            // An option pcap-parser had to copy lies outside the buffer: no comment then.
+            self.comment = self
+                .comment
+                .0
+                .checked_sub(base)
+                .map_or((0, 0), |at| (at, self.comment.1));
+        }
         self
     }
 }
@@ -75,6 +86,7 @@ fn describe(
         orig_len,
         timestamp_ns,
         link,
+        comment: (0, 0),
     };
     match block {
         PcapBlockOwned::LegacyHeader(h) => {
@@ -112,12 +124,17 @@ fn describe(
             let raw = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
             let units = iface.units_per_second;
             let ts = timestamp(raw / units, raw % units, units, iface.offset_seconds);
-            Ok(Some(located(
-                epb.packet_data(),
-                epb.origlen,
-                ts,
-                iface.link,
-            )))
+            let mut at = located(epb.packet_data(), epb.origlen, ts, iface.link);
+            // The first opt_comment (code 1); a frame rarely has more than one.
+            if let Some(text) = epb
+                .options
+                .iter()
+                .find(|o| o.code == OptionCode::Comment)
+                .and_then(|o| o.as_bytes().ok())
+            {
+                at.comment = (text.as_ptr() as usize, text.len());
+            }
+            Ok(Some(at))
         }
         PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
             let Some(iface) = interfaces.first() else {
@@ -153,6 +170,7 @@ fn legacy(b: &LegacyPcapBlock<'_>, interfaces: &[Interface]) -> Result<Located, 
         orig_len: b.origlen,
         timestamp_ns: ts,
         link: iface.link,
+        comment: (0, 0),
     })
 }
 

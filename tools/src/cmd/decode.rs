@@ -1,8 +1,8 @@
 //! `roce decode FILE [--json]`: one entry per frame of a pcap or pcapng capture.
 
-mod explain;
+pub(crate) mod explain;
 mod fields;
-mod json;
+pub(crate) mod json;
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;

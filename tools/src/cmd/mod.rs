@@ -9,6 +9,7 @@ pub mod perf;
 pub mod pingpong;
 pub mod sim;
 pub mod teach;
+pub mod view;
 
 use std::io::IsTerminal;
 use std::path::Path;
@@ -49,7 +50,15 @@ fn progress_bar(path: &Path) -> ProgressBar {
 /// Feeds every frame of the capture at `path` to `each`, with a progress bar on stderr for
 /// a large file. Returns why the capture is damaged, if it is (the frames before the damage
 /// were all fed).
-pub fn replay(path: &Path, each: impl FnMut(&Frame<'_>)) -> anyhow::Result<Option<String>> {
+pub fn replay(path: &Path, mut each: impl FnMut(&Frame<'_>)) -> anyhow::Result<Option<String>> {
+    replay_from(open_capture(path)?, path, |frame, _| each(frame))
+}
+
+/// As [`replay`], with each frame's packet comment (pcapng) when it has one.
+pub fn replay_commented(
+    path: &Path,
+    each: impl FnMut(&Frame<'_>, Option<&[u8]>),
+) -> anyhow::Result<Option<String>> {
     replay_from(open_capture(path)?, path, each)
 }
 
@@ -73,7 +82,7 @@ pub fn replay_split<T: Send>(
 ) -> anyhow::Result<Option<String>> {
     let mut reader = open_capture(path)?;
     let Some(file) = reader.shared_file() else {
-        return replay_from(reader, path, |frame| each(frame, None));
+        return replay_from(reader, path, |frame, _| each(frame, None));
     };
     let bar = progress_bar(path);
     let (to_analyser, batches) = mpsc::sync_channel::<Batch<T>>(BATCHES_IN_FLIGHT);
@@ -146,13 +155,13 @@ type Batch<T> = Vec<(FrameRef, Option<T>)>;
 fn replay_from(
     mut reader: CaptureReader,
     path: &Path,
-    mut each: impl FnMut(&Frame<'_>),
+    mut each: impl FnMut(&Frame<'_>, Option<&[u8]>),
 ) -> anyhow::Result<Option<String>> {
     let bar = progress_bar(path);
     let damage = loop {
-        match reader.next_frame() {
-            Ok(Some(frame)) => {
-                each(&frame);
+        match reader.next_frame_commented() {
+            Ok(Some((frame, comment))) => {
+                each(&frame, comment);
                 if frame.index % PROGRESS_EVERY == 0 {
                     bar.set_position(reader.offset());
                 }

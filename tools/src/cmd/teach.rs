@@ -30,6 +30,7 @@ Examples:
   roce decode loss.pcapng | less           field by field
   roce ladder loss.pcapng --svg loss.svg   the exchange as a ladder diagram
   roce gen all -o lessons/                 every lesson into lessons/NAME.pcapng
+  roce gen rnr -o rnr.pcapng --view        and rnr.html, its view for a browser
   roce gen write --ipv6 -o write6.pcapng   the same over IPv6 (the ICRC masks traffic class,
                                            flow label and hop limit instead)
   tshark -r loss.pcapng -Y frame.comment -T fields -e frame.number -e frame.comment")]
@@ -57,6 +58,9 @@ pub struct GenArgs {
     /// The hosts speak IPv6 (fd00:77::1 and fd00:77::2) instead of IPv4.
     #[arg(long)]
     pub ipv6: bool,
+    /// Also write the lesson's HTML view (`roce view`) beside it: NAME.html.
+    #[arg(long)]
+    pub view: bool,
 }
 
 pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
@@ -79,7 +83,7 @@ pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot create directory {}", output.display()))?;
         for lesson in Lesson::ALL {
             let file = output.join(format!("{}.pcapng", lesson.name()));
-            write(lesson, &opts, &file)?;
+            write(lesson, &opts, &file, args.view)?;
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -90,11 +94,11 @@ pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
             names.join(", ")
         );
     };
-    write(lesson, &opts, output)?;
+    write(lesson, &opts, output, args.view)?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn write(lesson: Lesson, opts: &GenOptions, path: &Path) -> anyhow::Result<()> {
+fn write(lesson: Lesson, opts: &GenOptions, path: &Path, view: bool) -> anyhow::Result<()> {
     let g = generate(lesson, opts).map_err(|e| anyhow::anyhow!("{e}"))?;
     std::fs::write(path, &g.pcapng).with_context(|| format!("cannot write {}", path.display()))?;
     let dropped = match g.dropped {
@@ -110,5 +114,18 @@ fn write(lesson: Lesson, opts: &GenOptions, path: &Path) -> anyhow::Result<()> {
         path.display(),
         lesson.summary()
     );
+    if view {
+        let page = super::view::beside(path);
+        let built = super::view::build(&super::view::ViewArgs {
+            file: path.to_path_buf(),
+            output: Some(page.clone()),
+            flow: None,
+            from: 1,
+            count: super::view::DEFAULT_COUNT,
+        })?;
+        std::fs::write(&page, &built.html)
+            .with_context(|| format!("cannot write {}", page.display()))?;
+        println!("{}: {}", page.display(), built.summary);
+    }
     Ok(())
 }

@@ -57,7 +57,8 @@ impl Section {
     }
 }
 
-fn bits_label((first, width): (usize, usize)) -> String {
+/// Where a field sits, as the explanation prints it: `bit 8` or `bits 0-7`.
+pub fn bits_label((first, width): (usize, usize)) -> String {
     if width == 1 {
         format!("bit {first}")
     } else {
@@ -65,12 +66,19 @@ fn bits_label((first, width): (usize, usize)) -> String {
     }
 }
 
+impl Section {
+    /// Where the header lies in the frame, as the explanation prints it.
+    pub fn range_label(&self) -> String {
+        match self.len {
+            0 => "no bytes".to_string(),
+            n => format!("bytes {}-{}", self.start, self.start + n - 1),
+        }
+    }
+}
+
 fn render(out: &mut String, sections: &[Section]) {
     for s in sections {
-        let range = match s.len {
-            0 => "no bytes".to_string(),
-            n => format!("bytes {}-{}", s.start, s.start + n - 1),
-        };
+        let range = s.range_label();
         let _ = writeln!(out, "  {:<66} {range}", s.title);
         for f in &s.fields {
             let mut lines = f.meaning.lines();
@@ -428,8 +436,9 @@ fn tail_sections(p: &RocePacket<'_>, out: &mut Vec<Section>) {
     }
 }
 
-/// The whole explanation of one RoCE packet.
-fn packet(p: &RocePacket<'_>, frame_len: usize, out: &mut String) {
+/// The whole explanation of one RoCE packet: its headers in frame order, each with its fields.
+/// `roce decode` prints them; `roce view` shows the same sections.
+pub fn sections(p: &RocePacket<'_>, frame_len: usize) -> Vec<Section> {
     let mut sections = Vec::new();
     link_sections(p, &mut sections);
     sections.push(match p.ip() {
@@ -463,12 +472,22 @@ fn packet(p: &RocePacket<'_>, frame_len: usize, out: &mut String) {
             ),
         );
     }
-    render(out, &sections);
+    sections
 }
 
 /// The explanation of the frame at `index` (from 0): a summary line headed by its frame number
 /// as Wireshark counts (from 1), then every header for a RoCE frame.
 pub fn frame(index: usize, frame_len: usize, dissected: &Dissected<'_>) -> String {
+    let mut out = summary(index, frame_len, dissected);
+    if let Dissected::Roce(p) = dissected {
+        render(&mut out, &sections(p, frame_len));
+    }
+    out
+}
+
+/// The explanation's first line, ending in a newline: frame number (from 1), length, and what
+/// the frame is.
+pub fn summary(index: usize, frame_len: usize, dissected: &Dissected<'_>) -> String {
     let mut out = String::new();
     let number = index + 1;
     match dissected {
@@ -484,7 +503,6 @@ pub fn frame(index: usize, frame_len: usize, dissected: &Dissected<'_>) -> Strin
                 bth.psn,
                 if p.icrc_ok() { "ok" } else { "BAD" }
             );
-            packet(p, frame_len, &mut out);
         }
         Dissected::NotRoce(why) => {
             let _ = writeln!(out, "#{number}  {frame_len} bytes  {why}");

@@ -171,7 +171,21 @@ fn packet(p: &RocePacket<'_>) -> Packet {
 
 /// The JSON line for frame `index`.
 pub fn frame(index: usize, dissected: &Dissected<'_>) -> String {
-    let line = match dissected {
+    serde_json::to_string(&line(index, dissected)).unwrap_or_else(|e| {
+        format!(
+            "{{\"index\":{index},\"frame\":{},\"error\":\"{e}\"}}",
+            index + 1
+        )
+    })
+}
+
+/// The object of frame `index`'s JSON line, for `roce view`'s tables.
+pub fn value(index: usize, dissected: &Dissected<'_>) -> serde_json::Value {
+    serde_json::to_value(line(index, dissected)).unwrap_or_default()
+}
+
+fn line<'a>(index: usize, dissected: &'a Dissected<'_>) -> Line<'a> {
+    match dissected {
         Dissected::Roce(p) => Line {
             index,
             frame: index + 1,
@@ -193,13 +207,7 @@ pub fn frame(index: usize, dissected: &Dissected<'_>) -> String {
             error: Some(why),
             packet: None,
         },
-    };
-    serde_json::to_string(&line).unwrap_or_else(|e| {
-        format!(
-            "{{\"index\":{index},\"frame\":{},\"error\":\"{e}\"}}",
-            index + 1
-        )
-    })
+    }
 }
 
 /// The JSON line for damage in the capture file at frame `index`.

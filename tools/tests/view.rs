@@ -1,0 +1,198 @@
+//! `roce view` as a user runs it: the page it writes holds what `roce analyze` and `roce
+//! decode --json` say, pages and flows pick the frames, bad input gives a page that says what
+//! is wrong. (What a browser makes of the page: tests/browser/view_needs_browser.py.)
+
+use std::path::{Path, PathBuf};
+
+use roce::wire::sample;
+use roce_tests::pcap_bytes;
+use serde_json::Value;
+
+mod common;
+use common::roce;
+
+fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
+    common::temp_file_in("view-tests", name, bytes)
+}
+
+fn pcap(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../pcaps")
+        .join(name)
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Runs `roce view ARGS -o OUT` and returns (exit code, page, the page's data).
+fn view(out_name: &str, args: &[&str]) -> (Option<i32>, String, Value) {
+    let out = temp_file(out_name, b"");
+    let mut all = vec!["view"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", out.to_str().unwrap()]);
+    let run = roce(&all);
+    let page = std::fs::read_to_string(&out).unwrap_or_default();
+    let data = page
+        .split_once("<script type=\"application/json\" id=\"view-data\">")
+        .and_then(|(_, rest)| rest.split_once("</script>"))
+        .map_or(Value::Null, |(json, _)| serde_json::from_str(json).unwrap());
+    assert!(
+        run.status.code().is_some(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    (run.status.code(), page, data)
+}
+
+fn numbers(v: &Value) -> Vec<u64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn the_page_holds_every_frame_with_decode_json_keys_and_analyze_flows() {
+    let cap = pcap("rc_rnr_nak.pcap");
+    let (code, page, data) = view("rnr.html", &[&cap]);
+    assert_eq!(code, Some(0));
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains("id=\"frame-details\""));
+    // Self-contained: nothing to fetch.
+    for remote in ["src=\"http", "href=\"http", "@import", "url(http"] {
+        assert!(!page.contains(remote), "{remote}");
+    }
+    let decoded: Vec<Value> = String::from_utf8(roce(&["decode", "--json", &cap]).stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let frames = numbers(&data["rows"]["n"]);
+    assert_eq!(frames, (1..=decoded.len() as u64).collect::<Vec<_>>());
+    // Each frame's pairs are decode --json's keys and values.
+    let s = data["tables"]["s"].as_array().unwrap();
+    let pairs = data["tables"]["p"].as_array().unwrap();
+    for (i, d) in data["details"].as_array().unwrap().iter().enumerate() {
+        let mut shown = serde_json::Map::new();
+        for p in d[6].as_array().unwrap() {
+            let kv = &pairs[p.as_u64().unwrap() as usize];
+            let key = s[kv[0].as_u64().unwrap() as usize].as_str().unwrap();
+            let value = s[kv[1].as_u64().unwrap() as usize].as_str().unwrap();
+            shown.insert(key.to_owned(), serde_json::from_str(value).unwrap());
+        }
+        let mut want = serde_json::Map::new();
+        flatten("", &decoded[i], &mut want);
+        assert_eq!(shown, want, "frame {}", i + 1);
+    }
+    let analysis: Value =
+        serde_json::from_slice(&roce(&["analyze", "--json", &cap]).stdout).unwrap();
+    assert_eq!(data["analysis"], analysis);
+    // RNR NAKs: each is noted, and bracketed to the retry it asked for.
+    let rnr = data["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s[2] == "rnr")
+        .count();
+    assert_eq!(
+        rnr as u64,
+        analysis["flows"][1]["rnr_naks"].as_u64().unwrap()
+    );
+}
+
+fn flatten(prefix: &str, v: &Value, out: &mut serde_json::Map<String, Value>) {
+    for (k, v) in v.as_object().unwrap() {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        if v.is_object() {
+            flatten(&key, v, out);
+        } else {
+            out.insert(key, v.clone());
+        }
+    }
+}
+
+#[test]
+fn from_count_and_flow_pick_the_page() {
+    let cap = pcap("rdma_cm_rping.pcap");
+    let (code, _, data) = view("page.html", &[&cap, "--from", "5", "--count", "7"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(numbers(&data["rows"]["n"]), (5..=11).collect::<Vec<_>>());
+    let (_, _, data) = view("flow.html", &[&cap, "--flow", "2"]);
+    let reverse = data["analysis"]["flows"][2]["reverse_flow"].as_i64();
+    for f in data["rows"]["fl"].as_array().unwrap() {
+        assert!(f.as_i64() == Some(2) || f.as_i64() == reverse, "{f}");
+    }
+    assert_eq!(data["initial_flow"], 2);
+    // The rdma_cm exchange, its messages linked to their frames.
+    let (_, page, _) = view("cm.html", &[&cap]);
+    assert!(page.contains("rdma_cm exchange"));
+    assert_eq!(
+        page.matches("data-goto=").count(),
+        5,
+        "REQ REP RTU DREQ DREP, each linked"
+    );
+    let (code, ..) = view("bad.html", &[&cap, "--flow", "99"]);
+    assert_eq!(code, Some(1));
+    let (code, ..) = view("bad.html", &[&cap, "--count", "0"]);
+    assert_eq!(code, Some(1));
+    let (code, ..) = view("bad.html", &[&cap, "--from", "0"]);
+    assert_eq!(code, Some(1));
+}
+
+#[test]
+fn bad_input_gives_a_page_that_says_what_is_wrong() {
+    let frames = sample::frames(6);
+    let bytes = pcap_bytes(&frames);
+    let cut = temp_file("cut.pcap", &bytes[..bytes.len() - 7]);
+    let (code, page, data) = view("cut.html", &[cut.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "damaged: as roce analyze");
+    assert!(page.contains("class=\"banner damage\""));
+    assert!(page.contains("damaged capture at byte"));
+    assert_eq!(numbers(&data["rows"]["n"]).len(), frames.len() - 1);
+
+    for (name, bytes) in [("header.pcap", &bytes[..24]), ("zero.pcap", &[][..])] {
+        let empty = temp_file(name, bytes);
+        let (code, page, _) = view("empty.html", &[empty.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "{name}");
+        assert!(page.contains("no frames"), "{name}: {page}");
+        assert!(page.contains("id=\"frame-details\""));
+    }
+
+    let nasty = temp_file("<b>&\"x'.pcap", &bytes);
+    let (_, page, _) = view("nasty.html", &[nasty.to_str().unwrap()]);
+    assert!(page.contains("&lt;b&gt;&amp;&quot;x&#39;.pcap"));
+    assert!(!page.contains("<b>&"));
+
+    let not = temp_file("not.pcap", b"this is not a capture file at all");
+    let (code, ..) = view("not.html", &[not.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+}
+
+#[test]
+fn lesson_comments_and_views_from_gen() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("view-gen");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cap = dir.join("rnr.pcapng");
+    let out = roce(&["gen", "rnr", "-o", cap.to_str().unwrap(), "--view"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(dir.join("rnr.html")).unwrap();
+    assert!(
+        page.contains("RNR NAK for PSN"),
+        "the pcapng comments are in the page"
+    );
+}
+
+#[test]
+fn help_has_an_example() {
+    let out = roce(&["view", "--help"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Examples:") && text.contains("data-frame"));
+}
