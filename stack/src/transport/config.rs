@@ -79,6 +79,9 @@ pub struct Stats {
     pub rnr_naks_sent: u64,
     /// Request packets with a PSN before the expected one.
     pub duplicate_requests: u64,
+    /// Duplicate READs and atomics dropped: not among the remembered ones, not a part of
+    /// the READ remembered at their PSN, or no room for another response.
+    pub duplicates_dropped: u64,
     /// Request packets with a PSN after the expected one (dropped).
     pub out_of_sequence: u64,
     /// Responses that matched nothing outstanding (stale or duplicate).

@@ -12,6 +12,7 @@ use super::mr::{Access, MemoryRegion, MrTable};
 use super::qp::{ModifyError, ModifyQp, QpAttrs, QpState, QpType, check_modify};
 use super::queue_pair::{Ctx, QpInit, QueuePair, send_wc_opcode};
 use super::requester::SendWqe;
+use super::responses::QpUsage;
 use super::time::Time;
 use super::wr::{RecvWr, SendOp, SendWr};
 use crate::wire::{IbPacketRepr, Opcode, Qpn, Transport};
@@ -172,6 +173,16 @@ impl Engine {
     /// The responder's expected PSN (for diagnostics and capture replay).
     pub fn expected_psn(&self, qpn: Qpn) -> Result<crate::wire::Psn, TransportError> {
         Ok(self.qp(qpn)?.resp.epsn)
+    }
+
+    /// What a queue pair holds (for limits checks in tests and fuzzing).
+    pub fn qp_usage(&self, qpn: Qpn) -> Result<QpUsage, TransportError> {
+        let qp = self.qp(qpn)?;
+        Ok(QpUsage {
+            send_wqes: qp.sq.wqes.len(),
+            recv_wqes: qp.rq.len(),
+            ..qp.resp.usage()
+        })
     }
 
     fn qp(&self, qpn: Qpn) -> Result<&QueuePair, TransportError> {

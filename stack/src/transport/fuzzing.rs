@@ -8,7 +8,9 @@
 //! - a region without REMOTE_WRITE or REMOTE_ATOMIC is never changed, nor the parts of the
 //!   receive region no receive was posted for;
 //! - every packet the engine sends parses, and is a response, an ACK or a NAK (the engine
-//!   under test has nothing to send of its own).
+//!   under test has nothing to send of its own);
+//! - what a queue pair holds stays bounded (see [`check_limits`]) while its output is not
+//!   drained: a built packet with bit 0x10 of its head byte set leaves it queued.
 //!
 //! The input is read as a list of packets. Each starts with one byte: with its high bit
 //! clear, the next `byte & 0x3f` bytes are sent raw (BTH onwards); with it set, a packet is
@@ -120,7 +122,7 @@ fn bring_up(qp_type: QpType) -> Vec<ModifyQp> {
             dest_qp: Some(Qpn::new(0x99)),
             dest_addr: Some(PEER),
             rq_psn: Some(Psn::new(0xff_fff0)),
-            max_dest_rd_atomic: rc.then_some(4),
+            max_dest_rd_atomic: rc.then_some(MAX_DEST_RD_ATOMIC),
             min_rnr_timer: rc.then_some(crate::wire::RnrTimer::new(1)),
             ..ModifyQp::to(QpState::Rtr)
         },
@@ -186,7 +188,11 @@ pub fn responder(data: &[u8]) -> super::Stats {
             now += 50_000_000;
             t.engine.handle_timeout(Time::from_nanos(now));
         }
-        while let Some(tx) = t.engine.poll_transmit(Time::from_nanos(now), &mut buf) {
+        let hold = head & 0x90 == 0x90;
+        while let Some(tx) = (!hold)
+            .then(|| t.engine.poll_transmit(Time::from_nanos(now), &mut buf))
+            .flatten()
+        {
             let sent = IbPacketRepr::parse(&buf[..tx.len]).expect("the engine sends valid packets");
             assert!(
                 !sent.bth.opcode.is_request(),
@@ -195,8 +201,40 @@ pub fn responder(data: &[u8]) -> super::Stats {
             );
         }
         check(&t);
+        for &qpn in &t.qps {
+            check_limits(&t.engine, qpn, MAX_DEST_RD_ATOMIC, OPEN_LEN);
+        }
     }
     *t.engine.stats()
+}
+
+/// The responder's max_dest_rd_atomic in the targets.
+const MAX_DEST_RD_ATOMIC: u8 = 4;
+
+/// What a queue pair may hold whatever the peer sends: at most `depth` READ and atomic
+/// responses, with at most two ACKs (a NAK and a re-ACK) around each; the READs and
+/// atomics remembered for duplicates; bytes kept for queued READs no more than they read
+/// (`region` bounds one READ).
+pub fn check_limits(engine: &Engine, qpn: Qpn, depth: u8, region: usize) {
+    let Ok(u) = engine.qp_usage(qpn) else { return };
+    let depth = usize::from(depth);
+    assert!(
+        u.rd_atomic <= depth,
+        "{u:?}: more READ/atomic responses than max_dest_rd_atomic"
+    );
+    assert!(
+        u.responses <= 3 * (depth + 1),
+        "{u:?}: the response queue grows"
+    );
+    let remembered = engine.config().atomic_results.max(depth).max(1);
+    assert!(
+        u.resources <= remembered,
+        "{u:?}: remembered READs and atomics grow"
+    );
+    assert!(
+        u.preserved_bytes <= u.rd_atomic * region,
+        "{u:?}: more bytes kept than the queued READs read"
+    );
 }
 
 fn check(t: &Target) {
@@ -353,6 +391,7 @@ pub fn completer(data: &[u8]) -> super::Stats {
     let mut built = vec![0u8; MAX_PACKET_LEN];
     let mut now = 0u64;
     let mut completions = 0;
+    let mut events = 0;
     while !input.0.is_empty() {
         now += 1_000;
         while engine
@@ -400,13 +439,24 @@ pub fn completer(data: &[u8]) -> super::Stats {
             &built[..len]
         };
         let _ = engine.handle_packet(Time::from_nanos(now), PEER, packet);
-        while engine.poll_completion(cq).is_some() {
-            completions += 1;
-        }
+        // Completions are left queued now and then, to see that they do not pile up.
+        let queued = engine.cq(cq).map_or(0, |q| q.len());
         assert!(
-            completions <= ops.len(),
+            completions + queued <= ops.len(),
             "more completions than work requests"
         );
+        if head & 0x10 == 0 {
+            while engine.poll_completion(cq).is_some() {
+                completions += 1;
+            }
+        }
+        while engine.poll_event().is_some() {
+            events += 1;
+        }
+        assert!(events <= 1, "more than one event from one queue pair");
+        let u = engine.qp_usage(qpn).unwrap_or_default();
+        assert!(u.send_wqes <= ops.len(), "{u:?}: send queue grows");
+        check_limits(&engine, qpn, MAX_DEST_RD_ATOMIC, OPEN_LEN);
         let now_tail = engine.mr(land).map(|m| m.bytes()[RECV_POSTED..].to_vec());
         assert!(
             now_tail == tail,
@@ -468,6 +518,28 @@ mod tests {
             implied += s.implied_naks + s.rewinds;
         }
         assert!(acked > 0 && implied > 0, "{acked} {implied}");
+    }
+
+    /// The input bytes `build` reads for an RC READ request of 1 KiB at the expected PSN,
+    /// its output left queued (head 0x90).
+    fn held_read() -> Vec<u8> {
+        let mut v = vec![0x90, 0, crate::wire::opcode::op::RDMA_READ_REQUEST, 2, 0];
+        v.extend_from_slice(&[0, 0, 0, 0, 0]); // random key, then "the open region's"
+        v.extend_from_slice(&[0, 0, 0, 0, 0, 0]); // random VA, then "OPEN_VA", offset 0
+        v.push(64); // 64 x 16 bytes
+        v.extend_from_slice(&[0; 8]); // atomic operands
+        v.extend_from_slice(&[0, 0]); // Q_Key choice, payload length choice
+        v
+    }
+
+    /// READs past max_dest_rd_atomic with nothing sent in between: the fifth is NAKed and
+    /// the queue stops growing (the old responder queued every one).
+    #[test]
+    fn held_reads_stop_at_max_dest_rd_atomic() {
+        let input: Vec<u8> = (0..8).flat_map(|_| held_read()).collect();
+        let s = super::responder(&input);
+        assert_eq!(s.error_naks_sent, 1, "{s:?}");
+        assert_eq!(s.packets_received, 8);
     }
 
     /// Built packets reach execution, duplicates, NAKs and errors: the fuzz body is not

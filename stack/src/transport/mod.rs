@@ -12,7 +12,8 @@
 //! (`requester.rs`) segments work requests into packets, the completer (`completer.rs`)
 //! processes ACKs, NAKs and responses and runs the retransmission timers, the responder
 //! (`responder.rs`) checks and executes requests, whose responses wait in PSN order in
-//! `responses.rs`.
+//! `responses.rs`. What a queue pair holds is bounded whatever the peer sends
+//! ([`Engine::qp_usage`], checked by the fuzz targets after every packet).
 //!
 //! # Choices where the spec leaves room or rxe differs
 //!
@@ -24,16 +25,20 @@
 //!   WRITE packets are re-ACKed only when they carry AckReq or end a message (rxe: each).
 //! - A PSN sequence error is NAKed once per gap; an RNR NAK does not count as that NAK, so
 //!   the next out-of-sequence packet still gets one (rxe, seen in rc_rnr_nak.pcap).
-//! - A duplicate READ is executed again from its own RETH, rights checked again; inside a
-//!   READ the responder remembers it continues that READ's opcodes (MIDDLE ... LAST), which
-//!   rxe's requester requires; one it does not remember starts anew (rxe drops it).
-//!   A duplicate atomic is answered from the results cache, never executed twice, and
-//!   dropped if no longer cached (as rxe).
+//! - A duplicate READ is answered again only inside a READ the responder still remembers
+//!   (its responder resources, at least max_dest_rd_atomic of them), for the same R_Key and
+//!   a part of the same bytes, rights checked again; it continues that READ's opcodes
+//!   (MIDDLE ... LAST), which rxe's requester requires. Any other is dropped (as rxe).
+//!   A duplicate atomic is answered from the resources, never executed twice, and dropped if
+//!   no longer remembered (as rxe).
+//! - At most max_dest_rd_atomic READ and atomic responses wait to be sent: one more is NAKed
+//!   Invalid Request (IBA 9.9.3.1 class B; rxe recycles its resources instead, trusting the
+//!   requester), queued answers to duplicates giving way first. 0 accepts none (as rxe).
 //! - An operation the QP's access flags forbid is NAKed Invalid Request (rxe); a key,
 //!   bounds or rights failure on the region, Remote Access Error.
 //! - READ responses are sent lazily, but return memory as it was when the READ executed:
-//!   bytes a later request would overwrite are copied out first (rxe sends the whole READ
-//!   before executing the next request).
+//!   the bytes a later request overwrites are copied out first, only those (`preserve.rs`;
+//!   rxe sends the whole READ before executing the next request).
 //! - Requester: an error NAK overtaking earlier READ responses waits for them; go-back-N is
 //!   driven by NAKs, implied NAKs, a fast retransmit timer with a tail-loss probe and the
 //!   spec's local ACK timeout (only the latter costs retry_cnt); the fast timer adapts to the
@@ -58,6 +63,7 @@ mod cq;
 mod engine;
 mod error;
 mod mr;
+mod preserve;
 mod qp;
 mod queue_pair;
 mod requester;
@@ -79,6 +85,7 @@ pub use mr::{Access, MemoryRegion, MrError};
 pub use qp::{MAX_RD_ATOMIC, ModifyQp, Mtu, QpAttrs, QpState, QpType};
 pub use queue_pair::QpInit;
 pub use responder::GRH_LEN;
+pub use responses::QpUsage;
 pub use time::Time;
 pub use wr::{RecvWr, SendOp, SendWr, Sge, UdDest};
 
@@ -86,6 +93,8 @@ pub use wr::{RecvWr, SendOp, SendWr, Sge, UdDest};
 mod test_support;
 #[cfg(test)]
 mod tests_basic;
+#[cfg(test)]
+mod tests_hostile;
 #[cfg(test)]
 mod tests_prop;
 #[cfg(test)]

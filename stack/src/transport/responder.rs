@@ -6,11 +6,18 @@
 //!   ends a message (rxe re-ACKs every duplicate packet, C9-105 asks for an ACK "for the
 //!   duplicate request"); after go-back-N that is one ACK per duplicate message instead of
 //!   one per packet.
-//! - A duplicate READ is executed again from its own RETH after the rights are checked again
-//!   (rxe first looks the request up in its responder resources and drops it if not found);
-//!   its responses are put back in PSN order in the queue.
-//! - A duplicate atomic is answered from the results cache and never executed again; one
-//!   not in the cache is dropped silently (rxe does the same, a class D error).
+//! - A duplicate READ is answered only when it falls inside a READ the responder still
+//!   remembers (its responder resources), asks for the same R_Key and a part of the same
+//!   bytes, and the rights still hold; its responses are put back in PSN order in the queue.
+//!   Any other is dropped silently (rxe does the same, a class D error), so a peer cannot
+//!   make the responder send what it never asked for with a READ it could have sent anyway.
+//! - A duplicate atomic is answered from the resources and never executed again; one no
+//!   longer remembered is dropped silently (as rxe).
+//! - At most max_dest_rd_atomic READ and atomic responses wait to be sent; a new READ or
+//!   atomic beyond them is NAKed Invalid Request (IBA 9.9.3.1 class B, rxe's
+//!   ERR_TOO_MANY_RDMA_ATM_REQ), and max_dest_rd_atomic 0 accepts none (as rxe). Queued
+//!   answers to duplicates give way to new requests, and a duplicate finding no room is
+//!   dropped (the requester asks again).
 //! - An RC request the QP's access flags forbid is NAKed Invalid Request (as rxe does); an
 //!   R_Key, bounds or rights failure on the memory region is NAKed Remote Access Error.
 
@@ -22,7 +29,7 @@ use super::error::DropReason;
 use super::mr::Access;
 use super::qp::QpType;
 use super::queue_pair::{Ctx, QueuePair};
-use super::responses::{RespItem, protect_reads};
+use super::responses::{Resource, ResourceKind, RespItem, protect_reads};
 use super::wr::RecvWr;
 use crate::wire::opcode::op;
 use crate::wire::{IbPacketRepr, Msn, NakCode, Psn, Syndrome};
@@ -45,14 +52,6 @@ pub(crate) enum InMsg {
     },
 }
 
-/// A result kept to answer a duplicate atomic.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct AtomicResult {
-    psn: Psn,
-    msn: Msn,
-    orig: u64,
-}
-
 #[derive(Debug, Default)]
 pub(crate) struct Responder {
     /// The expected PSN.
@@ -63,9 +62,8 @@ pub(crate) struct Responder {
     nak_sent: bool,
     msg: Option<InMsg>,
     pub(super) queue: VecDeque<RespItem>,
-    pub(super) atomic_results: VecDeque<AtomicResult>,
-    /// The READs executed lately: first PSN and number of response packets.
-    pub(super) reads: VecDeque<(Psn, u32)>,
+    /// The READs and atomics executed lately, oldest first, to answer duplicates.
+    pub(super) resources: VecDeque<Resource>,
     /// UC: the rest of the current message is being dropped (IBA 9.8.3.1).
     uc_drop: bool,
     /// The queue ends with a NAK that leaves even though the QP is in ERR.
@@ -185,53 +183,34 @@ impl QueuePair {
         let psn = pkt.bth.psn;
         let low = pkt.bth.opcode.low();
         match low {
-            op::RDMA_READ_REQUEST => {
-                let Some(reth) = pkt.ext.reth else { return };
-                let allowed = self.attrs.access.contains(Access::REMOTE_READ)
-                    && ctx
-                        .mrs
-                        .check(
-                            reth.rkey,
-                            reth.va,
-                            u64::from(reth.dma_len),
-                            Access::REMOTE_READ,
-                        )
-                        .is_ok();
-                if !allowed {
-                    return;
-                }
-                // A queued response that has not reached this PSN yet will cover it anyway.
-                let covered = |it: &RespItem| match it {
-                    RespItem::Read(r) => {
-                        psn.distance(r.first_psn) >= 0 && r.last_psn.distance(psn) >= 0
-                    }
-                    _ => false,
-                };
-                if let Some(i) = self.resp.queue.iter().position(covered) {
-                    if let RespItem::Read(r) = &self.resp.queue[i]
-                        && r.psn.distance(psn) <= 0
-                    {
-                        return;
-                    }
-                    self.resp.queue.remove(i);
-                }
-                let read = self.read_response(psn, reth.rkey, reth.va, reth.dma_len);
-                self.resp.insert_in_order(RespItem::Read(read));
-            }
+            op::RDMA_READ_REQUEST => self.duplicate_read(ctx, pkt),
             op::COMPARE_SWAP | op::FETCH_ADD => {
+                let Some(res) = self.resp.find_resource(psn) else {
+                    ctx.stats.duplicates_dropped += 1;
+                    return;
+                };
+                let ResourceKind::Atomic { orig } = res.kind else {
+                    ctx.stats.duplicates_dropped += 1;
+                    return;
+                };
                 let queued = self
                     .resp
                     .queue
                     .iter()
                     .any(|it| matches!(it, RespItem::Atomic { psn: p, .. } if *p == psn));
-                let saved = self.resp.atomic_results.iter().find(|r| r.psn == psn);
-                if let (false, Some(r)) = (queued, saved.copied()) {
-                    self.resp.insert_in_order(RespItem::Atomic {
-                        psn,
-                        msn: r.msn,
-                        orig: r.orig,
-                    });
+                if queued {
+                    return;
                 }
+                if !self.resp.make_room(self.rd_atomic_depth()) {
+                    ctx.stats.duplicates_dropped += 1;
+                    return;
+                }
+                self.resp.insert_in_order(RespItem::Atomic {
+                    psn,
+                    msn: res.msn,
+                    orig,
+                    replay: true,
+                });
             }
             _ => {
                 if pkt.bth.ack_req || pkt.bth.opcode.is_last() {
@@ -240,6 +219,72 @@ impl QueuePair {
                 }
             }
         }
+    }
+
+    /// A duplicate READ (IBA 9.7.5.2.1): answered again only from a remembered READ, for the
+    /// same R_Key and a part of the same bytes, ending inside its PSNs (rxe's
+    /// `duplicate_request`); anything else is dropped.
+    fn duplicate_read(&mut self, ctx: &mut Ctx<'_>, pkt: &IbPacketRepr<'_>) {
+        let psn = pkt.bth.psn;
+        let res = self.resp.find_resource(psn);
+        let (Some(reth), Some(res)) = (pkt.ext.reth, res) else {
+            ctx.stats.duplicates_dropped += 1;
+            return;
+        };
+        let ResourceKind::Read { rkey, va, len } = res.kind else {
+            ctx.stats.duplicates_dropped += 1;
+            return;
+        };
+        let mtu = u64::from(self.attrs.path_mtu.bytes());
+        let npkts = u64::from(reth.dma_len).div_ceil(mtu).max(1);
+        let end = u64::from(psn.distance(res.first_psn) as u32) + npkts;
+        let inside = reth.rkey == rkey
+            && reth.va >= va
+            && reth.va.saturating_add(u64::from(reth.dma_len)) <= va + u64::from(len)
+            && end <= u64::from(res.last_psn.distance(res.first_psn) as u32) + 1;
+        let allowed = inside
+            && self.attrs.access.contains(Access::REMOTE_READ)
+            && ctx
+                .mrs
+                .check(
+                    reth.rkey,
+                    reth.va,
+                    u64::from(reth.dma_len),
+                    Access::REMOTE_READ,
+                )
+                .is_ok();
+        if !allowed {
+            ctx.stats.duplicates_dropped += 1;
+            return;
+        }
+        // A queued response that has not reached this PSN yet will cover it anyway; one that
+        // has is asked for again from here, and stays what it was (a first answer or not).
+        let covered = |it: &RespItem| match it {
+            RespItem::Read(r) => psn.distance(r.first_psn) >= 0 && r.last_psn.distance(psn) >= 0,
+            _ => false,
+        };
+        let mut replay = true;
+        if let Some(i) = self.resp.queue.iter().position(covered) {
+            if let RespItem::Read(r) = &self.resp.queue[i] {
+                if r.psn.distance(psn) <= 0 {
+                    return;
+                }
+                replay = r.replay;
+            }
+            self.resp.remove(i);
+        } else if !self.resp.make_room(self.rd_atomic_depth()) {
+            ctx.stats.duplicates_dropped += 1;
+            return;
+        }
+        let index = psn.distance(res.first_psn) as u32;
+        let read = self.read_response((psn, index), (reth.rkey, reth.va, reth.dma_len), replay);
+        self.resp.insert_in_order(RespItem::Read(read));
+    }
+
+    /// How many READ and atomic responses may wait to be sent: the negotiated
+    /// max_dest_rd_atomic (IBA 9.7.5.2.7).
+    fn rd_atomic_depth(&self) -> usize {
+        usize::from(self.attrs.max_dest_rd_atomic)
     }
 
     /// IBA 9.8.3: UC has no responses; a gap or an error drops the rest of the message and a
@@ -496,7 +541,9 @@ impl QueuePair {
         if self.resp.msg.is_some() || !self.attrs.access.contains(Access::REMOTE_READ) {
             return Err(RespError::Nak(NakCode::InvalidRequest));
         }
-        if reth.dma_len > super::requester::MAX_MESSAGE as u32 {
+        if reth.dma_len > super::requester::MAX_MESSAGE as u32
+            || !self.resp.make_room(self.rd_atomic_depth())
+        {
             return Err(RespError::Nak(NakCode::InvalidRequest));
         }
         ctx.mrs
@@ -508,13 +555,19 @@ impl QueuePair {
             )
             .map_err(|_| RespError::Nak(NakCode::RemoteAccessError))?;
         self.resp.msn = Msn::new(self.resp.msn.value() + 1);
-        let read = self.read_response(pkt.bth.psn, reth.rkey, reth.va, reth.dma_len);
+        let read = self.read_response((pkt.bth.psn, 0), (reth.rkey, reth.va, reth.dma_len), false);
         self.resp.epsn = read.last_psn.next();
-        let npkts = read.last_psn.distance(read.first_psn) as u32 + 1;
-        if self.resp.reads.len() >= self.resources(ctx) {
-            self.resp.reads.pop_front();
-        }
-        self.resp.reads.push_back((read.first_psn, npkts));
+        let resource = Resource {
+            first_psn: read.first_psn,
+            last_psn: read.last_psn,
+            msn: self.resp.msn,
+            kind: ResourceKind::Read {
+                rkey: reth.rkey,
+                va: reth.va,
+                len: reth.dma_len,
+            },
+        };
+        self.resp.remember(resource, self.resources(ctx));
         self.resp.queue.push_back(RespItem::Read(read));
         Ok(())
     }
@@ -529,9 +582,14 @@ impl QueuePair {
         if self.resp.msg.is_some()
             || !self.attrs.access.contains(Access::REMOTE_ATOMIC)
             || a.va % 8 != 0
+            || !self.resp.make_room(self.rd_atomic_depth())
         {
             return Err(RespError::Nak(NakCode::InvalidRequest));
         }
+        ctx.mrs
+            .check(a.rkey, a.va, 8, Access::REMOTE_ATOMIC)
+            .map_err(|_| RespError::Nak(NakCode::RemoteAccessError))?;
+        protect_reads(&mut self.resp.queue, ctx.mrs, a.rkey, a.va, 8);
         let word = ctx
             .mrs
             .write(a.rkey, a.va, 8, Access::REMOTE_ATOMIC)
@@ -549,15 +607,19 @@ impl QueuePair {
         let psn = pkt.bth.psn;
         self.resp.msn = Msn::new(self.resp.msn.value() + 1);
         let msn = self.resp.msn;
-        if self.resp.atomic_results.len() >= self.resources(ctx) {
-            self.resp.atomic_results.pop_front();
-        }
-        self.resp
-            .atomic_results
-            .push_back(AtomicResult { psn, msn, orig });
-        self.resp
-            .queue
-            .push_back(RespItem::Atomic { psn, msn, orig });
+        let resource = Resource {
+            first_psn: psn,
+            last_psn: psn,
+            msn,
+            kind: ResourceKind::Atomic { orig },
+        };
+        self.resp.remember(resource, self.resources(ctx));
+        self.resp.queue.push_back(RespItem::Atomic {
+            psn,
+            msn,
+            orig,
+            replay: false,
+        });
         self.resp.epsn = psn.next();
         Ok(())
     }

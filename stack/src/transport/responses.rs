@@ -3,13 +3,19 @@
 //!
 //! ACKs coalesce there: a new ACK replaces one not yet sent (rxe answers every AckReq; when
 //! the link keeps up the two are the same, when it does not we send fewer ACKs carrying the
-//! same information). READ responses are built when sent, from the region or from a copy
-//! taken when a later request was about to overwrite what they still have to send.
+//! same information). READ responses are built when sent, from the region and the bytes
+//! `preserve.rs` kept when a later request was about to overwrite what they still send.
+//!
+//! What the queue holds is bounded whatever the peer sends: at most max_dest_rd_atomic READ
+//! and atomic responses (a request beyond them is NAKed Invalid Request), each with an ACK
+//! after it at most, and the executed READs and atomics remembered for duplicates are a ring
+//! of [`QueuePair::resources`] entries (IBA 9.7.5.2.x's responder resources).
 
 use std::collections::VecDeque;
 
 use super::config::Transmit;
 use super::mr::{Access, MrTable};
+use super::preserve::Preserved;
 use super::qp::QpState;
 use super::queue_pair::{Ctx, QueuePair};
 use super::responder::Responder;
@@ -34,17 +40,24 @@ pub(crate) struct ReadResponse {
     /// as rxe's requester insists (it fails a FIRST at any PSN but the READ's first).
     index: u32,
     msn: Msn,
-    /// The bytes still to send, copied out of the region when a later request was about to
-    /// overwrite them: a READ returns memory as it was when the READ executed (rxe generates
-    /// all of a READ's responses before it executes the next request; we send them lazily).
-    /// (VA of the first byte, bytes).
-    snapshot: Option<(u64, Vec<u8>)>,
+    /// The answer to a duplicate, which the requester may no longer need.
+    pub(super) replay: bool,
+    /// Bytes still to send that later requests overwrote.
+    preserved: Preserved,
 }
 
 #[derive(Debug, Clone)]
 pub(crate) enum RespItem {
-    Ack { psn: Psn, aeth: AethRepr },
-    Atomic { psn: Psn, msn: Msn, orig: u64 },
+    Ack {
+        psn: Psn,
+        aeth: AethRepr,
+    },
+    Atomic {
+        psn: Psn,
+        msn: Msn,
+        orig: u64,
+        replay: bool,
+    },
     Read(ReadResponse),
 }
 
@@ -55,9 +68,128 @@ impl RespItem {
             RespItem::Read(r) => r.first_psn,
         }
     }
+
+    /// A READ or atomic response (what max_dest_rd_atomic counts), and whether it answers a
+    /// duplicate.
+    fn response(&self) -> Option<bool> {
+        match self {
+            RespItem::Ack { .. } => None,
+            RespItem::Atomic { replay, .. } => Some(*replay),
+            RespItem::Read(r) => Some(r.replay),
+        }
+    }
+}
+
+/// An executed READ or atomic, remembered to answer its duplicates (the responder resources
+/// of IBA 9.7.5.2.7 and rxe's `resp.resources`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Resource {
+    pub first_psn: Psn,
+    pub last_psn: Psn,
+    pub msn: Msn,
+    pub kind: ResourceKind,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) enum ResourceKind {
+    Read { rkey: u32, va: u64, len: u32 },
+    Atomic { orig: u64 },
+}
+
+/// What a queue pair holds, for limits checks (fuzz targets, tests): each is bounded
+/// whatever the peer sends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QpUsage {
+    /// Responses waiting to be sent (ACKs, NAKs, READ and atomic responses).
+    pub responses: usize,
+    /// READ and atomic responses among them (at most max_dest_rd_atomic).
+    pub rd_atomic: usize,
+    /// Executed READs and atomics remembered for duplicates.
+    pub resources: usize,
+    /// Bytes kept for READ responses whose source later requests overwrote.
+    pub preserved_bytes: usize,
+    /// Send work requests not completed yet.
+    pub send_wqes: usize,
+    /// Receive work requests posted and not used yet.
+    pub recv_wqes: usize,
 }
 
 impl Responder {
+    /// What this responder holds now (the work queues are filled in by the queue pair).
+    pub fn usage(&self) -> QpUsage {
+        let reads = self.queue.iter().filter_map(|it| match it {
+            RespItem::Read(r) => Some(r.preserved.bytes()),
+            _ => None,
+        });
+        QpUsage {
+            responses: self.queue.len(),
+            rd_atomic: self.rd_atomic_queued(),
+            resources: self.resources.len(),
+            preserved_bytes: reads.sum(),
+            ..QpUsage::default()
+        }
+    }
+
+    /// READ and atomic responses queued.
+    pub(super) fn rd_atomic_queued(&self) -> usize {
+        self.queue
+            .iter()
+            .filter(|it| it.response().is_some())
+            .count()
+    }
+
+    /// Room for one more READ or atomic response under the negotiated `depth`
+    /// (max_dest_rd_atomic). When it is full, the oldest queued response is dropped if it
+    /// answers a duplicate: the requester completes in order and has at most `depth`
+    /// outstanding, so with `depth` distinct responses queued and a new request arriving the
+    /// oldest is one it already has. A queued first answer means the requester has more than
+    /// `depth` outstanding: no room (IBA 9.9.3.1 class B, Invalid Request NAK).
+    pub(super) fn make_room(&mut self, depth: usize) -> bool {
+        if self.rd_atomic_queued() < depth {
+            return true;
+        }
+        let oldest = self.queue.iter().position(|it| it.response().is_some());
+        match oldest {
+            Some(i) if self.queue[i].response() == Some(true) => {
+                self.remove(i);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Removes a queued READ or atomic response; an ACK before it that the ACK after it
+    /// supersedes goes too, so that removals never pile up ACKs.
+    pub(super) fn remove(&mut self, i: usize) {
+        self.queue.remove(i);
+        if i == 0 || i >= self.queue.len() {
+            return;
+        }
+        if let (RespItem::Ack { psn: old, aeth }, RespItem::Ack { psn: new, .. }) =
+            (&self.queue[i - 1], &self.queue[i])
+            && supersedes(aeth.syndrome, *old, *new)
+        {
+            self.queue.remove(i - 1);
+        }
+    }
+
+    /// Remembers an executed READ or atomic, forgetting the oldest beyond `capacity`.
+    pub(super) fn remember(&mut self, res: Resource, capacity: usize) {
+        while self.resources.len() >= capacity {
+            self.resources.pop_front();
+        }
+        self.resources.push_back(res);
+    }
+
+    /// The remembered READ or atomic whose PSNs hold `psn`.
+    pub(super) fn find_resource(&self, psn: Psn) -> Option<Resource> {
+        self.resources
+            .iter()
+            .rev()
+            .find(|r| psn.distance(r.first_psn) >= 0 && r.last_psn.distance(psn) >= 0)
+            .copied()
+    }
+
     pub fn keep_only_final_nak(&mut self) {
         if !self.final_nak {
             self.queue.clear();
@@ -76,11 +208,9 @@ impl Responder {
                 msn: self.msn,
             },
         };
-        // A newer state of the responder supersedes an ACK not yet sent, and a NAK or RNR NAK
-        // once the gap it reported is filled; an older one (a re-ACK) never hides a NAK.
         let supersedes = match self.queue.back() {
             Some(RespItem::Ack { psn: old, aeth }) if !self.final_nak => {
-                matches!(aeth.syndrome, Syndrome::Ack { .. }) || psn.distance(*old) >= 0
+                supersedes(aeth.syndrome, *old, psn)
             }
             _ => false,
         };
@@ -102,8 +232,15 @@ impl Responder {
     }
 }
 
-/// Copies out what queued READ responses still have to send from `len` bytes at `va` of
-/// region `key`, before the responder writes there.
+/// A newer state of the responder supersedes an ACK not yet sent, and a NAK or RNR NAK once
+/// the gap it reported is filled; an older one (a re-ACK) never hides a NAK.
+fn supersedes(old: Syndrome, old_psn: Psn, new_psn: Psn) -> bool {
+    matches!(old, Syndrome::Ack { .. }) || new_psn.distance(old_psn) >= 0
+}
+
+/// Keeps what queued READ responses still have to send from `len` bytes at `va` of region
+/// `key`, before the responder writes there. The queue holds at most max_dest_rd_atomic
+/// READs and each keeps only the overwritten bytes, so the cost is that of the write.
 pub(super) fn protect_reads(
     queue: &mut VecDeque<RespItem>,
     mrs: &MrTable,
@@ -111,20 +248,19 @@ pub(super) fn protect_reads(
     va: u64,
     len: u64,
 ) {
+    let end = va.saturating_add(len);
     for item in queue.iter_mut() {
         let RespItem::Read(r) = item else { continue };
-        let overlaps = r.rkey == key
-            && r.snapshot.is_none()
-            && va < r.va.saturating_add(u64::from(r.left))
-            && r.va < va.saturating_add(len);
-        if overlaps && let Ok(bytes) = mrs.read(key, r.va, u64::from(r.left), Access::REMOTE_READ) {
-            r.snapshot = Some((r.va, bytes.to_vec()));
+        let unsent = (r.va, r.va.saturating_add(u64::from(r.left)));
+        if r.rkey == key && va < unsent.1 && unsent.0 < end {
+            let overwritten = (va.max(unsent.0), end.min(unsent.1));
+            r.preserved.keep(mrs, key, overwritten, unsent);
         }
     }
 }
 
 impl QueuePair {
-    /// How many executed READs and atomic results the responder remembers for duplicates.
+    /// How many executed READs and atomics the responder remembers for duplicates.
     pub(super) fn resources(&self, ctx: &Ctx<'_>) -> usize {
         ctx.config
             .atomic_results
@@ -132,20 +268,15 @@ impl QueuePair {
             .max(1)
     }
 
-    pub(super) fn read_response(&self, psn: Psn, rkey: u32, va: u64, len: u32) -> ReadResponse {
+    /// A READ response from `psn`, `index` packets into the READ's response message.
+    pub(super) fn read_response(
+        &self,
+        (psn, index): (Psn, u32),
+        (rkey, va, len): (u32, u64, u32),
+        replay: bool,
+    ) -> ReadResponse {
         let mtu = self.attrs.path_mtu.bytes();
         let npkts = len.div_ceil(mtu).max(1);
-        // Where this PSN lies in a READ executed before (the responder resources of IBA
-        // 9.7.5.2.7); a READ not found starts a new response message.
-        let index = self
-            .resp
-            .reads
-            .iter()
-            .find(|(first, n)| {
-                let k = psn.distance(*first);
-                k >= 0 && (k as u32) < *n
-            })
-            .map_or(0, |(first, _)| psn.distance(*first) as u32);
         ReadResponse {
             first_psn: psn,
             last_psn: psn.add(npkts - 1),
@@ -155,7 +286,8 @@ impl QueuePair {
             left: len,
             index,
             msn: self.resp.msn,
-            snapshot: None,
+            replay,
+            preserved: Preserved::default(),
         }
     }
 
@@ -170,7 +302,7 @@ impl QueuePair {
                 };
                 (op::ACKNOWLEDGE, *psn, ext, 0)
             }
-            RespItem::Atomic { psn, msn, orig } => {
+            RespItem::Atomic { psn, msn, orig, .. } => {
                 let ext = ExtHeaders {
                     aeth: Some(AethRepr::ack(*msn)),
                     atomic_ack_eth: Some(AtomicAckEthRepr { orig: *orig }),
@@ -202,17 +334,17 @@ impl QueuePair {
             return None;
         }
         if let Some(RespItem::Read(r)) = self.resp.queue.front() {
-            let data = match &r.snapshot {
-                Some((base, bytes)) => {
-                    let at = r.va.wrapping_sub(*base) as usize;
-                    Ok(bytes.get(at..at + payload).unwrap_or(&[]))
-                }
-                None => ctx
-                    .mrs
-                    .read(r.rkey, r.va, payload as u64, Access::REMOTE_READ),
+            let out = &mut buf[headers..headers + payload];
+            let data = if r.preserved.is_whole() {
+                Ok(())
+            } else {
+                ctx.mrs
+                    .read(r.rkey, r.va, payload as u64, Access::REMOTE_READ)
+                    .map(|src| out.copy_from_slice(src))
             };
+            r.preserved.overlay(r.va, out);
             match data {
-                Ok(src) => buf[headers..headers + payload].copy_from_slice(src),
+                Ok(()) => {}
                 Err(_) => {
                     // The region went away after the request was checked.
                     self.resp.queue.clear();
@@ -233,6 +365,7 @@ impl QueuePair {
                 r.va = r.va.wrapping_add(u64::from(mtu));
                 r.psn = r.psn.next();
                 r.index += 1;
+                r.preserved.forget_before(r.va);
             }
             Some(RespItem::Ack { aeth, .. }) => {
                 if matches!(aeth.syndrome, Syndrome::Ack { .. }) {

@@ -1,0 +1,319 @@
+//! A responder facing a peer that does not follow the rules: more READs and atomics than
+//! max_dest_rd_atomic, duplicates of READs it never sent, WRITEs over queued READs. Packets
+//! are built by hand and fed to one engine whose output is not drained, so that a queue that
+//! grows shows.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use super::{
+    Access, Engine, MAX_PACKET_LEN, ModifyQp, Mtu, QpInit, QpState, QpType, QpUsage, Time,
+    TransportConfig,
+};
+use crate::wire::opcode::op;
+use crate::wire::{
+    AtomicEthRepr, BthRepr, ExtHeaders, IbPacketRepr, NakCode, Opcode, PKey, Psn, Qpn, RethRepr,
+    Syndrome, Transport,
+};
+
+const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
+const VA: u64 = 0x10_0000;
+const LEN: usize = 256 * 1024;
+const FIRST: u32 = 0x100;
+
+struct Responder {
+    engine: Engine,
+    qpn: Qpn,
+    rkey: u32,
+    /// The next PSN the peer sends.
+    psn: Psn,
+    now: u64,
+}
+
+impl Responder {
+    fn new(max_dest_rd_atomic: u8) -> Responder {
+        let mut engine = Engine::new(TransportConfig::default());
+        let cq = engine.create_cq(64);
+        let data = (0..LEN).map(|i| (i * 7) as u8).collect();
+        let rkey = engine.register_mr(VA, data, Access::ALL).unwrap();
+        let qpn = engine.create_qp(QpInit::new(QpType::Rc, cq)).unwrap();
+        let init = ModifyQp {
+            access: Some(Access::ALL),
+            ..ModifyQp::to(QpState::Init)
+        };
+        let rtr = ModifyQp {
+            path_mtu: Some(Mtu::M1024),
+            dest_qp: Some(Qpn::new(0x99)),
+            dest_addr: Some(PEER),
+            rq_psn: Some(Psn::new(FIRST)),
+            max_dest_rd_atomic: Some(max_dest_rd_atomic),
+            min_rnr_timer: Some(crate::wire::RnrTimer::new(1)),
+            ..ModifyQp::to(QpState::Rtr)
+        };
+        for m in [init, rtr] {
+            engine.modify_qp(qpn, &m).unwrap();
+        }
+        Responder {
+            engine,
+            qpn,
+            rkey,
+            psn: Psn::new(FIRST),
+            now: 0,
+        }
+    }
+
+    fn feed(&mut self, low: u8, psn: Psn, ext: ExtHeaders, payload: &[u8]) {
+        let mut bth = BthRepr::new(Opcode::new(Transport::Rc, low), self.qpn, psn);
+        bth.pkey = PKey::DEFAULT;
+        let mut buf = vec![0u8; MAX_PACKET_LEN];
+        let len = IbPacketRepr::new(bth, ext, payload).emit(&mut buf).unwrap();
+        self.now += 1_000;
+        let _ = self
+            .engine
+            .handle_packet(Time::from_nanos(self.now), PEER, &buf[..len]);
+    }
+
+    /// A new READ of `len` bytes at `offset`; returns its PSN.
+    fn read(&mut self, offset: u64, len: u32) -> Psn {
+        let psn = self.psn;
+        self.read_at(psn, self.rkey, offset, len);
+        self.psn = psn.add(len.div_ceil(1024).max(1));
+        psn
+    }
+
+    /// A READ request at any PSN (new or duplicate).
+    fn read_at(&mut self, psn: Psn, rkey: u32, offset: u64, len: u32) {
+        let reth = RethRepr {
+            va: VA + offset,
+            rkey,
+            dma_len: len,
+        };
+        let ext = ExtHeaders {
+            reth: Some(reth),
+            ..ExtHeaders::default()
+        };
+        self.feed(op::RDMA_READ_REQUEST, psn, ext, &[]);
+    }
+
+    fn fetch_add(&mut self, offset: u64) -> Psn {
+        let psn = self.psn;
+        let atomic_eth = AtomicEthRepr {
+            va: VA + offset,
+            rkey: self.rkey,
+            swap_add: 1,
+            compare: 0,
+        };
+        let ext = ExtHeaders {
+            atomic_eth: Some(atomic_eth),
+            ..ExtHeaders::default()
+        };
+        self.feed(op::FETCH_ADD, psn, ext, &[]);
+        self.psn = psn.next();
+        psn
+    }
+
+    fn write(&mut self, offset: u64, bytes: &[u8]) {
+        let reth = RethRepr {
+            va: VA + offset,
+            rkey: self.rkey,
+            dma_len: bytes.len() as u32,
+        };
+        let ext = ExtHeaders {
+            reth: Some(reth),
+            ..ExtHeaders::default()
+        };
+        let psn = self.psn;
+        self.feed(op::RDMA_WRITE_ONLY, psn, ext, bytes);
+        self.psn = psn.next();
+    }
+
+    fn usage(&self) -> QpUsage {
+        self.engine.qp_usage(self.qpn).unwrap()
+    }
+
+    fn state(&self) -> QpState {
+        self.engine.query_qp(self.qpn).unwrap().0
+    }
+
+    /// Everything the responder sends now: (opcode, PSN, payload bytes, NAK code).
+    fn drain(&mut self) -> Vec<(u8, Psn, usize, Option<NakCode>)> {
+        let mut buf = vec![0u8; MAX_PACKET_LEN];
+        let mut out = Vec::new();
+        while let Some(tx) = self
+            .engine
+            .poll_transmit(Time::from_nanos(self.now), &mut buf)
+        {
+            let p = IbPacketRepr::parse(&buf[..tx.len]).unwrap();
+            let nak = p.ext.aeth.and_then(|a| match a.syndrome {
+                Syndrome::Nak(code) => Some(code),
+                _ => None,
+            });
+            out.push((p.bth.opcode.low(), p.bth.psn, p.payload.len(), nak));
+        }
+        out
+    }
+
+    /// The bytes of READ responses among `sent`.
+    fn read_bytes(sent: &[(u8, Psn, usize, Option<NakCode>)]) -> usize {
+        sent.iter()
+            .filter(|s| s.0 != op::ACKNOWLEDGE)
+            .map(|s| s.2)
+            .sum()
+    }
+}
+
+#[test]
+fn reads_beyond_max_dest_rd_atomic_are_naked_invalid_request() {
+    let mut r = Responder::new(4);
+    for i in 0..4 {
+        r.read(i * 65_536, 65_536);
+        assert_eq!(r.usage().rd_atomic, i as usize + 1);
+    }
+    assert_eq!(r.state(), QpState::Rtr);
+    let fifth = r.read(0, 65_536);
+    assert_eq!(r.usage().rd_atomic, 4, "{:?}", r.usage());
+    assert_eq!(r.state(), QpState::Err);
+    // The four READs are answered, then the NAK at the fifth's PSN ends the connection.
+    let sent = r.drain();
+    assert_eq!(Responder::read_bytes(&sent), 4 * 65_536);
+    let last = sent.last().unwrap();
+    assert_eq!(
+        (last.0, last.1, last.3),
+        (op::ACKNOWLEDGE, fifth, Some(NakCode::InvalidRequest))
+    );
+    // A thousand more change nothing: the QP is in ERR.
+    for _ in 0..1000 {
+        r.read(0, 65_536);
+    }
+    assert!(r.usage().responses == 0 && r.drain().is_empty());
+}
+
+#[test]
+fn atomics_count_against_the_same_depth() {
+    let mut r = Responder::new(2);
+    r.read(0, 4096);
+    r.fetch_add(8);
+    let third = r.fetch_add(16);
+    assert_eq!(r.state(), QpState::Err);
+    let sent = r.drain();
+    let last = sent.last().unwrap();
+    assert_eq!((last.1, last.3), (third, Some(NakCode::InvalidRequest)));
+    let untouched: Vec<u8> = (16..24).map(|i| (i * 7) as u8).collect();
+    assert_eq!(r.engine.mr(r.rkey).unwrap().bytes()[16..24], untouched[..]);
+}
+
+#[test]
+fn max_dest_rd_atomic_zero_accepts_no_read() {
+    let mut r = Responder::new(0);
+    let psn = r.read(0, 8);
+    assert_eq!(
+        r.drain(),
+        vec![(op::ACKNOWLEDGE, psn, 0, Some(NakCode::InvalidRequest))]
+    );
+}
+
+#[test]
+fn queued_answers_to_duplicates_give_way_to_new_requests() {
+    // The requester completes in order and keeps max_rd_atomic outstanding: with both
+    // answers to duplicates queued, a new READ means it has the oldest already.
+    let mut r = Responder::new(2);
+    let one = r.read(0, 2048);
+    let two = r.read(4096, 2048);
+    assert_eq!(Responder::read_bytes(&r.drain()), 4096);
+    r.read_at(one, r.rkey, 0, 2048);
+    r.read_at(two, r.rkey, 4096, 2048);
+    assert_eq!(r.usage().rd_atomic, 2);
+    let three = r.read(8192, 2048);
+    let four = r.read(12_288, 2048);
+    assert_eq!(
+        r.state(),
+        QpState::Rtr,
+        "no NAK for a requester within its depth"
+    );
+    let psns: Vec<Psn> = r.drain().iter().map(|s| s.1).collect();
+    assert_eq!(psns, vec![three, three.next(), four, four.next()]);
+    // Two first answers queued: a third READ is one too many.
+    r.read(16_384, 2048);
+    r.read(20_480, 2048);
+    r.read(24_576, 2048);
+    assert_eq!(r.state(), QpState::Err);
+}
+
+#[test]
+fn a_duplicate_read_is_answered_only_from_a_remembered_read() {
+    let mut r = Responder::new(4);
+    let first = r.read(0, 4096);
+    let sent = r.drain();
+    assert_eq!(Responder::read_bytes(&sent), 4096);
+    let before = r.engine.stats().duplicates_dropped;
+    // At PSNs where no READ executed, with a RETH of their own: nothing is sent (the old
+    // responder executed each, reflecting 64 KiB per 28-byte request).
+    for k in 1..=100u32 {
+        r.read_at(first.sub(k * 100), r.rkey, 0, 65_536);
+        assert!(r.drain().is_empty(), "duplicate {k} answered");
+    }
+    // Inside the READ but asking for more, elsewhere, or with another key: dropped too.
+    r.read_at(first, r.rkey, 0, 8192);
+    r.read_at(first, r.rkey, 8192, 4096);
+    r.read_at(first, r.rkey ^ 0x100, 0, 4096);
+    r.read_at(first.add(1), r.rkey, 0, 4096);
+    assert!(r.drain().is_empty());
+    assert_eq!(r.engine.stats().duplicates_dropped - before, 104);
+    // The READ itself, or its tail from a later PSN, is answered again.
+    r.read_at(first, r.rkey, 0, 4096);
+    assert_eq!(Responder::read_bytes(&r.drain()), 4096);
+    r.read_at(first.add(2), r.rkey, 2048, 2048);
+    let again = r.drain();
+    assert_eq!(Responder::read_bytes(&again), 2048);
+    assert_eq!(
+        again[0].0,
+        op::RDMA_READ_RESPONSE_MIDDLE,
+        "continues the READ's opcodes"
+    );
+}
+
+#[test]
+fn duplicates_of_a_queued_read_are_not_queued_twice() {
+    let mut r = Responder::new(4);
+    let first = r.read(0, 65_536);
+    for _ in 0..100 {
+        r.read_at(first, r.rkey, 0, 65_536);
+    }
+    assert_eq!(r.usage().rd_atomic, 1);
+    assert_eq!(Responder::read_bytes(&r.drain()), 65_536);
+}
+
+#[test]
+fn a_write_over_queued_reads_keeps_only_what_it_overwrites() {
+    let mut r = Responder::new(16);
+    let before = r.engine.mr(r.rkey).unwrap().bytes()[..65_536].to_vec();
+    for _ in 0..16 {
+        r.read(0, 65_536);
+    }
+    r.write(1000, &[0xee]);
+    let usage = r.usage();
+    assert_eq!(
+        (usage.rd_atomic, usage.preserved_bytes),
+        (16, 16),
+        "{usage:?}"
+    );
+    r.write(30_000, &[0xdd; 1024]);
+    assert_eq!(r.usage().preserved_bytes, 16 * 1025);
+    // Every READ returns the memory as it executed, before both WRITEs.
+    let mut buf = vec![0u8; MAX_PACKET_LEN];
+    let mut got = Vec::new();
+    while let Some(tx) = r.engine.poll_transmit(Time::from_nanos(r.now), &mut buf) {
+        let p = IbPacketRepr::parse(&buf[..tx.len]).unwrap();
+        got.extend_from_slice(p.payload);
+    }
+    assert_eq!(got.len(), 16 * 65_536);
+    for chunk in got.chunks(65_536) {
+        assert!(chunk == before, "a READ saw a later WRITE");
+    }
+    assert_eq!(
+        r.usage(),
+        QpUsage {
+            resources: 16,
+            ..QpUsage::default()
+        }
+    );
+}
