@@ -24,7 +24,7 @@ use std::time::Duration;
 use common::{CpuTime, median_ns};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group};
 use roce::fault::Delay;
-use roce::transport::pair::{ConnectOptions, Connection, Framing, LinkConfig, Pair};
+use roce::transport::engine_pair::{ConnectOptions, Connection, Framing, LinkConfig, Pair};
 use roce::transport::{
     Access, Mtu, QpType, SendOp, SendWr, Sge, Stats, Time, TransportConfig, WcStatus,
 };

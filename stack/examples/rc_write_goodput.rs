@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use roce::transport::pair::{ADDR_A, ADDR_B, ConnectOptions, Framing, LinkConfig, Pair};
+use roce::transport::engine_pair::{ADDR_A, ADDR_B, ConnectOptions, Framing, LinkConfig, Pair};
 use roce::transport::{
     Access, Engine, MAX_PACKET_LEN, Mtu, QpType, SendOp, SendWr, Sge, Time, TransportConfig,
 };

@@ -409,5 +409,4 @@ impl SharedFile {
 }
 
 #[cfg(test)]
-#[path = "capture_tests.rs"]
 mod tests;

@@ -452,4 +452,4 @@ fn ipv4_checksum(header: &[u8]) -> u16 {
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;

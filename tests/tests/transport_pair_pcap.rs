@@ -5,7 +5,7 @@ use std::io::Cursor;
 
 use roce::capture::CaptureReader;
 use roce::io::pcap::PcapWriter;
-use roce::transport::pair::{ConnectOptions, LinkConfig, Pair};
+use roce::transport::engine_pair::{ConnectOptions, LinkConfig, Pair};
 use roce::transport::{Access, QpType, SendOp, SendWr, Sge, TransportConfig, WcStatus};
 
 #[test]

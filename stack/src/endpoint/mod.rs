@@ -27,4 +27,4 @@ pub use host::{Drops, Host, HostConfig, HostStats};
 pub use runtime::{Runtime, RuntimeConfig, RuntimeError};
 
 #[cfg(test)]
-mod host_tests;
+mod tests;

@@ -1,53 +1,18 @@
 use super::*;
-use crate::wire::icrc;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// An Ethernet frame carrying an IPv4 RC SEND ONLY with `payload` bytes, ECT(0), a valid IPv4
-/// header checksum and ICRC.
-pub(crate) fn roce_v4(payload: usize) -> Vec<u8> {
-    let ip_len = 20 + 8 + 12 + payload + 4;
-    let mut f = vec![0u8; 14 + ip_len];
-    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 2]);
-    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 1]);
-    f[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
-    let ip = &mut f[14..];
-    ip[0] = 0x45;
-    ip[1] = 0b10; // ECT(0)
-    ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
-    ip[6] = 0x40;
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
-    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
-    let checksum = ipv4_checksum(&ip[..20]);
-    ip[10..12].copy_from_slice(&checksum.to_be_bytes());
-    ip[20..22].copy_from_slice(&0xc000u16.to_be_bytes());
-    ip[22..24].copy_from_slice(&4791u16.to_be_bytes());
-    ip[24..26].copy_from_slice(&((ip_len - 20) as u16).to_be_bytes());
-    ip[28] = 0x04; // RC SEND ONLY
-    ip[30..32].copy_from_slice(&[0xff, 0xff]);
-    ip[35] = 0x11;
-    icrc::fill(ip).unwrap();
-    f
+use crate::wire::{icrc, sample};
+
+/// An IPv4 RC SEND ONLY frame with `payload` bytes, ECT(0).
+fn roce_v4(payload: usize) -> Vec<u8> {
+    let [a, b] = [1, 2].map(|h| IpAddr::V4(Ipv4Addr::new(10, 0, 0, h)));
+    sample::rc_send_only(a, b, payload).unwrap()
 }
 
 /// The same packet over IPv6.
 fn roce_v6(payload: usize) -> Vec<u8> {
-    let v4 = roce_v4(payload);
-    let mut f = v4[..14].to_vec();
-    f[12..14].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
-    let rest = &v4[14 + 20..];
-    let mut ip = vec![0u8; 40];
-    ip[0] = 0x60;
-    ip[1] = 0b10 << 4; // traffic class ECT(0)
-    ip[4..6].copy_from_slice(&(rest.len() as u16).to_be_bytes());
-    ip[6] = 17;
-    ip[7] = 64;
-    ip[8..24].copy_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
-    ip[24..40].copy_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
-    ip.extend_from_slice(rest);
-    icrc::fill(&mut ip).unwrap();
-    f.extend_from_slice(&ip);
-    f
+    let [a, b] = [1, 2].map(|h| IpAddr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, h)));
+    sample::rc_send_only(a, b, payload).unwrap()
 }
 
 fn link(config: FaultConfig, seed: u64) -> FaultyLink {

@@ -7,8 +7,14 @@ use std::sync::{Arc, Mutex};
 use super::memory::{MAC_A, MemoryLinkConfig, pair};
 use super::pcap::{PcapDevice, PcapWriter};
 use super::*;
-use crate::fault::tests::roce_v4;
 use crate::fault::{Delay, FaultConfig};
+use crate::wire::sample;
+
+/// An IPv4 RC SEND ONLY frame with `payload` bytes, ECT(0).
+fn roce_v4(payload: usize) -> Vec<u8> {
+    let a = "10.0.0.1".parse().unwrap();
+    sample::rc_send_only(a, "10.0.0.2".parse().unwrap(), payload).unwrap()
+}
 
 /// A frame whose bytes after the Ethernet header say `tag`, so order can be checked.
 fn tagged(tag: u8, len: usize) -> Vec<u8> {

@@ -208,6 +208,4 @@ pub fn run<W: Write>(
 }
 
 #[cfg(test)]
-mod cnp_tests;
-#[cfg(test)]
 mod tests;

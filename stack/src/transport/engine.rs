@@ -9,10 +9,12 @@ use super::config::{Event, Stats, Transmit, TransportConfig};
 use super::cq::{CompletionQueue, CqId, WcOpcode, WcStatus, WorkCompletion};
 use super::error::{DropReason, TransportError};
 use super::mr::{Access, MemoryRegion, MrTable};
-use super::qp::{ModifyError, ModifyQp, QpAttrs, QpState, QpType, check_modify};
-use super::queue_pair::{Ctx, QpInit, QueuePair, send_wc_opcode};
-use super::requester::SendWqe;
-use super::responses::QpUsage;
+use super::qp::QpUsage;
+use super::qp::{
+    Ctx, ModifyError, ModifyQp, QpAttrs, QpInit, QpState, QpType, QueuePair, SendWqe, check_modify,
+    send_wc_opcode,
+};
+
 use super::time::Time;
 use super::wr::{RecvWr, SendOp, SendWr};
 use crate::wire::{IbPacketRepr, Opcode, Qpn, Transport};
@@ -172,7 +174,7 @@ impl Engine {
 
     /// The responder's expected PSN (for diagnostics and capture replay).
     pub fn expected_psn(&self, qpn: Qpn) -> Result<crate::wire::Psn, TransportError> {
-        Ok(self.qp(qpn)?.resp.epsn)
+        Ok(self.qp(qpn)?.resp.expected_psn())
     }
 
     /// What a queue pair holds (for limits checks in tests and fuzzing).

@@ -8,11 +8,12 @@
 //! ([`Engine::poll_timeout`]), completions and events. It reads no clock, opens no socket,
 //! spawns no thread and draws no random number.
 //!
-//! Inside a queue pair the spec's three roles each have a file: the requester
-//! (`requester.rs`) segments work requests into packets, the completer (`completer.rs`)
-//! processes ACKs, NAKs and responses and runs the retransmission timers, the responder
-//! (`responder.rs`) checks and executes requests, whose responses wait in PSN order in
-//! `responses.rs`. What a queue pair holds is bounded whatever the peer sends
+//! A queue pair (`qp/`) holds the spec's three roles as its child modules, each with its own
+//! state: the requester (`qp/requester.rs`) segments work requests into packets, the
+//! completer (`qp/completer.rs`) processes ACKs, NAKs and responses and runs the
+//! retransmission timers, the responder (`qp/responder.rs`) checks and executes requests,
+//! whose responses wait in PSN order in `qp/responder/responses.rs`. Its types, states and
+//! attributes are in `qp/attrs.rs`. [`engine_pair`] joins two engines over a simulated link. What a queue pair holds is bounded whatever the peer sends
 //! ([`Engine::qp_usage`], checked by the fuzz targets after every packet).
 //!
 //! # Choices where the spec leaves room or rxe differs
@@ -44,7 +45,7 @@
 //!   spec's local ACK timeout (only the latter costs retry_cnt); the fast timer adapts to the
 //!   round trip (srtt + 4 rttvar, at least 20 us) and, once it has fired, stays backed off
 //!   until a packet sent only once is timed (Karn); the in-flight window shrinks after losses
-//!   (`completer.rs`). None of this changes what the peer must accept.
+//!   (`qp/completer.rs`). None of this changes what the peer must accept.
 //! - No end-to-end credits: ACKs carry the "invalid" credit count 0x1F as rxe's do, and
 //!   credits received are ignored. max_rd_atomic 0 is taken as 1.
 //! - UD: a receive gets the 40-byte GRH area with the sender's address as SGID (IPv4-mapped)
@@ -57,47 +58,31 @@
 //! - Not implemented: shared receive queues, memory windows, FLUSH and ATOMIC_WRITE (NAKed
 //!   Invalid Request), path migration, RD and XRC; completion queues never drop entries.
 
-mod completer;
 mod config;
 mod cq;
 mod engine;
 mod error;
 mod mr;
-mod preserve;
 mod qp;
-mod queue_pair;
-mod requester;
-mod responder;
-mod responses;
-
 mod time;
 mod wr;
 
+pub mod engine_pair;
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
 pub mod fuzzing;
-pub mod pair;
 
-pub use completer::local_ack_timeout;
 pub use config::{Event, MAX_PACKET_LEN, Stats, Transmit, TransportConfig};
 pub use cq::{CompletionQueue, CqId, WcOpcode, WcStatus, WorkCompletion};
 pub use engine::Engine;
 pub use error::{DropReason, TransportError};
 pub use mr::{Access, MemoryRegion, MrError};
-pub use qp::{MAX_RD_ATOMIC, ModifyQp, Mtu, QpAttrs, QpState, QpType};
-pub use queue_pair::QpInit;
-pub use responder::GRH_LEN;
-pub use responses::QpUsage;
+pub use qp::{
+    GRH_LEN, MAX_RD_ATOMIC, ModifyQp, Mtu, QpAttrs, QpInit, QpState, QpType, QpUsage,
+    local_ack_timeout,
+};
 pub use time::Time;
 pub use wr::{RecvWr, SendOp, SendWr, Sge, UdDest};
 
 #[cfg(test)]
-mod test_support;
-#[cfg(test)]
-mod tests_basic;
-#[cfg(test)]
-mod tests_hostile;
-#[cfg(test)]
-mod tests_prop;
-#[cfg(test)]
-mod tests_rules;
-#[cfg(test)]
-mod tests_verbs;
+mod tests;

@@ -562,5 +562,4 @@ fn parse_ipv6(data: &[u8]) -> Result<IpParts<'_>> {
 }
 
 #[cfg(test)]
-#[path = "packet_tests.rs"]
 mod tests;

@@ -168,6 +168,19 @@ pub fn frames(seed: u64) -> Vec<Vec<u8>> {
     out
 }
 
+/// An Ethernet frame carrying an RC SEND ONLY to QP 0x11 with `payload` zero bytes from `src`
+/// to `dst`, marked ECT(0), ICRC filled: the plain data frame that device and link tests pass
+/// around. `None` if the addresses are of different families.
+pub fn rc_send_only(src: IpAddr, dst: IpAddr, payload: usize) -> Option<Vec<u8>> {
+    let zeros = vec![0u8; payload];
+    let opcode = Opcode::new(super::opcode::Transport::Rc, super::opcode::op::SEND_ONLY);
+    let bth = BthRepr::new(opcode, Qpn::new(0x11), Psn::new(0));
+    let ib = IbPacketRepr::new(bth, ExtHeaders::default(), &zeros);
+    let mac = |last: u8| [0x02, 0, 0, 0, 0, last];
+    let repr = RoceRepr::rxe(mac(1), mac(2), src, dst, Qpn::new(0x11), ib)?.with_ecn(Ecn::Ect0);
+    repr.to_vec().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

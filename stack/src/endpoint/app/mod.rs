@@ -17,7 +17,7 @@ pub mod perf;
 pub mod pingpong;
 
 #[cfg(test)]
-mod test_support;
+mod testing;
 
 /// Why a program stopped; each says in one line what to do about it where it can.
 #[derive(Debug, Error)]

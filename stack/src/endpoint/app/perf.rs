@@ -468,7 +468,7 @@ fn run_send_server(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{free_port, runtime, wait_for_listener};
+    use super::super::testing::{free_port, runtime, wait_for_listener};
     use super::*;
     use crate::io::SystemClock;
     use crate::io::memory::{self, MemoryLinkConfig};

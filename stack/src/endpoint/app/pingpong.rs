@@ -267,7 +267,7 @@ fn connect_to(rt: &mut Runtime, qpn: Qpn, path: &mut QpPath, peer: &Dest) -> Res
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{free_port, runtime, wait_for_listener};
+    use super::super::testing::{free_port, runtime, wait_for_listener};
     use super::*;
     use crate::io::SystemClock;
     use crate::io::memory::{self, MemoryLinkConfig};

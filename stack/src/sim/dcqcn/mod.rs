@@ -483,6 +483,4 @@ impl<'a, C: CongestionControl> Sim<'a, C> {
 }
 
 #[cfg(test)]
-mod published;
-#[cfg(test)]
 mod tests;

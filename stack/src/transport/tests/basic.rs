@@ -1,8 +1,8 @@
 //! The RC happy path and the verbs around it: every operation, lossless.
 
-use super::pair::{ConnectOptions, LinkConfig};
-use super::test_support::*;
-use super::{QpState, QpType, SendOp, WcOpcode, WcStatus};
+use super::*;
+use crate::transport::engine_pair::{ConnectOptions, LinkConfig};
+use crate::transport::{QpState, QpType, SendOp, WcOpcode, WcStatus};
 
 #[test]
 fn rc_send_of_every_size_class_arrives_intact() {
@@ -138,8 +138,8 @@ fn uc_and_ud_deliver() {
 
     let mut s = Setup::new(QpType::Ud, &opts, LinkConfig::default(), 4);
     s.recv_b(1, 0, 2000);
-    let dest = super::UdDest {
-        addr: super::pair::ADDR_B,
+    let dest = crate::transport::UdDest {
+        addr: crate::transport::engine_pair::ADDR_B,
         remote_qpn: s.conn.qp_b,
         remote_qkey: opts.qkey,
     };

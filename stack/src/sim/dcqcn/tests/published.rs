@@ -9,7 +9,7 @@
 //! model. So the convergence claims are checked on the mean over 16 seeded runs, and
 //! per-run only what holds run by run: utilisation, fairness over 100 ms, queue and stability.
 
-use super::*;
+use crate::sim::dcqcn::*;
 
 fn ms(n: u64) -> Time {
     Time::from_millis(n)

@@ -1,16 +1,27 @@
 //! One queue pair: its queues, its state, and what the requester, completer and responder
-//! share (completions, the error state, flushing).
+//! share (completions, the error state, flushing). The three roles are child modules, each an
+//! `impl QueuePair` block for its part of the work (the shape of smoltcp's `iface/interface/`).
+
+mod attrs;
+mod completer;
+mod requester;
+mod responder;
 
 use std::collections::VecDeque;
 
-use super::config::{Event, Stats, Transmit, TransportConfig};
-use super::cq::{CompletionQueue, CqId, WcOpcode, WcStatus, WorkCompletion};
-use super::mr::MrTable;
-use super::qp::{QpAttrs, QpState, QpType};
-use super::requester::SendQueue;
-use super::responder::Responder;
-use super::time::Time;
-use super::wr::{RecvWr, SendOp};
+pub use attrs::{MAX_RD_ATOMIC, ModifyQp, Mtu, QpAttrs, QpState, QpType};
+pub(crate) use attrs::{ModifyError, check_modify};
+pub use completer::local_ack_timeout;
+use requester::SendQueue;
+pub(crate) use requester::SendWqe;
+use responder::Responder;
+pub use responder::{GRH_LEN, QpUsage};
+
+use crate::transport::config::{Event, Stats, Transmit, TransportConfig};
+use crate::transport::cq::{CompletionQueue, CqId, WcOpcode, WcStatus, WorkCompletion};
+use crate::transport::mr::MrTable;
+use crate::transport::time::Time;
+use crate::transport::wr::{RecvWr, SendOp};
 use crate::wire::Qpn;
 
 /// Everything of the engine a queue pair touches while it works, borrowed for one call.

@@ -7,13 +7,13 @@ use core::time::Duration;
 
 use proptest::prelude::*;
 
-use super::pair::{ConnectOptions, Framing, LinkConfig, Pair};
-use super::{
+use crate::fault::{CeMarking, Delay, FaultConfig};
+use crate::rng::Rng;
+use crate::transport::engine_pair::{ConnectOptions, Framing, LinkConfig, Pair};
+use crate::transport::{
     Access, Mtu, QpState, QpType, RecvWr, SendOp, SendWr, Sge, TransportConfig, WcOpcode, WcStatus,
     WorkCompletion,
 };
-use crate::fault::{CeMarking, Delay, FaultConfig};
-use crate::rng::Rng;
 
 /// B's memory open to the requester: WRITE and READ in the first part, atomics after it.
 const TARGET_VA: u64 = 0x1000_0000;

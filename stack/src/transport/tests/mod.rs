@@ -1,8 +1,17 @@
-//! Shared set-up of the transport's unit tests: a connected pair with memory on each side.
+//! The transport's tests, driving engines through [`super::engine_pair`] (quinn's
+//! `src/tests/` shape): `basic` (each operation once), `hostile` (a peer that breaks the rules), `verbs` (verbs semantics), `rules`
+//! (the spec's rules, packet by packet), `prop` (property tests over lossy links). This file
+//! is their shared set-up: a connected pair with memory on each side.
+
+mod basic;
+mod hostile;
+mod prop;
+mod rules;
+mod verbs;
 
 use core::time::Duration;
 
-use super::pair::{ConnectOptions, Connection, LinkConfig, Pair};
+use super::engine_pair::{ConnectOptions, Connection, LinkConfig, Pair};
 use super::{Access, QpType, RecvWr, SendOp, SendWr, Sge, Time, TransportConfig, WorkCompletion};
 use crate::rng::Rng;
 

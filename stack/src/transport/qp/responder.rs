@@ -1,5 +1,5 @@
 //! The responder (IBA 9.7.5.2 for RC, 9.8.3 for UC, 9.8.4 for UD): checks and executes
-//! requests; their responses go to the ordered queue of `responses.rs`.
+//! requests; their responses go to the ordered queue of `responder/responses.rs`.
 //!
 //! Choices where rxe and the spec leave room, documented here as the brief asks:
 //! - A duplicate SEND or RDMA WRITE packet is re-acknowledged only when it carries AckReq or
@@ -21,18 +21,22 @@
 //! - An RC request the QP's access flags forbid is NAKed Invalid Request (as rxe does); an
 //!   R_Key, bounds or rights failure on the memory region is NAKed Remote Access Error.
 
+mod preserve;
+mod responses;
+
 use std::collections::VecDeque;
 use std::net::IpAddr;
 
-use super::cq::{WcOpcode, WcStatus, WorkCompletion};
-use super::error::DropReason;
-use super::mr::Access;
-use super::qp::QpType;
-use super::queue_pair::{Ctx, QueuePair};
-use super::responses::{Resource, ResourceKind, RespItem, protect_reads};
-use super::wr::RecvWr;
+use super::attrs::QpType;
+use super::{Ctx, QueuePair};
+use crate::transport::cq::{WcOpcode, WcStatus, WorkCompletion};
+use crate::transport::error::DropReason;
+use crate::transport::mr::Access;
+use crate::transport::wr::RecvWr;
 use crate::wire::opcode::op;
 use crate::wire::{IbPacketRepr, Msn, NakCode, Psn, Syndrome};
+pub use responses::QpUsage;
+use responses::{Resource, ResourceKind, RespItem, protect_reads};
 
 /// The bytes UD receives reserve for the GRH (IBA 11.4.1.2).
 pub const GRH_LEN: usize = 40;
@@ -55,19 +59,19 @@ pub(crate) enum InMsg {
 #[derive(Debug, Default)]
 pub(crate) struct Responder {
     /// The expected PSN.
-    pub epsn: Psn,
-    pub msn: Msn,
+    epsn: Psn,
+    msn: Msn,
     /// A PSN sequence error (or RNR) NAK was sent for the current gap; later packets are
     /// dropped silently until the expected PSN arrives (IBA 9.7.5.2.2, rxe `sent_psn_nak`).
     nak_sent: bool,
     msg: Option<InMsg>,
-    pub(super) queue: VecDeque<RespItem>,
+    queue: VecDeque<RespItem>,
     /// The READs and atomics executed lately, oldest first, to answer duplicates.
-    pub(super) resources: VecDeque<Resource>,
+    resources: VecDeque<Resource>,
     /// UC: the rest of the current message is being dropped (IBA 9.8.3.1).
     uc_drop: bool,
     /// The queue ends with a NAK that leaves even though the QP is in ERR.
-    pub(super) final_nak: bool,
+    final_nak: bool,
 }
 
 /// How an RC request fails: an RNR NAK (nothing done, retry later) or a NAK that ends the
@@ -82,6 +86,11 @@ type Exec = Result<(), RespError>;
 impl Responder {
     pub fn start_at(&mut self, psn: Psn) {
         self.epsn = psn;
+    }
+
+    /// The PSN the responder expects next.
+    pub fn expected_psn(&self) -> Psn {
+        self.epsn
     }
 
     /// Ends a message in progress; returns a receive it held.

@@ -1,4 +1,4 @@
-//! Runtimes over the in-memory link for the programs' tests: two endpoints in one process,
+//! Test fixtures (not tests) for the programs' inline tests: runtimes over the in-memory link,
 //! their out-of-band exchange over loopback TCP.
 
 use crate::endpoint::{HostConfig, Runtime, RuntimeConfig};

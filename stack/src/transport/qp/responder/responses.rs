@@ -13,12 +13,12 @@
 
 use std::collections::VecDeque;
 
-use super::config::Transmit;
-use super::mr::{Access, MrTable};
+use super::super::attrs::QpState;
+use super::super::{Ctx, QueuePair};
+use super::Responder;
 use super::preserve::Preserved;
-use super::qp::QpState;
-use super::queue_pair::{Ctx, QueuePair};
-use super::responder::Responder;
+use crate::transport::config::Transmit;
+use crate::transport::mr::{Access, MrTable};
 use crate::wire::opcode::op;
 use crate::wire::{
     AethRepr, AtomicAckEthRepr, BthRepr, ExtHeaders, FixedHeader, Msn, NakCode, Opcode, Psn,

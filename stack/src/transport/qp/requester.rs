@@ -7,13 +7,13 @@
 
 use std::collections::VecDeque;
 
+use super::attrs::{QpState, QpType};
 use super::completer::Timers;
-use super::config::Transmit;
-use super::cq::WcStatus;
-use super::mr::{Access, MrError};
-use super::qp::{QpState, QpType};
-use super::queue_pair::{Ctx, QueuePair};
-use super::wr::{SendOp, SendWr};
+use super::{Ctx, QueuePair};
+use crate::transport::config::Transmit;
+use crate::transport::cq::WcStatus;
+use crate::transport::mr::{Access, MrError};
+use crate::transport::wr::{SendOp, SendWr};
 use crate::wire::opcode::op;
 use crate::wire::{
     AtomicEthRepr, BthRepr, DethRepr, ExtHeaders, FixedHeader, IethRepr, ImmDtRepr, NakCode,

@@ -5,8 +5,8 @@
 
 use std::io::Cursor;
 
-use super::*;
 use crate::capture::CaptureReader;
+use crate::scenario::*;
 use crate::wire::{Ecn, Opcode, Qpn};
 
 const LINE_GBPS: f64 = 10.0;

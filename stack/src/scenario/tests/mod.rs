@@ -1,3 +1,8 @@
+//! The demo's tests: runs with and without faults, determinism, bounded captures; and, in
+//! `cnp`, DCQCN end to end judged from a capture.
+
+mod cnp;
+
 use super::*;
 
 /// A few megabytes: enough for every operation and, with faults, every kind of recovery.

@@ -19,10 +19,10 @@
 
 use core::time::Duration;
 
-use super::cq::WcStatus;
-use super::qp::{QpState, QpType};
-use super::queue_pair::{Ctx, QueuePair};
-use super::time::Time;
+use super::attrs::{QpState, QpType};
+use super::{Ctx, QueuePair};
+use crate::transport::cq::WcStatus;
+use crate::transport::time::Time;
 use crate::wire::opcode::op;
 use crate::wire::{IbPacketRepr, NakCode, Psn, RnrTimer, Syndrome};
 

@@ -1,5 +1,7 @@
 //! Smoke tests of the simulator itself; the published-behaviour tests are in `published.rs`.
 
+mod published;
+
 use super::*;
 
 #[test]

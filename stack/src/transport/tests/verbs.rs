@@ -1,9 +1,9 @@
 //! The verbs around the protocol: state rules for posting, SQD, UC gaps, UD Q_Keys, and what
 //! a READ returns when a later request overwrites its source.
 
-use super::pair::{ADDR_B, ConnectOptions, LinkConfig, Side};
-use super::test_support::*;
-use super::{
+use super::*;
+use crate::transport::engine_pair::{ADDR_B, ConnectOptions, LinkConfig, Side};
+use crate::transport::{
     Event, ModifyQp, QpInit, QpState, QpType, RecvWr, SendOp, SendWr, TransportError, UdDest,
     WcStatus,
 };
@@ -56,7 +56,7 @@ fn posting_follows_the_state_machine() {
     assert_eq!((wc.wr_id, wc.status), (1, WcStatus::WrFlushErr));
     assert!(matches!(
         s.pair.a.post_send(
-            super::super::wire::Qpn::new(999),
+            crate::wire::Qpn::new(999),
             SendWr::new(1, SendOp::Send, vec![])
         ),
         Err(TransportError::UnknownQp(_))

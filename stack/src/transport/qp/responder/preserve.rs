@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::mr::{Access, MrTable};
+use crate::transport::mr::{Access, MrTable};
 
 /// Separate pieces kept for one READ before the rest of it is copied whole.
 pub(super) const MAX_SPANS: usize = 32;

@@ -3,9 +3,9 @@
 
 use core::time::Duration;
 
-use super::pair::{Captured, ConnectOptions, LinkConfig, Side};
-use super::test_support::*;
-use super::{QpState, QpType, SendOp, WcStatus};
+use super::*;
+use crate::transport::engine_pair::{Captured, ConnectOptions, LinkConfig, Side};
+use crate::transport::{QpState, QpType, SendOp, WcStatus};
 use crate::wire::opcode::op;
 use crate::wire::{IbPacketRepr, NakCode, Psn, Syndrome};
 
@@ -217,7 +217,7 @@ fn retry_exhaustion_fails_the_request_and_flushes() {
         4,
         "retry_cnt + 1 expiries"
     );
-    let timeout = super::local_ack_timeout(8).unwrap();
+    let timeout = crate::transport::local_ack_timeout(8).unwrap();
     let took = s.pair.now() - start;
     assert!(took >= timeout * 4 && took < timeout * 5, "{took:?}");
     assert_eq!(s.pair.a.query_qp(s.conn.qp_a).unwrap().0, QpState::Err);
@@ -410,9 +410,9 @@ fn write_64k_messages(
 }
 
 /// Virtual-time goodput of 200 RDMA WRITEs of 64 KiB, 16 outstanding, over `link`.
-fn write_goodput(link: LinkConfig) -> (f64, super::Stats) {
+fn write_goodput(link: LinkConfig) -> (f64, crate::transport::Stats) {
     let opts = ConnectOptions {
-        mtu: super::Mtu::M4096,
+        mtu: crate::transport::Mtu::M4096,
         ..ConnectOptions::default()
     };
     let mut s = Setup::new(QpType::Rc, &opts, link, 11);
@@ -481,7 +481,7 @@ fn the_window_halves_after_a_loss_and_grows_back() {
 #[test]
 fn a_slow_peer_fires_the_fast_timer_a_few_times_only() {
     let opts = ConnectOptions {
-        mtu: super::Mtu::M1024,
+        mtu: crate::transport::Mtu::M1024,
         ..ConnectOptions::default()
     };
     let mut s = Setup::new(QpType::Rc, &opts, LinkConfig::new(), 21);
