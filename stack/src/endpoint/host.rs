@@ -516,7 +516,7 @@ impl Host {
 
 /// The UDP header rxe gives a QP's packets: RC and UC QPs take the port `rdma_get_udp_sport`
 /// derives from both QPNs when they reach RTR (shared by both directions of the connection);
-/// UD QPs keep the one derived from their own QPN at creation (SPEC_NOTES, corrected against
+/// UD QPs keep the one derived from their own QPN at creation (docs/headers.md, checked against
 /// real rxe captures).
 fn udp_for(transport: Transport, local: Qpn, remote: Qpn) -> UdpRepr {
     match transport {

@@ -66,7 +66,7 @@ impl NakCode {
         }
     }
 
-    /// The project's name for the code (SPEC_NOTES.md), as `roce decode` and `analyze` print it.
+    /// The project's name for the code (docs/aeth.md), as `roce decode` and `analyze` print it.
     pub const fn name(self) -> &'static str {
         match self {
             NakCode::PsnSequenceError => "PSN_SEQUENCE_ERROR",

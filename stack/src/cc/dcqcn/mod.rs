@@ -78,9 +78,9 @@ impl Preset {
 }
 
 impl DcqcnParams {
-    /// The paper's parameters (SIGCOMM 2015, as listed in SPEC_NOTES.md "DCQCN"): g = 1/256,
+    /// The paper's parameters (SIGCOMM 2015, as listed in docs/congestion.md): g = 1/256,
     /// alpha period 55 us, T = 55 us, B = 10 MB, F = 5, R_AI = 40 Mb/s.
-    /// Not in the notes, from the authors' ns-3 code (bobzhuyb/ns3-rdma, qbb-net-device.cc):
+    /// From the authors' ns-3 code (bobzhuyb/ns3-rdma, qbb-net-device.cc):
     /// min rate 100 Mb/s (MinRate) and R_HAI = 10 R_AI (its RateAI 5 / RateHAI 50 Mb/s ratio;
     /// hyper increase needs 5 B = 50 MB without a CNP, so it rarely matters). Initial alpha 1,
     /// as mlx5's initial_alpha_value (ns-3 starts at 0.5).
@@ -101,10 +101,10 @@ impl DcqcnParams {
         }
     }
 
-    /// NVIDIA mlx5 firmware defaults (SPEC_NOTES.md): rpg_time_reset 300 us, rpg_byte_reset
+    /// NVIDIA mlx5 firmware defaults (docs/congestion.md): rpg_time_reset 300 us, rpg_byte_reset
     /// 32767 B, rpg_threshold 1, rpg_ai_rate 5 Mb/s, rpg_hai_rate 50 Mb/s,
     /// rate_reduce_monitor_period 4 us, initial alpha 1, rpg_min_rate 1 Mb/s.
-    /// Not in the notes, from NVIDIA's "DCQCN parameters" page as encoded by Google's isekai
+    /// From NVIDIA's "DCQCN parameters" page as encoded by Google's isekai
     /// simulator (rdma_roce_cc_dcqcn.h): dce_tcp_g 1019, i.e. g = 5/1024, applied every
     /// dce_tcp_rtt = 1 us; clamp_tgt_rate 0 with clamp_tgt_rate_after_time_inc 1.
     pub fn mlx5(line_rate_bps: f64) -> DcqcnParams {

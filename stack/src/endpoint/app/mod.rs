@@ -111,7 +111,7 @@ pub fn peer_addr(gid: Ipv6Addr) -> Result<IpAddr, AppError> {
 }
 
 /// Checks that `mtu` fits the device: RoCEv2 needs the path MTU plus 80 bytes of headers
-/// on the link (rxe's rule; SPEC_NOTES "Encapsulation").
+/// on the link (rxe's rule; docs/headers.md, "Encapsulation").
 pub fn check_mtu(rt: &Runtime, mtu: Mtu) -> Result<(), AppError> {
     let link = rt.capabilities().mtu;
     if Mtu::for_link_mtu(link as u32).is_some_and(|max| mtu <= max) {

@@ -127,7 +127,7 @@ fn median_gap(data: &[(u64, usize)], from: u64, to: u64) -> u64 {
     gaps[gaps.len() / 2]
 }
 
-/// RoCEv2 Annex A17.9.3 as SPEC_NOTES.md lays it out: IPv4 total length 60, Not-ECT, UDP
+/// RoCEv2 Annex A17.9.3 as docs/congestion.md lays it out: IPv4 total length 60, Not-ECT, UDP
 /// length 40 to port 4791, BTH opcode 0x81 with BECN set, P_Key 0xffff, DestQP the marked
 /// QP's peer, PSN 0, 16 zero bytes, a valid ICRC.
 fn check_cnp(ip: &[u8], icrc_ok: bool, dest_qp: Qpn) {

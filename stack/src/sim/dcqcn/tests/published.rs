@@ -1,5 +1,5 @@
 //! The published behaviour of DCQCN (SIGCOMM 2015; CoNEXT 2016 fluid model), reproduced with
-//! the paper's parameters (SPEC_NOTES.md "DCQCN") in the packet-level simulation.
+//! the paper's parameters (docs/congestion.md, "DCQCN") in the packet-level simulation.
 //!
 //! The fluid model describes mean rates. A packet-level run adds the noise of random marking:
 //! each flow hears ~2 CNPs per ms, and since a lone CNP only dents R_C (R_T keeps the rate
