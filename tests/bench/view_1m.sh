@@ -14,7 +14,8 @@ frames=${1:-1000000}
 runs=${2:-3}
 file=target/bench/analyze-$frames.pcap
 
-cargo build --release -q -p roce-tools -p roce-tests --example bench_capture
+cargo build --release -q -p roce-tools --bin roce
+cargo build --release -q -p roce-tests --example bench_capture
 if [[ ! -s $file ]]; then
   mkdir -p target/bench
   target/release/examples/bench_capture "$file" "$frames"

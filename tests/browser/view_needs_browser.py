@@ -178,21 +178,29 @@ def bad_input(driver, work, artifacts):
 
 
 def lessons(driver, work, artifacts):
-    """`roce gen LESSON --view` writes the lesson's view beside it."""
-    out = roce("gen", "loss-gbn", "-o", os.path.join(work, "loss.pcapng"), "--view")
-    html = os.path.join(work, "loss.html")
-    check("gen --view writes the page beside the capture", os.path.exists(html), out.stdout + out.stderr)
-    if not os.path.exists(html):
-        return
-    driver.get("file://" + html)
-    check("gen --view: no console errors", not console_errors(driver))
-    nak = driver.find_elements(By.CSS_SELECTOR, "#ladder-svg .row.k-nak")
-    check("gen --view: the NAK is drawn as one", len(nak) == 1, len(nak))
-    if nak:
-        nak[0].find_element(By.TAG_NAME, "rect").click()
-        comment = driver.find_elements(By.CSS_SELECTOR, "#frame-details .comment")
-        check("gen --view: the NAK's comment is shown", comment and "NAK" in comment[0].text)
-    driver.save_screenshot(os.path.join(artifacts, "lesson-loss-gbn.png"))
+    """`roce gen LESSON --view` writes the lesson's view beside it, showing the lesson's point."""
+    # (lesson, the ladder rows that show its point, how many, a word its comment has)
+    for lesson, css, count, word in [("loss-gbn", ".row.k-nak", 1, "PSN_SEQUENCE_ERROR"),
+                                     ("nak-access", ".row.k-nak", 1, "REMOTE_ACCESS_ERROR"),
+                                     ("nak-invalid", ".row.k-nak", 1, "INVALID_REQUEST"),
+                                     ("rnr", ".row.k-rnr", 1, "RNR NAK"),
+                                     ("retry-exceeded", ".row.k-retx", 13, "retransmission")]:
+        out = roce("gen", lesson, "-o", os.path.join(work, lesson + ".pcapng"), "--view")
+        html = os.path.join(work, lesson + ".html")
+        check(f"gen {lesson} --view writes the page beside the capture", os.path.exists(html),
+              out.stdout + out.stderr)
+        if not os.path.exists(html):
+            continue
+        driver.get("file://" + html)
+        check(f"gen {lesson} --view: no console errors", not console_errors(driver))
+        rows = driver.find_elements(By.CSS_SELECTOR, "#ladder-svg " + css)
+        check(f"gen {lesson} --view: {count} rows {css}", len(rows) == count, len(rows))
+        if rows:
+            rows[-1].find_element(By.TAG_NAME, "rect").click()
+            comment = driver.find_elements(By.CSS_SELECTOR, "#frame-details .comment")
+            check(f"gen {lesson} --view: the frame's comment is shown",
+                  comment and word in comment[0].text, comment and comment[0].text)
+        driver.save_screenshot(os.path.join(artifacts, f"lesson-{lesson}.png"))
 
 
 def main():

@@ -101,6 +101,24 @@ fn every_lesson_shows_its_point_to_the_analyser() {
     let (a, b) = flows(&dir, "cnp");
     assert!(n(&a["ecn_ce"]) > 0 && n(&b["cnps"]) > 0, "{a}\n{b}");
     assert!(!a["rate_changes"].as_array().unwrap().is_empty());
+
+    // Error NAKs end the exchange: nothing is sent again.
+    let (a, b) = flows(&dir, "nak-access");
+    assert_eq!(n(&b["naks"]["REMOTE_ACCESS_ERROR"]), 1);
+    assert_eq!(n(&a["retransmitted_packets"]), 0);
+    let cause = &a["requester"]["nak_events"][0]["cause"];
+    assert_eq!(cause, "rejected_by_responder");
+    let (a, b) = flows(&dir, "nak-invalid");
+    assert_eq!(n(&b["naks"]["INVALID_REQUEST"]), 1);
+    assert_eq!(
+        n(&a["opcodes"]["RC_SEND_MIDDLE"]),
+        1,
+        "cut at the 2nd packet"
+    );
+    // Retry exhaustion: B never answers; A's first try and retry_cnt = 3 more go-backs.
+    let (a, b) = flows(&dir, "retry-exceeded");
+    assert!(b.is_null(), "B never hears A");
+    assert_eq!(n(&a["opcodes"]["RC_RDMA_WRITE_FIRST"]), 4);
 }
 
 #[test]
@@ -156,7 +174,7 @@ fn list_help_and_bad_input() {
     let out = roce(&["gen", "--list"]);
     let list = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
-    assert_eq!(list.lines().count(), 15, "{list}");
+    assert_eq!(list.lines().count(), 18, "{list}");
     assert!(list.contains("atomic-replay") && list.contains("cnp"));
 
     let out = roce(&["gen", "--help"]);

@@ -23,7 +23,7 @@ use crate::io::pcapng::PcapngWriter;
 use crate::rng::Rng;
 use crate::transport::{
     Access, CqId, Mtu, QpInit, QpType, SendOp, SendWr, Sge, Time, TransportConfig, TransportError,
-    WcStatus, WorkCompletion,
+    WorkCompletion,
 };
 use crate::wire::{Ecn, NakCode, Psn, Qpn, RnrTimer, RocePacket, Syndrome};
 
@@ -51,10 +51,13 @@ pub enum Lesson {
     ReadRetry,
     AtomicReplay,
     Cnp,
+    NakAccess,
+    NakInvalid,
+    RetryExceeded,
 }
 
 impl Lesson {
-    pub const ALL: [Lesson; 15] = [
+    pub const ALL: [Lesson; 18] = [
         Lesson::Write,
         Lesson::WriteImm,
         Lesson::Send,
@@ -70,6 +73,9 @@ impl Lesson {
         Lesson::ReadRetry,
         Lesson::AtomicReplay,
         Lesson::Cnp,
+        Lesson::NakAccess,
+        Lesson::NakInvalid,
+        Lesson::RetryExceeded,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -89,6 +95,9 @@ impl Lesson {
             Lesson::ReadRetry => "read-retry",
             Lesson::AtomicReplay => "atomic-replay",
             Lesson::Cnp => "cnp",
+            Lesson::NakAccess => "nak-access",
+            Lesson::NakInvalid => "nak-invalid",
+            Lesson::RetryExceeded => "retry-exceeded",
         }
     }
 
@@ -131,6 +140,15 @@ impl Lesson {
             }
             Lesson::Cnp => {
                 "a 4 Gb/s bottleneck marks CE: B sends CNPs, A's DCQCN cuts its rate, packets spread out"
+            }
+            Lesson::NakAccess => {
+                "a WRITE with a wrong R_Key: B answers NAK REMOTE_ACCESS_ERROR, A's request completes in error (REM_ACCESS_ERR) and its QP stops"
+            }
+            Lesson::NakInvalid => {
+                "a 2500-byte SEND into a 1024-byte receive: B answers NAK INVALID_REQUEST, both sides complete in error (REM_INV_REQ_ERR at A, LOC_LEN_ERR at B)"
+            }
+            Lesson::RetryExceeded => {
+                "B is unreachable: A resends its WRITE until retry_cnt (3) local ACK timeouts (1 ms each) are spent, then completes it with RETRY_EXC_ERR"
             }
         }
     }
@@ -354,6 +372,11 @@ impl Run {
             p.qkey = Q_KEY;
             // A short RNR wait (0.32 ms, code 10) keeps the rnr lesson small.
             p.min_rnr_timer = RnrTimer::new(10);
+            if lesson == Lesson::RetryExceeded {
+                // A local ACK timeout of 4.096 us x 2^8 = 1.05 ms (IBA 9.7.6.1.3), 3 retries.
+                p.timeout = 8;
+                p.retry_cnt = 3;
+            }
             p
         };
         connect(net.a.engine_mut(), a.qpn, &path(ip_b, b.qpn, psn_b, psn_a))?;
@@ -410,6 +433,8 @@ impl Run {
             want_b,
             mut late_recv,
             lands,
+            status_a,
+            status_b,
         } = work;
         for r in recvs {
             self.net.b.engine_mut().post_recv(b.qpn, r)?;
@@ -447,15 +472,19 @@ impl Run {
         // Let trailing acknowledgements go out, then stop before idle timers.
         let quiet = self.net.now() + Duration::from_micros(20);
         while self.net.now() < quiet && self.net.step(Some(quiet))? {}
-        if let Some(wc) = done_a
+        // The lesson's completions have the status it teaches (an error lesson's request
+        // fails; the rest succeed).
+        let statuses = done_a
             .iter()
-            .chain(&done_b)
-            .find(|wc| wc.status != WcStatus::Success)
-        {
-            return Err(self.failed(format!(
-                "work request {} completed with {:?}",
-                wc.wr_id, wc.status
-            )));
+            .map(|wc| (wc, status_a))
+            .chain(done_b.iter().map(|wc| (wc, status_b)));
+        for (wc, want) in statuses {
+            if wc.status != want {
+                return Err(self.failed(format!(
+                    "work request {} completed with {:?}, not {want:?}",
+                    wc.wr_id, wc.status
+                )));
+            }
         }
         self.check_atomics()?;
         lands.map_or(Ok(()), |l| self.check_landing(l))
@@ -576,7 +605,21 @@ pub(crate) fn syndrome_text(s: Syndrome, psn: Psn, sent: Option<u64>) -> Option<
         Syndrome::Nak(NakCode::PsnSequenceError) => Some(format!(
             "NAK PSN_SEQUENCE_ERROR: the responder expects PSN {psn}{at}; the requester goes back to it"
         )),
-        Syndrome::Nak(code) => Some(format!("NAK {} (PSN {psn}{at})", code.name())),
+        Syndrome::Nak(code) => {
+            let why = match code {
+                NakCode::RemoteAccessError => "the R_Key, bounds or access rights do not allow it",
+                NakCode::InvalidRequest => {
+                    "the request is not allowed or malformed (a SEND longer than its receive, say)"
+                }
+                NakCode::RemoteOperationalError => "the responder failed to carry it out",
+                _ => "a fatal error",
+            };
+            Some(format!(
+                "NAK {}: the responder refuses PSN {psn}{at}: {why}; not retried: the request \
+                 completes in error and the QP moves to the error state (IBA 9.9.3.1)",
+                code.name()
+            ))
+        }
         Syndrome::Reserved(b) => Some(format!("reserved AETH syndrome {b:#04x}")),
     }
 }

@@ -5,7 +5,8 @@ use crate::scenario::Side;
 use crate::wire::opcode::op;
 use crate::wire::{Ecn, Opcode, Psn, RocePacket};
 
-/// Drops the `nth` frame (from 1) that `from` sends with one of `opcodes`.
+/// Drops the `nth` frame (from 1) that `from` sends with one of `opcodes`; with `nth` 0, every
+/// such frame (a peer that has gone away).
 #[derive(Debug, Clone)]
 pub struct Drop {
     from: Side,
@@ -30,7 +31,7 @@ impl Drop {
             return false;
         }
         self.seen += 1;
-        self.seen == self.nth
+        self.nth == 0 || self.seen == self.nth
     }
 }
 
@@ -48,6 +49,14 @@ const RC_READ_RESPONSE: &[u8] = &[
     op::RDMA_READ_RESPONSE_ONLY,
 ];
 const RC_ACKNOWLEDGE: &[u8] = &[op::ACKNOWLEDGE];
+/// Every RC opcode: all of a host's frames.
+const RC_ANY: &[u8] = &[
+    op::RDMA_WRITE_FIRST,
+    op::RDMA_WRITE_MIDDLE,
+    op::RDMA_WRITE_LAST,
+    op::RDMA_WRITE_ONLY,
+    op::ACKNOWLEDGE,
+];
 const RC_ATOMIC_ACKNOWLEDGE: &[u8] = &[op::ATOMIC_ACKNOWLEDGE];
 
 /// What `lesson` loses on the way.
@@ -57,6 +66,8 @@ pub fn drops(lesson: Lesson) -> Vec<Drop> {
         Lesson::AckLoss => vec![Drop::new(Side::B, RC_ACKNOWLEDGE, 1)],
         Lesson::ReadRetry => vec![Drop::new(Side::B, RC_READ_RESPONSE, 2)],
         Lesson::AtomicReplay => vec![Drop::new(Side::B, RC_ATOMIC_ACKNOWLEDGE, 1)],
+        // B is unreachable: nothing A sends gets there.
+        Lesson::RetryExceeded => vec![Drop::new(Side::A, RC_ANY, 0)],
         _ => Vec::new(),
     }
 }

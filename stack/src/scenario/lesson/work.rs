@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use super::{ATOMIC_AT, ATOMIC_START, End, GenError, Lesson, Q_KEY, VA_A, VA_B};
 use crate::endpoint::Host;
-use crate::transport::{Access, RecvWr, SendOp, SendWr, Sge, Time, UdDest};
+use crate::transport::{Access, RecvWr, SendOp, SendWr, Sge, Time, UdDest, WcStatus};
 
 /// One lesson's work.
 pub struct Work {
@@ -18,6 +18,9 @@ pub struct Work {
     pub late_recv: Option<(Time, RecvWr)>,
     /// Where the lesson's data must have landed when it is over.
     pub lands: Option<Landing>,
+    /// The status every completion at A, and at B, must have.
+    pub status_a: WcStatus,
+    pub status_b: WcStatus,
 }
 
 /// `len` bytes at offset `from_at` of one side's region must equal those at offset `to_at`
@@ -95,6 +98,8 @@ pub fn plan(
         sends,
         recvs,
         late_recv: None,
+        status_a: WcStatus::Success,
+        status_b: WcStatus::Success,
     };
     let w = match lesson {
         Lesson::Write | Lesson::Uc | Lesson::AckLoss => {
@@ -178,6 +183,31 @@ pub fn plan(
             want_b: 1,
             late_recv: Some((Time::ZERO + Duration::from_micros(150), recv(b))),
             ..work(vec![wr(a, SendOp::Send, VA_A, 1500)], vec![])
+        },
+        Lesson::NakAccess => {
+            let wrong = SendOp::Write {
+                remote_addr: VA_B,
+                rkey: b.key ^ 0x5a00,
+            };
+            Work {
+                lands: None,
+                status_a: WcStatus::RemAccessErr,
+                ..work(vec![wr(a, wrong, VA_A, 3000)], vec![])
+            }
+        }
+        Lesson::NakInvalid => Work {
+            lands: None,
+            status_a: WcStatus::RemInvReqErr,
+            status_b: WcStatus::LocLenErr,
+            ..work(
+                vec![wr(a, SendOp::Send, VA_A, 2500)],
+                vec![RecvWr::new(7, sge(b.key, VA_B, 1024))],
+            )
+        },
+        Lesson::RetryExceeded => Work {
+            lands: None,
+            status_a: WcStatus::RetryExcErr,
+            ..work(vec![wr(a, write, VA_A, 3000)], vec![])
         },
         Lesson::Cnp => return Ok(None),
     };
