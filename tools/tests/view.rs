@@ -167,6 +167,17 @@ fn bad_input_gives_a_page_that_says_what_is_wrong() {
     assert!(page.contains("&lt;b&gt;&amp;&quot;x&#39;.pcap"));
     assert!(!page.contains("<b>&"));
 
+    // A packet comment with markup in it reaches the page as data, never as markup.
+    let mut w = roce::io::pcapng::PcapngWriter::new(Vec::new(), "test").unwrap();
+    w.write_frame(1, &frames[0], Some("</script><img src=x onerror=alert(1)>"))
+        .unwrap();
+    let commented = temp_file("comment.pcapng", &w.into_inner());
+    let (_, page, data) = view("comment.html", &[commented.to_str().unwrap()]);
+    assert!(!page.contains("<img") && !page.contains("</script><"));
+    let strings = data["tables"]["s"].as_array().unwrap();
+    let comment = data["details"][0][1].as_u64().unwrap() as usize;
+    assert_eq!(strings[comment], "</script><img src=x onerror=alert(1)>");
+
     let not = temp_file("not.pcap", b"this is not a capture file at all");
     let (code, ..) = view("not.html", &[not.to_str().unwrap()]);
     assert_eq!(code, Some(1));
