@@ -3,13 +3,14 @@
 //! `cargo run -p roce-tests --example fuzz_seeds -- pcaps fuzz/corpus`.
 //!
 //! decode: each frame; capture: each small capture file whole; roundtrip: each Ethernet frame;
-//! icrc: two bytes of flip position, then each RoCE frame's IP packet.
+//! icrc: two bytes of flip position, then each RoCE frame's IP packet; cm: each MAD sent to
+//! QP1.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use roce::capture::{CaptureReader, Link};
-use roce::wire::{RocePacket, sample};
+use roce::wire::{Qpn, RocePacket, sample};
 
 /// Frames taken from each capture: the corpora stay small, the fuzzer mutates the rest.
 const FRAMES_PER_CAPTURE: u64 = 40;
@@ -40,6 +41,9 @@ impl Corpus<'_> {
             _ => RocePacket::parse_ip(data),
         };
         if let Ok(pkt) = parsed {
+            if pkt.bth().dest_qp == Qpn::GSI {
+                self.put("cm", name, pkt.payload())?;
+            }
             let mut seed = vec![0u8, 0];
             seed.extend_from_slice(pkt.ip_packet());
             self.put("icrc", name, &seed)?;

@@ -1,141 +1,75 @@
 //! rdma_cm connection establishment as seen on the wire: Communication Management MADs (IBA
 //! Vol. 1 chapter 12) sent as UD packets to QP1, the general services interface.
 //!
-//! A MAD is 256 bytes: a 24-byte common header (IBA 13.4.3: base version, management class,
-//! class version, method, status, class-specific, transaction ID, attribute ID, reserved,
-//! attribute modifier) then the message. The CM class is 0x07; its attribute ID names the
-//! message (IBA Table 104). Only the fields that tie QPs together are read: the Local and
-//! Remote Communication IDs, the QPNs and starting PSNs of REQ and REP (IBA 12.6.5, 12.6.8),
-//! the remote QPN of DREQ (12.6.10) and the reason of REJ (12.6.7).
+//! The MADs are read with the wire layer's CM types ([`crate::wire::cm`]); of each message
+//! only the fields that tie QPs together are kept: the Local and Remote Communication IDs,
+//! the QPNs and starting PSNs of REQ and REP (IBA 12.6.5, 12.6.8), the remote QPN of DREQ
+//! (12.6.10) and the reason of REJ (12.6.7).
 
 use core::net::IpAddr;
 
+use crate::wire::cm::{CmAttribute, CmMadRepr, CmMessage as WireMessage};
 use crate::wire::{Psn, Qpn};
 
-const MAD_HEADER_LEN: usize = 24;
-const MGMT_CLASS_CM: u8 = 0x07;
-
-/// The CM messages, by MAD attribute ID.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CmKind {
-    Req,
-    Mra,
-    Rej,
-    Rep,
-    Rtu,
-    Dreq,
-    Drep,
-    SidrReq,
-    SidrRep,
-    Lap,
-    Apr,
-}
-
-impl CmKind {
-    fn from_attribute(id: u16) -> Option<CmKind> {
-        Some(match id {
-            0x0010 => CmKind::Req,
-            0x0011 => CmKind::Mra,
-            0x0012 => CmKind::Rej,
-            0x0013 => CmKind::Rep,
-            0x0014 => CmKind::Rtu,
-            0x0015 => CmKind::Dreq,
-            0x0016 => CmKind::Drep,
-            0x0017 => CmKind::SidrReq,
-            0x0018 => CmKind::SidrRep,
-            0x0019 => CmKind::Lap,
-            0x001a => CmKind::Apr,
-            _ => return None,
-        })
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            CmKind::Req => "REQ",
-            CmKind::Mra => "MRA",
-            CmKind::Rej => "REJ",
-            CmKind::Rep => "REP",
-            CmKind::Rtu => "RTU",
-            CmKind::Dreq => "DREQ",
-            CmKind::Drep => "DREP",
-            CmKind::SidrReq => "SIDR_REQ",
-            CmKind::SidrRep => "SIDR_REP",
-            CmKind::Lap => "LAP",
-            CmKind::Apr => "APR",
-        }
-    }
-}
-
-/// The fields of one CM message that matter for tying QPs together.
+/// The fields of one CM message that matter for tying QPs together, read with the wire
+/// layer's CM types ([`crate::wire::cm`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CmMessage {
-    pub kind: CmKind,
+    /// Which message.
+    pub kind: CmAttribute,
+    /// The MAD's transaction ID.
     pub transaction_id: u64,
+    /// The sender's communication ID (SIDR: request ID).
     pub local_comm_id: u32,
     /// 0 in a REQ (the peer has not chosen one yet).
     pub remote_comm_id: u32,
     /// REQ/REP: the sender's QP; DREQ: the receiver's QP.
     pub qpn: Option<Qpn>,
+    /// REQ/REP: the sender's starting PSN.
     pub start_psn: Option<Psn>,
+    /// REQ: the service asked for.
     pub service_id: Option<u64>,
     /// REJ reason (IBA Table 112).
     pub reject_reason: Option<u16>,
 }
 
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn be24(b: &[u8], at: usize) -> Option<u32> {
-    let s = b.get(at..at + 3)?;
-    Some(u32::from_be_bytes([0, s[0], s[1], s[2]]))
-}
-
 impl CmMessage {
     /// Reads a CM MAD from a UD payload; `None` for any other MAD or a short one.
     pub fn parse(mad: &[u8]) -> Option<CmMessage> {
-        if mad.len() < MAD_HEADER_LEN + 8 || mad[1] != MGMT_CLASS_CM {
-            return None;
-        }
-        let kind = CmKind::from_attribute(u16::from_be_bytes([mad[16], mad[17]]))?;
-        let transaction_id = u64::from_be_bytes(mad[8..16].try_into().ok()?);
-        let m = &mad[MAD_HEADER_LEN..];
-        let mut msg = CmMessage {
-            kind,
-            transaction_id,
-            local_comm_id: be32(m, 0)?,
-            remote_comm_id: be32(m, 4)?,
-            qpn: None,
-            start_psn: None,
-            service_id: None,
-            reject_reason: None,
-        };
-        match kind {
-            CmKind::Req => {
-                msg.remote_comm_id = 0;
-                let sid = m.get(8..16)?;
-                msg.service_id = Some(u64::from_be_bytes(sid.try_into().ok()?));
-                msg.qpn = be24(m, 32).map(Qpn::new);
-                msg.start_psn = be24(m, 44).map(Psn::new);
-            }
-            CmKind::Rep => {
-                msg.qpn = be24(m, 12).map(Qpn::new);
-                msg.start_psn = be24(m, 20).map(Psn::new);
-            }
-            CmKind::Dreq => msg.qpn = be24(m, 8).map(Qpn::new),
-            CmKind::Rej => {
-                msg.reject_reason = m.get(10..12).map(|r| u16::from_be_bytes([r[0], r[1]]));
-            }
-            _ => {}
-        }
-        Some(msg)
+        let parsed = CmMadRepr::parse(mad).ok()?;
+        let m = &parsed.message;
+        Some(CmMessage {
+            kind: m.attribute(),
+            transaction_id: parsed.header.transaction_id,
+            local_comm_id: m.local_comm_id(),
+            remote_comm_id: m.remote_comm_id().unwrap_or(0),
+            qpn: match m {
+                WireMessage::Req(_) | WireMessage::Rep(_) | WireMessage::Dreq(_) => m.qpn(),
+                _ => None,
+            },
+            start_psn: match m {
+                WireMessage::Req(r) => Some(r.starting_psn),
+                WireMessage::Rep(r) => Some(r.starting_psn),
+                _ => None,
+            },
+            service_id: match m {
+                WireMessage::Req(r) => Some(r.service_id),
+                _ => None,
+            },
+            reject_reason: match m {
+                WireMessage::Rej(r) => Some(r.reason),
+                _ => None,
+            },
+        })
     }
 }
 
 /// One CM message as it happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CmEvent {
-    pub kind: CmKind,
+    /// Which message.
+    pub kind: CmAttribute,
+    /// When it was captured (the capture's clock, nanoseconds).
     pub ts: u64,
     /// True when the client (the REQ's sender) sent it.
     pub from_client: bool,
@@ -144,15 +78,22 @@ pub struct CmEvent {
 /// Where a connection's handshake stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmState {
+    /// The REQ was seen.
     Requested,
+    /// The REP was seen.
     Replied,
+    /// The RTU was seen.
     Established,
+    /// A REJ ended it.
     Rejected,
+    /// A DREQ was seen.
     Disconnecting,
+    /// The DREP was seen.
     Disconnected,
 }
 
 impl CmState {
+    /// The state's name in reports.
     pub fn name(self) -> &'static str {
         match self {
             CmState::Requested => "REQUESTED",
@@ -171,17 +112,29 @@ const EVENTS_KEPT: usize = 16;
 /// A connection set up by the CM: the client sent the REQ, the server answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CmConnection {
+    /// The REQ's sender.
     pub client: IpAddr,
+    /// The REQ's receiver.
     pub server: IpAddr,
+    /// The client's communication ID.
     pub client_comm_id: u32,
+    /// The server's, once it answered.
     pub server_comm_id: Option<u32>,
+    /// The service the REQ asked for.
     pub service_id: Option<u64>,
+    /// The client's QP (from the REQ).
     pub client_qpn: Option<Qpn>,
+    /// The server's QP (from the REP).
     pub server_qpn: Option<Qpn>,
+    /// The client's first PSN.
     pub client_start_psn: Option<Psn>,
+    /// The server's first PSN.
     pub server_start_psn: Option<Psn>,
+    /// Where the handshake stands.
     pub state: CmState,
+    /// The REJ's reason, if rejected.
     pub reject_reason: Option<u16>,
+    /// The messages seen, in order (at most 16).
     pub events: Vec<CmEvent>,
 }
 
@@ -195,7 +148,7 @@ impl CmTracker {
     /// Applies a message sent from `src` to `dst` at `ts`. Returns the connection's index when
     /// the message tied both QPs together (a REP, or anything after it).
     pub fn message(&mut self, src: IpAddr, dst: IpAddr, ts: u64, m: &CmMessage) -> Option<usize> {
-        if m.kind == CmKind::Req {
+        if m.kind == CmAttribute::Req {
             let existing = self
                 .connections
                 .iter()
@@ -233,18 +186,18 @@ impl CmTracker {
             c.server_comm_id = Some(m.local_comm_id);
         }
         match m.kind {
-            CmKind::Rep => {
+            CmAttribute::Rep => {
                 c.server_qpn = m.qpn;
                 c.server_start_psn = m.start_psn;
                 c.state = CmState::Replied;
             }
-            CmKind::Rtu => c.state = CmState::Established,
-            CmKind::Rej => {
+            CmAttribute::Rtu => c.state = CmState::Established,
+            CmAttribute::Rej => {
                 c.state = CmState::Rejected;
                 c.reject_reason = m.reject_reason;
             }
-            CmKind::Dreq => c.state = CmState::Disconnecting,
-            CmKind::Drep => c.state = CmState::Disconnected,
+            CmAttribute::Dreq => c.state = CmState::Disconnecting,
+            CmAttribute::Drep => c.state = CmState::Disconnected,
             _ => {}
         }
         self.push_event(i, m.kind, ts, from_client);
@@ -252,7 +205,7 @@ impl CmTracker {
         (c.client_qpn.is_some() && c.server_qpn.is_some()).then_some(i)
     }
 
-    fn push_event(&mut self, i: usize, kind: CmKind, ts: u64, from_client: bool) {
+    fn push_event(&mut self, i: usize, kind: CmAttribute, ts: u64, from_client: bool) {
         let events = &mut self.connections[i].events;
         if events.len() < EVENTS_KEPT {
             events.push(CmEvent {
@@ -263,10 +216,12 @@ impl CmTracker {
         }
     }
 
+    /// Every connection seen, in order of their REQs.
     pub fn connections(&self) -> &[CmConnection] {
         &self.connections
     }
 
+    /// Connection `i`.
     pub fn get(&self, i: usize) -> Option<&CmConnection> {
         self.connections.get(i)
     }
@@ -278,15 +233,11 @@ mod tests {
 
     /// A CM MAD: `attr` at bytes 16-17, then `fields` written at their offsets in the message.
     pub(crate) fn mad(attr: u16, fields: &[(usize, &[u8])]) -> Vec<u8> {
+        let header = crate::wire::mad::MadHeaderRepr::cm(attr, 0x1234_5678_9abc_def0);
         let mut m = vec![0u8; 256];
-        m[0] = 1;
-        m[1] = MGMT_CLASS_CM;
-        m[2] = 2;
-        m[3] = 0x03;
-        m[8..16].copy_from_slice(&0x1234_5678_9abc_def0u64.to_be_bytes());
-        m[16..18].copy_from_slice(&attr.to_be_bytes());
+        crate::wire::FixedHeader::emit(&header, &mut m).unwrap();
         for (at, bytes) in fields {
-            m[MAD_HEADER_LEN + at..MAD_HEADER_LEN + at + bytes.len()].copy_from_slice(bytes);
+            m[24 + at..24 + at + bytes.len()].copy_from_slice(bytes);
         }
         m
     }

@@ -183,6 +183,36 @@ pub(crate) fn write_u64(buf: &mut [u8], at: usize, v: u64) {
     buf[at..at + 8].copy_from_slice(&v.to_be_bytes());
 }
 
+/// Reads a field of `width` bits (at most 64) starting `bit` bits into byte `byte`, bits
+/// counted from the most significant (how the spec's message tables and the kernel's
+/// `IBA_FIELD_BLOC` place sub-byte fields). The caller has checked the buffer's length.
+pub(crate) fn read_bits(buf: &[u8], byte: usize, bit: u32, width: u32) -> u64 {
+    let bytes = (bit + width).div_ceil(8) as usize;
+    let mut acc: u128 = 0;
+    for &b in &buf[byte..byte + bytes] {
+        acc = acc << 8 | u128::from(b);
+    }
+    let shift = bytes as u32 * 8 - bit - width;
+    ((acc >> shift) & ((1u128 << width) - 1)) as u64
+}
+
+/// Writes the low `width` bits of `value` where [`read_bits`] reads them, leaving the other
+/// bits of the bytes it touches as they were.
+pub(crate) fn write_bits(buf: &mut [u8], byte: usize, bit: u32, width: u32, value: u64) {
+    let bytes = (bit + width).div_ceil(8) as usize;
+    let span = &mut buf[byte..byte + bytes];
+    let mut acc: u128 = 0;
+    for &b in span.iter() {
+        acc = acc << 8 | u128::from(b);
+    }
+    let shift = bytes as u32 * 8 - bit - width;
+    let mask = ((1u128 << width) - 1) << shift;
+    acc = (acc & !mask) | ((u128::from(value) << shift) & mask);
+    for (i, b) in span.iter_mut().enumerate() {
+        *b = (acc >> ((bytes - 1 - i) * 8)) as u8;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,7 +253,38 @@ mod tests {
         assert_eq!(read_u24(&b, 1), 0x12_3456);
     }
 
+    #[test]
+    fn bit_fields_count_from_the_most_significant_bit() {
+        // REQ byte 43 of rping's ConnectRequest: 0xa0 = timeout 20 (5 bits), type 0, flag 0.
+        let b = [0xa0];
+        assert_eq!(read_bits(&b, 0, 0, 5), 20);
+        assert_eq!(read_bits(&b, 0, 5, 2), 0);
+        // A 20-bit flow label spanning three bytes, and the 6 bits after it.
+        let mut w = [0xab, 0x1f, 0xa0, 0x2b];
+        assert_eq!(read_bits(&w, 0, 0, 20), 0xab1fa);
+        assert_eq!(read_bits(&w, 2, 4, 6), 0);
+        assert_eq!(read_bits(&w, 3, 2, 6), 0x2b);
+        write_bits(&mut w, 0, 0, 20, 0x12345);
+        assert_eq!(w, [0x12, 0x34, 0x50, 0x2b]);
+        write_bits(&mut w, 2, 4, 6, 0x3f);
+        assert_eq!(w, [0x12, 0x34, 0x5f, 0xeb]);
+    }
+
     proptest! {
+        #[test]
+        fn bits_write_then_read(byte in 0usize..4, bit in 0u32..8, width in 1u32..=64,
+                                value: u64, fill: u8) {
+            let mut buf = [fill; 16];
+            write_bits(&mut buf, byte, bit, width, value);
+            let mask = if width == 64 { u64::MAX } else { (1 << width) - 1 };
+            prop_assert_eq!(read_bits(&buf, byte, bit, width), value & mask);
+            // Bits outside the field keep their value.
+            let before = buf;
+            write_bits(&mut buf, byte, bit, width, !value);
+            write_bits(&mut buf, byte, bit, width, value);
+            prop_assert_eq!(buf, before);
+        }
+
         #[test]
         fn psn_add_then_distance(a in 0u32..(1 << 24), n in 0u32..(1 << 23)) {
             let p = Psn::new(a);

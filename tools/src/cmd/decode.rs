@@ -3,6 +3,7 @@
 pub(crate) mod explain;
 mod fields;
 pub(crate) mod json;
+pub(crate) mod mad;
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -58,7 +59,10 @@ Examples:
 JSON keys: index (from 0), frame (from 1, as Wireshark), roce; for RoCE frames src, dst,
 opcode, opcode_value, dest_qp, psn, ack_req, se, pad, pkey, fecn, becn, ecn, the extension
 headers present (reth, aeth, atomic_eth, atomic_ack_eth, deth, immdt, ieth, feth),
-payload_len, icrc (\"ok\"/\"bad\"); error when the frame is not RoCEv2 or is malformed.")]
+payload_len, icrc (\"ok\"/\"bad\"); for communication management MADs to QP1 (rdma_cm)
+a cm object: message (REQ, REP, RTU, REJ, DREQ, ...), attribute_id, transaction_id,
+local_comm_id, remote_comm_id, service_id, port_space and port, local_qpn / remote_qpn /
+qpn, starting_psn, reject_reason and its name; error when the frame is not RoCEv2 or is malformed.")]
 pub struct DecodeArgs {
     /// The capture to decode (pcap or pcapng).
     pub file: PathBuf,

@@ -80,18 +80,26 @@ fn render(out: &mut String, sections: &[Section]) {
     for s in sections {
         let range = s.range_label();
         let _ = writeln!(out, "  {:<66} {range}", s.title);
+        // Long field names (the CM's) widen their section's name column, not every section's.
+        let name_width = s
+            .fields
+            .iter()
+            .map(|f| f.name.len())
+            .max()
+            .unwrap_or(0)
+            .max(16);
         for f in &s.fields {
             let mut lines = f.meaning.lines();
             let _ = writeln!(
                 out,
-                "      {:<13} {:<16} {:<20} {}",
+                "      {:<13} {:<name_width$} {:<20} {}",
                 bits_label(f.bits),
                 f.name,
                 f.value,
                 lines.next().unwrap_or_default()
             );
             for more in lines {
-                let _ = writeln!(out, "{:<58}{more}", "");
+                let _ = writeln!(out, "{:<w$}{more}", "", w = 42 + name_width);
             }
         }
         if let Some(note) = s.note {
@@ -371,22 +379,26 @@ fn tail_sections(p: &RocePacket<'_>, out: &mut Vec<Section>) {
         .map(|b| format!("{b:02x}"))
         .collect();
     let more = if p.payload().len() > 16 { "..." } else { "" };
-    out.push(Section {
-        title: format!("Payload: {} bytes of message data", p.payload().len()),
-        note: None,
-        start: payload_start,
-        len: p.payload().len(),
-        fields: if p.payload().is_empty() {
-            vec![]
-        } else {
-            vec![field(
-                (0, p.payload().len() * 8),
-                "Data",
-                format!("{preview}{more}"),
-                "first bytes, hex",
-            )]
-        },
-    });
+    if let Some(mad) = super::mad::mad_payload(p) {
+        super::mad::sections(mad, payload_start, out);
+    } else {
+        out.push(Section {
+            title: format!("Payload: {} bytes of message data", p.payload().len()),
+            note: None,
+            start: payload_start,
+            len: p.payload().len(),
+            fields: if p.payload().is_empty() {
+                vec![]
+            } else {
+                vec![field(
+                    (0, p.payload().len() * 8),
+                    "Data",
+                    format!("{preview}{more}"),
+                    "first bytes, hex",
+                )]
+            },
+        });
+    }
     if !pad.is_empty() {
         let hex: String = pad.iter().map(|b| format!("{b:02x}")).collect();
         out.push(Section {
@@ -493,9 +505,12 @@ pub fn summary(index: usize, frame_len: usize, dissected: &Dissected<'_>) -> Str
     match dissected {
         Dissected::Roce(p) => {
             let bth = p.bth();
+            let mad = super::mad::mad_payload(p)
+                .map(|m| format!("  {}", super::mad::summary(m)))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "#{number}  {frame_len} bytes  {} -> {}  {}  QP {}  PSN {}  ICRC {}",
+                "#{number}  {frame_len} bytes  {} -> {}  {}  QP {}  PSN {}  ICRC {}{mad}",
                 p.ip().src_addr(),
                 p.ip().dst_addr(),
                 bth.opcode,

@@ -63,6 +63,12 @@ struct Packet {
     icrc_computed: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ip_checksum: Option<&'static str>,
+    /// A communication management MAD to QP1 (rdma_cm's REQ, REP, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cm: Option<super::mad::CmJson>,
+    /// Why a MAD to QP1 is not a CM message (another class, truncated...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mad_error: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -112,6 +118,11 @@ struct Ieth {
 }
 
 fn packet(p: &RocePacket<'_>) -> Packet {
+    let (cm, mad_error) = match super::mad::mad_payload(p).map(super::mad::json) {
+        Some(Ok(cm)) => (Some(cm), None),
+        Some(Err(why)) => (None, Some(why)),
+        None => (None, None),
+    };
     let bth = p.bth();
     let ext = p.ext();
     let icrc_ok = p.icrc_ok();
@@ -166,6 +177,8 @@ fn packet(p: &RocePacket<'_>) -> Packet {
         icrc_received: (!icrc_ok).then(|| format!("{:#010x}", p.icrc())),
         icrc_computed: (!icrc_ok).then(|| format!("{:#010x}", p.computed_icrc())),
         ip_checksum: (!p.ip_checksum_ok()).then_some("bad"),
+        cm,
+        mad_error,
     }
 }
 
