@@ -3,7 +3,7 @@
 use core::time::Duration;
 use std::net::IpAddr;
 
-use super::qp::Mtu;
+use super::attrs::Mtu;
 use crate::wire::Qpn;
 
 /// How the engine's requesters pace themselves and recover from loss. None of these is on

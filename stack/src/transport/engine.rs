@@ -5,19 +5,16 @@
 use std::collections::VecDeque;
 use std::net::IpAddr;
 
+use super::attrs::{ModifyQp, QpAttrs, QpState};
 use super::config::{Event, Stats, Transmit, TransportConfig};
-use super::cq::{CompletionQueue, CqId, WcOpcode, WcStatus, WorkCompletion};
+use super::cq::{CompletionQueue, CqId, WorkCompletion};
 use super::error::{DropReason, TransportError};
 use super::mr::{Access, MemoryRegion, MrTable};
-use super::qp::QpUsage;
-use super::qp::{
-    Ctx, ModifyError, ModifyQp, QpAttrs, QpInit, QpState, QpType, QueuePair, SendWqe, check_modify,
-    send_wc_opcode,
-};
+use super::qp::{Ctx, QpInit, QpUsage, QueuePair};
 
 use super::time::Time;
-use super::wr::{RecvWr, SendOp, SendWr};
-use crate::wire::{IbPacketRepr, Opcode, Qpn, Transport};
+use super::wr::{RecvWr, SendWr};
+use crate::wire::{IbPacketRepr, Opcode, Qpn};
 
 /// rxe numbers its first queue pair 17; QP0 and QP1 are the special ones (IBA 10.2.1).
 const FIRST_QPN: u32 = 0x11;
@@ -163,28 +160,22 @@ impl Engine {
 
     /// The state and attributes of a queue pair (`ibv_query_qp`).
     pub fn query_qp(&self, qpn: Qpn) -> Result<(QpState, QpAttrs), TransportError> {
-        let qp = self.qp(qpn)?;
-        Ok((qp.state, qp.attrs))
+        Ok(self.qp(qpn)?.query())
     }
 
     /// The in-flight window of an RC requester, in packets (for tests and statistics).
     pub fn qp_window(&self, qpn: Qpn) -> Result<u32, TransportError> {
-        Ok(self.qp(qpn)?.sq.window)
+        Ok(self.qp(qpn)?.window())
     }
 
     /// The responder's expected PSN (for diagnostics and capture replay).
     pub fn expected_psn(&self, qpn: Qpn) -> Result<crate::wire::Psn, TransportError> {
-        Ok(self.qp(qpn)?.resp.expected_psn())
+        Ok(self.qp(qpn)?.expected_psn())
     }
 
     /// What a queue pair holds (for limits checks in tests and fuzzing).
     pub fn qp_usage(&self, qpn: Qpn) -> Result<QpUsage, TransportError> {
-        let qp = self.qp(qpn)?;
-        Ok(QpUsage {
-            send_wqes: qp.sq.wqes.len(),
-            recv_wqes: qp.rq.len(),
-            ..qp.resp.usage()
-        })
+        Ok(self.qp(qpn)?.usage())
     }
 
     fn qp(&self, qpn: Qpn) -> Result<&QueuePair, TransportError> {
@@ -228,119 +219,17 @@ impl Engine {
     /// `ibv_modify_qp`: checks the transition and attributes (IBA 10.3.1, 11.2.4.2), then
     /// applies them; a refused modification changes nothing.
     pub fn modify_qp(&mut self, qpn: Qpn, modify: &ModifyQp) -> Result<(), TransportError> {
-        self.with_qp(qpn, Time::ZERO, |qp, ctx| {
-            let from = qp.state;
-            let to = check_modify(qp.init.qp_type, from, modify).map_err(|e| match e {
-                ModifyError::Transition(to) => TransportError::BadTransition { qpn, from, to },
-                ModifyError::Attr(attr, reason) => TransportError::BadAttr { qpn, attr, reason },
-            })?;
-            if to == QpState::Reset {
-                qp.reset();
-                return Ok(());
-            }
-            modify.apply(&mut qp.attrs);
-            match (from, to) {
-                (_, QpState::Err) => qp.enter_error(ctx),
-                (QpState::Init, QpState::Rtr) => qp.resp.start_at(qp.attrs.rq_psn),
-                (QpState::Rtr, QpState::Rts) => {
-                    qp.sq.start_at(qp.attrs.sq_psn);
-                    qp.sq.window = ctx.config.max_inflight_packets.max(1);
-                    qp.sq.timers.retry_left = qp.attrs.retry_cnt;
-                    qp.sq.timers.rnr_left = qp.attrs.rnr_retry;
-                }
-                (QpState::Rts, QpState::Sqd) => qp.drain_pending = true,
-                _ => {}
-            }
-            if to != QpState::Err {
-                qp.state = to;
-            }
-            qp.check_drained(ctx);
-            Ok(())
-        })?
+        self.with_qp(qpn, Time::ZERO, |qp, ctx| qp.modify(ctx, modify))?
     }
 
     /// `ibv_post_send`. In ERR and SQE the request completes at once with WR_FLUSH_ERR.
     pub fn post_send(&mut self, qpn: Qpn, wr: SendWr) -> Result<(), TransportError> {
-        let max_sge = self.config.max_sge;
-        self.with_qp(qpn, Time::ZERO, |qp, ctx| {
-            let bad = |reason| Err(TransportError::BadWr { qpn, reason });
-            if wr.sg_list.len() > max_sge {
-                return bad("too many scatter/gather entries");
-            }
-            let allowed = match qp.init.qp_type {
-                QpType::Rc => true,
-                QpType::Uc => wr.op.is_send() || wr.op.is_write(),
-                QpType::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm { .. }),
-            };
-            if !allowed {
-                return bad("operation not available on this transport");
-            }
-            if qp.init.qp_type == QpType::Ud && wr.ud.is_none() {
-                return bad("UD work requests need a destination");
-            }
-            match qp.state {
-                QpState::Rts | QpState::Sqd => {}
-                QpState::Err | QpState::Sqe => {
-                    let mut wc = WorkCompletion::new(
-                        wr.wr_id,
-                        WcStatus::WrFlushErr,
-                        send_wc_opcode(&wr.op),
-                        qpn,
-                    );
-                    wc.byte_len = 0;
-                    ctx.complete(qp.init.send_cq, wc);
-                    return Ok(());
-                }
-                state => {
-                    return Err(TransportError::BadState {
-                        qpn,
-                        state,
-                        what: "posting a send",
-                    });
-                }
-            }
-            if qp.sq.wqes.len() >= qp.init.max_send_wr as usize {
-                return Err(TransportError::QueueFull { qpn, queue: "send" });
-            }
-            qp.sq.wqes.push_back(SendWqe::new(wr));
-            Ok(())
-        })?
+        self.with_qp(qpn, Time::ZERO, |qp, ctx| qp.post_send(ctx, wr))?
     }
 
     /// `ibv_post_recv`. In ERR the request completes at once with WR_FLUSH_ERR.
     pub fn post_recv(&mut self, qpn: Qpn, wr: RecvWr) -> Result<(), TransportError> {
-        let max_sge = self.config.max_sge;
-        self.with_qp(qpn, Time::ZERO, |qp, ctx| {
-            if wr.sg_list.len() > max_sge {
-                return Err(TransportError::BadWr {
-                    qpn,
-                    reason: "too many scatter/gather entries",
-                });
-            }
-            match qp.state {
-                QpState::Reset => Err(TransportError::BadState {
-                    qpn,
-                    state: QpState::Reset,
-                    what: "posting a receive",
-                }),
-                QpState::Err => {
-                    let wc =
-                        WorkCompletion::new(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, qpn);
-                    ctx.complete(qp.init.recv_cq, wc);
-                    Ok(())
-                }
-                _ if qp.rq.len() >= qp.init.max_recv_wr as usize => {
-                    Err(TransportError::QueueFull {
-                        qpn,
-                        queue: "receive",
-                    })
-                }
-                _ => {
-                    qp.rq.push_back(wr);
-                    Ok(())
-                }
-            }
-        })?
+        self.with_qp(qpn, Time::ZERO, |qp, ctx| qp.post_recv(ctx, wr))?
     }
 
     // ---- the wire ----
@@ -371,38 +260,8 @@ impl Engine {
             return Err(DropReason::Cnp);
         }
         let qpn = pkt.bth.dest_qp;
-        self.with_qp(qpn, now, |qp, ctx| {
-            let transport = match qp.init.qp_type {
-                QpType::Rc => Transport::Rc,
-                QpType::Uc => Transport::Uc,
-                QpType::Ud => Transport::Ud,
-            };
-            if pkt.bth.opcode.transport() != transport {
-                return Err(DropReason::WrongTransport);
-            }
-            // IBA 9.6.1.1 / 10.9.3: the P_Key must match the QP's partition.
-            if !qp.attrs.pkey.matches(pkt.bth.pkey) {
-                return Err(DropReason::PKeyMismatch);
-            }
-            if qp.is_connected() && src != qp.attrs.dest_addr {
-                return Err(DropReason::WrongSource);
-            }
-            if pkt.bth.opcode.is_request() {
-                match qp.state {
-                    QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe => {}
-                    state => return Err(DropReason::NotReady(state)),
-                }
-                qp.handle_request(ctx, &pkt, src)
-            } else {
-                match qp.state {
-                    QpState::Rts | QpState::Sqd => {}
-                    state => return Err(DropReason::NotReady(state)),
-                }
-                qp.handle_response(ctx, &pkt);
-                Ok(())
-            }
-        })
-        .map_err(|_| DropReason::UnknownQp(qpn))?
+        self.with_qp(qpn, now, |qp, ctx| qp.handle_packet(ctx, &pkt, src))
+            .map_err(|_| DropReason::UnknownQp(qpn))?
     }
 
     /// The next packet to send, written into `buf` (at least [`MAX_PACKET_LEN`] bytes; a
@@ -431,12 +290,7 @@ impl Engine {
                 continue;
             }
             let sent = self
-                .with_qp(qpn, now, |qp, ctx| {
-                    if qp.state == QpState::Reset {
-                        return None;
-                    }
-                    qp.poll_transmit(ctx, buf)
-                })
+                .with_qp(qpn, now, |qp, ctx| qp.poll_transmit(ctx, buf))
                 .ok()
                 .flatten();
             if let Some(t) = sent {

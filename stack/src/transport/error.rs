@@ -2,8 +2,8 @@
 
 use thiserror::Error;
 
+use super::attrs::QpState;
 use super::mr::MrError;
-use super::qp::QpState;
 use crate::wire::{Qpn, WireError};
 
 /// Why a verb (register, create, modify, post) was refused. Nothing was changed.

@@ -8,13 +8,14 @@
 //! ([`Engine::poll_timeout`]), completions and events. It reads no clock, opens no socket,
 //! spawns no thread and draws no random number.
 //!
-//! A queue pair (`qp/`) holds the spec's three roles as its child modules, each with its own
-//! state: the requester (`qp/requester.rs`) segments work requests into packets, the
-//! completer (`qp/completer.rs`) processes ACKs, NAKs and responses and runs the
+//! A queue pair (`qp/`) holds the spec's three roles as its child modules, each keeping its
+//! own state private: the requester (`qp/requester.rs`) segments work requests into packets,
+//! the completer (`qp/completer.rs`) processes ACKs, NAKs and responses and runs the
 //! retransmission timers, the responder (`qp/responder.rs`) checks and executes requests,
-//! whose responses wait in PSN order in `qp/responder/responses.rs`. Its types, states and
-//! attributes are in `qp/attrs.rs`. [`engine_pair`] joins two engines over a simulated link. What a queue pair holds is bounded whatever the peer sends
-//! ([`Engine::qp_usage`], checked by the fuzz targets after every packet).
+//! whose responses wait in PSN order in `qp/responder/responses.rs`. Queue pair types,
+//! states and attributes are in `attrs.rs`. What a queue pair holds is bounded whatever the
+//! peer sends ([`Engine::qp_usage`], checked by the fuzz targets after every packet).
+//! [`engine_pair`] joins two engines over a simulated link.
 //!
 //! # Choices where the spec leaves room or rxe differs
 //!
@@ -58,6 +59,7 @@
 //! - Not implemented: shared receive queues, memory windows, FLUSH and ATOMIC_WRITE (NAKed
 //!   Invalid Request), path migration, RD and XRC; completion queues never drop entries.
 
+mod attrs;
 mod config;
 mod cq;
 mod engine;
@@ -72,15 +74,13 @@ pub mod engine_pair;
 #[doc(hidden)]
 pub mod fuzzing;
 
+pub use attrs::{MAX_RD_ATOMIC, ModifyQp, Mtu, QpAttrs, QpState, QpType};
 pub use config::{Event, MAX_PACKET_LEN, Stats, Transmit, TransportConfig};
 pub use cq::{CompletionQueue, CqId, WcOpcode, WcStatus, WorkCompletion};
 pub use engine::Engine;
 pub use error::{DropReason, TransportError};
 pub use mr::{Access, MemoryRegion, MrError};
-pub use qp::{
-    GRH_LEN, MAX_RD_ATOMIC, ModifyQp, Mtu, QpAttrs, QpInit, QpState, QpType, QpUsage,
-    local_ack_timeout,
-};
+pub use qp::{GRH_LEN, QpInit, QpUsage, local_ack_timeout};
 pub use time::Time;
 pub use wr::{RecvWr, SendOp, SendWr, Sge, UdDest};
 

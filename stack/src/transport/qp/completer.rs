@@ -19,38 +19,81 @@
 
 use core::time::Duration;
 
-use super::attrs::{QpState, QpType};
 use super::{Ctx, QueuePair};
+use crate::transport::attrs::{QpState, QpType};
 use crate::transport::cq::WcStatus;
 use crate::transport::time::Time;
 use crate::wire::opcode::op;
 use crate::wire::{IbPacketRepr, NakCode, Psn, RnrTimer, Syndrome};
 
+/// The completer's state: its timers, the in-flight window and the loss being recovered.
+#[derive(Debug, Default)]
+pub(super) struct Completer {
+    timers: Timers,
+    /// Where the requester last went back to; a NAK or implied NAK asking for the same PSN
+    /// again before any progress is an echo of the same loss and is not acted on twice.
+    last_rewind: Option<Psn>,
+    /// An error NAK that arrived before the responses to earlier READs or atomics: it takes
+    /// effect once they are in (see [`QueuePair::on_error_nak`]).
+    pending_error: Option<(Psn, NakCode)>,
+    /// The in-flight window in packets, and acknowledged packets counted towards growing it.
+    window: u32,
+    window_credit: u32,
+    /// Losses before this PSN is acknowledged belong to the same episode (one shrink each).
+    recovery_until: Option<Psn>,
+}
+
+impl Completer {
+    /// RTR to RTS: a full window and the retry counters of the QP's attributes.
+    pub(super) fn start(&mut self, window: u32, retry_cnt: u8, rnr_retry: u8) {
+        self.window = window;
+        self.timers.retry_left = retry_cnt;
+        self.timers.rnr_left = rnr_retry;
+    }
+
+    /// After a flush: nothing outstanding, no timer running.
+    pub(super) fn stop(&mut self) {
+        self.last_rewind = None;
+        self.pending_error = None;
+        self.timers.stop();
+    }
+
+    /// The in-flight window of the requester, in packets.
+    pub(super) fn window(&self) -> u32 {
+        self.window
+    }
+
+    /// Waiting out an RNR NAK: the requester sends nothing until then.
+    pub(super) fn rnr_waiting(&self) -> bool {
+        self.timers.rnr.is_some()
+    }
+}
+
 /// The requester's deadlines, retry counters and round-trip estimate.
 #[derive(Debug, Default)]
-pub(crate) struct Timers {
+struct Timers {
     /// The spec's local ACK timeout.
-    pub ack: Option<Time>,
+    ack: Option<Time>,
     /// The fast retransmit timer.
-    pub fast: Option<Time>,
+    fast: Option<Time>,
     /// Waiting out an RNR NAK; nothing is sent until then.
-    pub rnr: Option<Time>,
-    pub retry_left: u8,
-    pub rnr_left: u8,
+    rnr: Option<Time>,
+    retry_left: u8,
+    rnr_left: u8,
     /// Tail-loss probes sent since the last progress.
-    pub probes: u8,
+    probes: u8,
     /// Doublings of the fast retransmit timer since the last progress.
-    pub backoff: u8,
-    pub srtt: Option<Duration>,
-    pub rttvar: Duration,
+    backoff: u8,
+    srtt: Option<Duration>,
+    rttvar: Duration,
     /// A packet with AckReq being timed (Karn: never a retransmitted one).
-    pub sample: Option<(Psn, Time)>,
+    sample: Option<(Psn, Time)>,
 }
 
 const MAX_BACKOFF: u8 = 16;
 
 impl Timers {
-    pub fn stop(&mut self) {
+    fn stop(&mut self) {
         self.ack = None;
         self.fast = None;
         self.rnr = None;
@@ -98,7 +141,7 @@ impl QueuePair {
 
     /// The fast retransmit timeout, with backoff, never beyond the local ACK timeout.
     fn fast_rto(&self, ctx: &Ctx<'_>) -> Duration {
-        let t = &self.sq.timers;
+        let t = &self.comp.timers;
         let base = match t.srtt {
             Some(srtt) => srtt + t.rttvar * 4,
             None => ctx.config.initial_fast_rto,
@@ -118,7 +161,7 @@ impl QueuePair {
         let now = ctx.now;
         let fast = now + self.fast_rto(ctx);
         let ack = self.ack_timeout().map(|d| now + d);
-        let t = &mut self.sq.timers;
+        let t = &mut self.comp.timers;
         t.fast = Some(fast);
         t.ack = t.ack.or(ack);
         if timed && t.sample.is_none() {
@@ -131,43 +174,54 @@ impl QueuePair {
         if self.init.qp_type != QpType::Rc || !matches!(self.state, QpState::Rts | QpState::Sqd) {
             return None;
         }
-        let t = &self.sq.timers;
+        let t = &self.comp.timers;
         [t.ack, t.fast, t.rnr].into_iter().flatten().min()
     }
 
     /// Go-back-N to `psn` after a loss.
     fn go_back(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
-        if self.sq.rewind(psn) {
+        if self.rewind(psn) {
             ctx.stats.rewinds += 1;
             self.shrink_window(ctx);
         }
+    }
+
+    /// The requester goes back to `psn`; the round trip being timed no longer can be.
+    fn rewind(&mut self, psn: Psn) -> bool {
+        if !self.sq.rewind(psn) {
+            return false;
+        }
+        self.comp.last_rewind = Some(psn);
+        self.comp.timers.sample = None;
+        true
     }
 
     /// Everything in flight after a lost packet is sent again, so after a loss the requester
     /// keeps less in flight: the window halves once per loss episode (until what was in
     /// flight when it began is acknowledged), down to `min_inflight_packets`.
     fn shrink_window(&mut self, ctx: &Ctx<'_>) {
-        let sq = &mut self.sq;
-        if sq.recovery_until.is_some() {
+        let c = &mut self.comp;
+        if c.recovery_until.is_some() {
             return;
         }
-        sq.window = (sq.window / 2).max(ctx.config.min_inflight_packets).max(1);
-        sq.window_credit = 0;
-        sq.recovery_until = Some(sq.max_sent);
+        c.window = (c.window / 2).max(ctx.config.min_inflight_packets).max(1);
+        c.window_credit = 0;
+        c.recovery_until = Some(self.sq.max_sent());
     }
 
     /// And grows back by one packet per quarter window acknowledged (four per round trip)
     /// while no loss occurs, up to `max_inflight_packets`.
     fn grow_window(&mut self, ctx: &Ctx<'_>, acked: u32) {
-        let sq = &mut self.sq;
-        if sq.recovery_until.is_some_and(|r| sq.una.distance(r) >= 0) {
-            sq.recovery_until = None;
+        let una = self.sq.una();
+        let c = &mut self.comp;
+        if c.recovery_until.is_some_and(|r| una.distance(r) >= 0) {
+            c.recovery_until = None;
         }
         let max = ctx.config.max_inflight_packets.max(1);
-        sq.window_credit = sq.window_credit.saturating_add(acked);
-        while sq.window < max && sq.window_credit >= (sq.window / 4).max(1) {
-            sq.window_credit -= (sq.window / 4).max(1);
-            sq.window += 1;
+        c.window_credit = c.window_credit.saturating_add(acked);
+        while c.window < max && c.window_credit >= (c.window / 4).max(1) {
+            c.window_credit -= (c.window / 4).max(1);
+            c.window += 1;
         }
     }
 
@@ -175,22 +229,21 @@ impl QueuePair {
     /// Returns true when `p` lies at or past a READ or atomic still waiting for its response:
     /// responses come in PSN order, so that response was lost (an implied NAK, C9-? 9.7.5.1.3).
     fn ack_through(&mut self, ctx: &mut Ctx<'_>, p: Psn) -> bool {
-        if p.distance(self.sq.una) < 0 {
+        if p.distance(self.sq.una()) < 0 {
             return false;
         }
-        while self.sq.started > 0 {
-            let Some(w) = self.sq.wqes.front() else { break };
-            if w.first_psn.distance(p) > 0 {
+        while let Some(w) = self.sq.oldest_started() {
+            if w.first_psn().distance(p) > 0 {
                 break;
             }
             if w.wr.op.needs_response() {
                 return true;
             }
             if w.last_psn().distance(p) > 0 {
-                self.sq.una = p.next();
+                self.sq.set_una(p.next());
                 break;
             }
-            self.sq.una = w.last_psn().next();
+            self.sq.set_una(w.last_psn().next());
             self.complete_send_front(ctx, WcStatus::Success);
         }
         false
@@ -198,7 +251,7 @@ impl QueuePair {
 
     /// A response packet (ACK, NAK, READ response, atomic ACK) for this RC requester.
     pub(crate) fn handle_response(&mut self, ctx: &mut Ctx<'_>, pkt: &IbPacketRepr<'_>) {
-        let old_una = self.sq.una;
+        let old_una = self.sq.una();
         let psn = pkt.bth.psn;
         if !self.sq.is_outstanding(psn) {
             ctx.stats.stale_responses += 1;
@@ -232,8 +285,8 @@ impl QueuePair {
     }
 
     fn implied_nak(&mut self, ctx: &mut Ctx<'_>) {
-        let una = self.sq.una;
-        if self.sq.last_rewind != Some(una) {
+        let una = self.sq.una();
+        if self.comp.last_rewind != Some(una) {
             ctx.stats.implied_naks += 1;
             self.go_back(ctx, una);
         }
@@ -246,7 +299,7 @@ impl QueuePair {
         }
         // The responder NAKs a gap once; a second NAK for the same PSN is a duplicate packet
         // or older than a retransmission already under way.
-        if self.sq.last_rewind != Some(psn) {
+        if self.comp.last_rewind != Some(psn) {
             self.go_back(ctx, psn);
         }
     }
@@ -257,7 +310,7 @@ impl QueuePair {
     /// the local ACK timeout fails the READ with RETRY_EXC_ERR, as rxe and hardware do.
     fn on_error_nak(&mut self, ctx: &mut Ctx<'_>, psn: Psn, code: NakCode) {
         ctx.stats.naks_received += 1;
-        self.sq.pending_error = Some((psn, code));
+        self.comp.pending_error = Some((psn, code));
         if self.ack_through(ctx, psn.sub(1)) {
             return self.implied_nak(ctx);
         }
@@ -266,10 +319,10 @@ impl QueuePair {
 
     /// Completes the request an error NAK names once everything before it has completed.
     fn apply_pending_error(&mut self, ctx: &mut Ctx<'_>) {
-        let Some((psn, code)) = self.sq.pending_error else {
+        let Some((psn, code)) = self.comp.pending_error else {
             return;
         };
-        if self.sq.started > 0 && self.sq.wqes.front().is_some_and(|w| w.contains(psn)) {
+        if self.sq.oldest_started().is_some_and(|w| w.contains(psn)) {
             self.complete_send_front(ctx, nak_status(code));
             self.enter_error(ctx);
         }
@@ -282,17 +335,17 @@ impl QueuePair {
         }
         // rnr_retry 7 means retry forever (IBA 9.7.5.2.8).
         if self.attrs.rnr_retry != 7 {
-            if self.sq.timers.rnr_left == 0 {
+            if self.comp.timers.rnr_left == 0 {
                 self.complete_send_front(ctx, WcStatus::RnrRetryExcErr);
                 return self.enter_error(ctx);
             }
-            self.sq.timers.rnr_left -= 1;
+            self.comp.timers.rnr_left -= 1;
         }
         // Not a loss: the window stays.
-        if self.sq.rewind(psn) {
+        if self.rewind(psn) {
             ctx.stats.rewinds += 1;
         }
-        let t = &mut self.sq.timers;
+        let t = &mut self.comp.timers;
         t.rnr = Some(ctx.now + Duration::from_micros(u64::from(timer.micros())));
         t.ack = None;
         t.fast = None;
@@ -303,13 +356,16 @@ impl QueuePair {
             return self.implied_nak(ctx);
         }
         let mtu = u64::from(self.attrs.path_mtu.bytes());
-        let Some(w) = self.sq.wqes.front().filter(|w| {
-            self.sq.started > 0 && w.wr.op.is_read() && w.contains(psn) && psn == self.sq.una
-        }) else {
+        let una = self.sq.una();
+        let Some(w) = self
+            .sq
+            .oldest_started()
+            .filter(|w| w.wr.op.is_read() && w.contains(psn) && psn == una)
+        else {
             ctx.stats.stale_responses += 1;
             return;
         };
-        let offset = psn.distance(w.first_psn) as u64 * mtu;
+        let offset = psn.distance(w.first_psn()) as u64 * mtu;
         let expected = w.len.saturating_sub(offset).min(mtu) as usize;
         let last = psn == w.last_psn();
         let ends = matches!(
@@ -325,7 +381,7 @@ impl QueuePair {
             return self.enter_error(ctx);
         }
         ctx.stats.payload_bytes_delivered += payload.len() as u64;
-        self.sq.una = psn.next();
+        self.sq.set_una(psn.next());
         if last {
             self.complete_send_front(ctx, WcStatus::Success);
         }
@@ -335,9 +391,12 @@ impl QueuePair {
         if self.ack_through(ctx, psn.sub(1)) {
             return self.implied_nak(ctx);
         }
-        let Some(w) = self.sq.wqes.front().filter(|w| {
-            self.sq.started > 0 && w.wr.op.is_atomic() && w.first_psn == psn && psn == self.sq.una
-        }) else {
+        let una = self.sq.una();
+        let Some(w) = self
+            .sq
+            .oldest_started()
+            .filter(|w| w.wr.op.is_atomic() && w.first_psn() == psn && psn == una)
+        else {
             ctx.stats.stale_responses += 1;
             return;
         };
@@ -350,7 +409,7 @@ impl QueuePair {
             self.complete_send_front(ctx, WcStatus::LocProtErr);
             return self.enter_error(ctx);
         }
-        self.sq.una = psn.next();
+        self.sq.set_una(psn.next());
         self.complete_send_front(ctx, WcStatus::Success);
     }
 
@@ -363,11 +422,11 @@ impl QueuePair {
             return;
         }
         self.sq.skip_acked();
-        if self.sq.una != old_una {
-            let acked = self.sq.una.distance(old_una).max(0) as u32;
+        if self.sq.una() != old_una {
+            let acked = self.sq.una().distance(old_una).max(0) as u32;
             self.grow_window(ctx, acked);
-            let una = self.sq.una;
-            let t = &mut self.sq.timers;
+            let una = self.sq.una();
+            let t = &mut self.comp.timers;
             t.retry_left = self.attrs.retry_cnt;
             t.rnr_left = self.attrs.rnr_retry;
             t.probes = 0;
@@ -382,8 +441,8 @@ impl QueuePair {
                 t.sample = None;
                 t.backoff = 0;
             }
-            if self.sq.last_rewind.is_some_and(|n| n.distance(una) < 0) {
-                self.sq.last_rewind = None;
+            if self.comp.last_rewind.is_some_and(|n| n.distance(una) < 0) {
+                self.comp.last_rewind = None;
             }
             t.ack = None;
             t.fast = None;
@@ -397,7 +456,7 @@ impl QueuePair {
         let fast = now + self.fast_rto(ctx);
         let ack = self.ack_timeout().map(|d| now + d);
         let outstanding = self.sq.outstanding();
-        let t = &mut self.sq.timers;
+        let t = &mut self.comp.timers;
         if !outstanding {
             t.ack = None;
             t.fast = None;
@@ -414,47 +473,47 @@ impl QueuePair {
     /// Runs the timers due at `now`.
     pub(crate) fn on_timeout(&mut self, ctx: &mut Ctx<'_>) {
         let now = ctx.now;
-        if self.sq.timers.rnr.is_some_and(|t| t <= now) {
-            self.sq.timers.rnr = None;
+        if self.comp.timers.rnr.is_some_and(|t| t <= now) {
+            self.comp.timers.rnr = None;
             self.rearm(ctx);
         }
-        if self.sq.timers.ack.is_some_and(|t| t <= now) {
+        if self.comp.timers.ack.is_some_and(|t| t <= now) {
             ctx.stats.local_ack_timeouts += 1;
-            if self.sq.timers.retry_left == 0 {
+            if self.comp.timers.retry_left == 0 {
                 self.complete_send_front(ctx, WcStatus::RetryExcErr);
                 return self.enter_error(ctx);
             }
-            self.sq.timers.retry_left -= 1;
-            let una = self.sq.una;
+            self.comp.timers.retry_left -= 1;
+            let una = self.sq.una();
             self.go_back(ctx, una);
-            self.sq.timers.ack = None;
-            self.sq.timers.fast = None;
-            self.sq.timers.probes = 0;
+            self.comp.timers.ack = None;
+            self.comp.timers.fast = None;
+            self.comp.timers.probes = 0;
             self.rearm(ctx);
         }
-        if self.sq.timers.fast.is_some_and(|t| t <= now) {
+        if self.comp.timers.fast.is_some_and(|t| t <= now) {
             self.on_fast_timer(ctx);
         }
     }
 
     fn on_fast_timer(&mut self, ctx: &mut Ctx<'_>) {
-        let tail = self.sq.max_sent.sub(1);
+        let tail = self.sq.max_sent().sub(1);
         let probeable = self
             .sq
-            .find(tail)
-            .is_some_and(|i| !self.sq.wqes[i].wr.op.needs_response());
-        let t = &mut self.sq.timers;
+            .holding(tail)
+            .is_some_and(|w| !w.wr.op.needs_response());
+        let t = &mut self.comp.timers;
         if t.probes == 0 && probeable {
             t.probes = 1;
-            self.sq.probe = Some(tail);
+            self.sq.set_probe(tail);
         } else {
             t.probes = 0;
             t.backoff = (t.backoff + 1).min(MAX_BACKOFF);
             ctx.stats.fast_retransmits += 1;
-            let una = self.sq.una;
+            let una = self.sq.una();
             self.go_back(ctx, una);
         }
-        self.sq.timers.fast = None;
+        self.comp.timers.fast = None;
         self.rearm(ctx);
     }
 }

@@ -2,27 +2,28 @@
 //! share (completions, the error state, flushing). The three roles are child modules, each an
 //! `impl QueuePair` block for its part of the work (the shape of smoltcp's `iface/interface/`).
 
-mod attrs;
 mod completer;
 mod requester;
 mod responder;
 
 use std::collections::VecDeque;
 
-pub use attrs::{MAX_RD_ATOMIC, ModifyQp, Mtu, QpAttrs, QpState, QpType};
-pub(crate) use attrs::{ModifyError, check_modify};
+use std::net::IpAddr;
+
+use completer::Completer;
 pub use completer::local_ack_timeout;
-use requester::SendQueue;
-pub(crate) use requester::SendWqe;
+use requester::{SendQueue, SendWqe};
 use responder::Responder;
 pub use responder::{GRH_LEN, QpUsage};
 
+use crate::transport::attrs::{ModifyError, ModifyQp, QpAttrs, QpState, QpType, check_modify};
 use crate::transport::config::{Event, Stats, Transmit, TransportConfig};
 use crate::transport::cq::{CompletionQueue, CqId, WcOpcode, WcStatus, WorkCompletion};
+use crate::transport::error::{DropReason, TransportError};
 use crate::transport::mr::MrTable;
 use crate::transport::time::Time;
-use crate::transport::wr::{RecvWr, SendOp};
-use crate::wire::Qpn;
+use crate::transport::wr::{RecvWr, SendOp, SendWr};
+use crate::wire::{IbPacketRepr, Qpn, Transport};
 
 /// Everything of the engine a queue pair touches while it works, borrowed for one call.
 pub(crate) struct Ctx<'a> {
@@ -68,22 +69,27 @@ impl QpInit {
     }
 }
 
+/// A queue pair. What all three roles read (its number, type, state and attributes) is here;
+/// what one role keeps is a field of that role's type, private to its module: the send queue
+/// and its positions (requester), timers and window (completer), the expected PSN, the
+/// message in progress and the queued responses (responder).
 #[derive(Debug)]
 pub(crate) struct QueuePair {
-    pub qpn: Qpn,
-    pub init: QpInit,
-    pub state: QpState,
-    pub attrs: QpAttrs,
-    pub sq: SendQueue,
-    pub rq: VecDeque<RecvWr>,
-    pub resp: Responder,
+    qpn: Qpn,
+    init: QpInit,
+    state: QpState,
+    attrs: QpAttrs,
+    sq: SendQueue,
+    comp: Completer,
+    rq: VecDeque<RecvWr>,
+    resp: Responder,
     /// Set on entering SQD; cleared once the drained event is raised.
-    pub drain_pending: bool,
+    drain_pending: bool,
     /// The last packet sent was a response: a request goes next if one is ready.
-    pub sent_response: bool,
+    sent_response: bool,
 }
 
-pub(crate) fn send_wc_opcode(op: &SendOp) -> WcOpcode {
+fn send_wc_opcode(op: &SendOp) -> WcOpcode {
     match op {
         SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. } => WcOpcode::Send,
         SendOp::Write { .. } | SendOp::WriteWithImm { .. } => WcOpcode::RdmaWrite,
@@ -101,6 +107,7 @@ impl QueuePair {
             state: QpState::Reset,
             attrs: QpAttrs::default(),
             sq: SendQueue::default(),
+            comp: Completer::default(),
             rq: VecDeque::new(),
             resp: Responder::default(),
             drain_pending: false,
@@ -108,13 +115,187 @@ impl QueuePair {
         }
     }
 
-    pub fn is_connected(&self) -> bool {
+    fn is_connected(&self) -> bool {
         self.init.qp_type != QpType::Ud
+    }
+
+    /// The state and attributes (`ibv_query_qp`).
+    pub fn query(&self) -> (QpState, QpAttrs) {
+        (self.state, self.attrs)
+    }
+
+    /// The in-flight window of an RC requester, in packets.
+    pub fn window(&self) -> u32 {
+        self.comp.window()
+    }
+
+    /// The responder's expected PSN.
+    pub fn expected_psn(&self) -> crate::wire::Psn {
+        self.resp.expected_psn()
+    }
+
+    /// What the queue pair holds.
+    pub fn usage(&self) -> QpUsage {
+        QpUsage {
+            send_wqes: self.sq.len(),
+            recv_wqes: self.rq.len(),
+            ..self.resp.usage()
+        }
+    }
+
+    /// `ibv_modify_qp`: checks the transition and attributes (IBA 10.3.1, 11.2.4.2), then
+    /// applies them; a refused modification changes nothing.
+    pub fn modify(&mut self, ctx: &mut Ctx<'_>, modify: &ModifyQp) -> Result<(), TransportError> {
+        let (qpn, from) = (self.qpn, self.state);
+        let to = check_modify(self.init.qp_type, from, modify).map_err(|e| match e {
+            ModifyError::Transition(to) => TransportError::BadTransition { qpn, from, to },
+            ModifyError::Attr(attr, reason) => TransportError::BadAttr { qpn, attr, reason },
+        })?;
+        if to == QpState::Reset {
+            self.reset();
+            return Ok(());
+        }
+        modify.apply(&mut self.attrs);
+        match (from, to) {
+            (_, QpState::Err) => self.enter_error(ctx),
+            (QpState::Init, QpState::Rtr) => self.resp.start_at(self.attrs.rq_psn),
+            (QpState::Rtr, QpState::Rts) => {
+                self.sq.start_at(self.attrs.sq_psn);
+                let window = ctx.config.max_inflight_packets.max(1);
+                self.comp
+                    .start(window, self.attrs.retry_cnt, self.attrs.rnr_retry);
+            }
+            (QpState::Rts, QpState::Sqd) => self.drain_pending = true,
+            _ => {}
+        }
+        if to != QpState::Err {
+            self.state = to;
+        }
+        self.check_drained(ctx);
+        Ok(())
+    }
+
+    /// `ibv_post_send`. In ERR and SQE the request completes at once with WR_FLUSH_ERR.
+    pub fn post_send(&mut self, ctx: &mut Ctx<'_>, wr: SendWr) -> Result<(), TransportError> {
+        let qpn = self.qpn;
+        let bad = |reason| Err(TransportError::BadWr { qpn, reason });
+        if wr.sg_list.len() > ctx.config.max_sge {
+            return bad("too many scatter/gather entries");
+        }
+        let allowed = match self.init.qp_type {
+            QpType::Rc => true,
+            QpType::Uc => wr.op.is_send() || wr.op.is_write(),
+            QpType::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm { .. }),
+        };
+        if !allowed {
+            return bad("operation not available on this transport");
+        }
+        if self.init.qp_type == QpType::Ud && wr.ud.is_none() {
+            return bad("UD work requests need a destination");
+        }
+        match self.state {
+            QpState::Rts | QpState::Sqd => {}
+            QpState::Err | QpState::Sqe => {
+                let mut wc = WorkCompletion::new(
+                    wr.wr_id,
+                    WcStatus::WrFlushErr,
+                    send_wc_opcode(&wr.op),
+                    qpn,
+                );
+                wc.byte_len = 0;
+                ctx.complete(self.init.send_cq, wc);
+                return Ok(());
+            }
+            state => {
+                return Err(TransportError::BadState {
+                    qpn,
+                    state,
+                    what: "posting a send",
+                });
+            }
+        }
+        if self.sq.len() >= self.init.max_send_wr as usize {
+            return Err(TransportError::QueueFull { qpn, queue: "send" });
+        }
+        self.sq.push(SendWqe::new(wr));
+        Ok(())
+    }
+
+    /// `ibv_post_recv`. In ERR the request completes at once with WR_FLUSH_ERR.
+    pub fn post_recv(&mut self, ctx: &mut Ctx<'_>, wr: RecvWr) -> Result<(), TransportError> {
+        let qpn = self.qpn;
+        if wr.sg_list.len() > ctx.config.max_sge {
+            return Err(TransportError::BadWr {
+                qpn,
+                reason: "too many scatter/gather entries",
+            });
+        }
+        match self.state {
+            QpState::Reset => Err(TransportError::BadState {
+                qpn,
+                state: QpState::Reset,
+                what: "posting a receive",
+            }),
+            QpState::Err => {
+                let wc = WorkCompletion::new(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, qpn);
+                ctx.complete(self.init.recv_cq, wc);
+                Ok(())
+            }
+            _ if self.rq.len() >= self.init.max_recv_wr as usize => {
+                Err(TransportError::QueueFull {
+                    qpn,
+                    queue: "receive",
+                })
+            }
+            _ => {
+                self.rq.push_back(wr);
+                Ok(())
+            }
+        }
+    }
+
+    /// A packet for this queue pair from `src`: a request goes to the responder, anything
+    /// else to the completer, once the transport, partition, source and state allow it.
+    pub fn handle_packet(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        pkt: &IbPacketRepr<'_>,
+        src: IpAddr,
+    ) -> Result<(), DropReason> {
+        let transport = match self.init.qp_type {
+            QpType::Rc => Transport::Rc,
+            QpType::Uc => Transport::Uc,
+            QpType::Ud => Transport::Ud,
+        };
+        if pkt.bth.opcode.transport() != transport {
+            return Err(DropReason::WrongTransport);
+        }
+        // IBA 9.6.1.1 / 10.9.3: the P_Key must match the QP's partition.
+        if !self.attrs.pkey.matches(pkt.bth.pkey) {
+            return Err(DropReason::PKeyMismatch);
+        }
+        if self.is_connected() && src != self.attrs.dest_addr {
+            return Err(DropReason::WrongSource);
+        }
+        if pkt.bth.opcode.is_request() {
+            match self.state {
+                QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe => {}
+                state => return Err(DropReason::NotReady(state)),
+            }
+            self.handle_request(ctx, pkt, src)
+        } else {
+            match self.state {
+                QpState::Rts | QpState::Sqd => {}
+                state => return Err(DropReason::NotReady(state)),
+            }
+            self.handle_response(ctx, pkt);
+            Ok(())
+        }
     }
 
     /// Completes the oldest send work request with `status`. Successful unsignaled requests
     /// leave no completion; errors always do.
-    pub fn complete_send_front(&mut self, ctx: &mut Ctx<'_>, status: WcStatus) {
+    fn complete_send_front(&mut self, ctx: &mut Ctx<'_>, status: WcStatus) {
         let Some(wqe) = self.sq.pop_front() else {
             return;
         };
@@ -127,22 +308,23 @@ impl QueuePair {
         ctx.complete(self.init.send_cq, wc);
     }
 
-    pub fn complete_recv(&self, ctx: &mut Ctx<'_>, wr: &RecvWr, status: WcStatus) {
+    fn complete_recv(&self, ctx: &mut Ctx<'_>, wr: &RecvWr, status: WcStatus) {
         let wc = WorkCompletion::new(wr.wr_id, status, WcOpcode::Recv, self.qpn);
         ctx.complete(self.init.recv_cq, wc);
     }
 
     /// Flushes every send work request with WR_FLUSH_ERR (IBA 10.3.1: error and SQE states).
-    pub fn flush_send(&mut self, ctx: &mut Ctx<'_>) {
-        while !self.sq.wqes.is_empty() {
+    fn flush_send(&mut self, ctx: &mut Ctx<'_>) {
+        while self.sq.len() > 0 {
             self.complete_send_front(ctx, WcStatus::WrFlushErr);
         }
         self.sq.reset_progress();
+        self.comp.stop();
     }
 
     /// Enters the error state: everything outstanding is flushed, timers stop. The responder
     /// keeps a final NAK it queued, so that the peer learns why (IBA 9.9.3.1).
-    pub fn enter_error(&mut self, ctx: &mut Ctx<'_>) {
+    fn enter_error(&mut self, ctx: &mut Ctx<'_>) {
         if self.state == QpState::Err {
             return;
         }
@@ -160,13 +342,13 @@ impl QueuePair {
 
     /// Send queue error (UC and UD, IBA 10.3.1.8): the failed request's completion was made;
     /// the rest of the send queue is flushed and receives go on.
-    pub fn enter_sq_error(&mut self, ctx: &mut Ctx<'_>) {
+    fn enter_sq_error(&mut self, ctx: &mut Ctx<'_>) {
         self.state = QpState::Sqe;
         self.flush_send(ctx);
     }
 
     /// Back to RESET: everything is discarded without completions (IBA 10.3.1.1).
-    pub fn reset(&mut self) {
+    fn reset(&mut self) {
         let (qpn, init) = (self.qpn, self.init);
         *self = QueuePair::new(qpn, init);
     }
@@ -174,6 +356,9 @@ impl QueuePair {
     /// The next packet of this queue pair: responses and requests alternate when both wait,
     /// so that a long READ response does not hold back the QP's own requests (nor they it).
     pub fn poll_transmit(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
+        if self.state == QpState::Reset {
+            return None;
+        }
         if self.sent_response || !self.resp.has_responses() {
             let t = self.poll_request(ctx, buf);
             self.check_drained(ctx);
@@ -188,7 +373,7 @@ impl QueuePair {
     }
 
     /// Raises the SQ drained event once a QP in SQD has nothing outstanding.
-    pub fn check_drained(&mut self, ctx: &mut Ctx<'_>) {
+    fn check_drained(&mut self, ctx: &mut Ctx<'_>) {
         if self.drain_pending && self.state == QpState::Sqd && self.sq.is_idle() {
             self.drain_pending = false;
             ctx.events.push_back(Event::SqDrained { qpn: self.qpn });

@@ -7,17 +7,16 @@
 
 use std::collections::VecDeque;
 
-use super::attrs::{QpState, QpType};
-use super::completer::Timers;
 use super::{Ctx, QueuePair};
+use crate::transport::attrs::{QpState, QpType};
 use crate::transport::config::Transmit;
 use crate::transport::cq::WcStatus;
 use crate::transport::mr::{Access, MrError};
 use crate::transport::wr::{SendOp, SendWr};
 use crate::wire::opcode::op;
 use crate::wire::{
-    AtomicEthRepr, BthRepr, DethRepr, ExtHeaders, FixedHeader, IethRepr, ImmDtRepr, NakCode,
-    Opcode, Psn, RethRepr, Transport, pad_for,
+    AtomicEthRepr, BthRepr, DethRepr, ExtHeaders, FixedHeader, IethRepr, ImmDtRepr, Opcode, Psn,
+    RethRepr, Transport, pad_for,
 };
 
 /// The largest message: 2^31 bytes (IBA 9.4.1 / `max_msg_sz` of rxe).
@@ -25,17 +24,17 @@ pub(crate) const MAX_MESSAGE: u64 = 1 << 31;
 
 /// A posted send work request and, once started, the PSNs it occupies.
 #[derive(Debug)]
-pub(crate) struct SendWqe {
-    pub wr: SendWr,
+pub(super) struct SendWqe {
+    pub(super) wr: SendWr,
     /// Bytes the message moves (the sum of its SGE lengths).
-    pub len: u64,
-    pub first_psn: Psn,
+    pub(super) len: u64,
+    first_psn: Psn,
     /// PSNs the message occupies: its packets, or its READ response packets.
-    pub npkts: u32,
+    npkts: u32,
 }
 
 impl SendWqe {
-    pub fn new(wr: SendWr) -> SendWqe {
+    pub(super) fn new(wr: SendWr) -> SendWqe {
         let len = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
         SendWqe {
             wr,
@@ -45,53 +44,47 @@ impl SendWqe {
         }
     }
 
-    pub fn last_psn(&self) -> Psn {
+    /// The PSN of its first packet (given when it starts).
+    pub(super) fn first_psn(&self) -> Psn {
+        self.first_psn
+    }
+
+    pub(super) fn last_psn(&self) -> Psn {
         self.first_psn.add(self.npkts.saturating_sub(1))
     }
 
-    pub fn contains(&self, psn: Psn) -> bool {
+    pub(super) fn contains(&self, psn: Psn) -> bool {
         let k = psn.distance(self.first_psn);
         k >= 0 && (k as u32) < self.npkts
     }
 }
 
-/// The send queue with the requester's and completer's positions in it.
+/// The send queue with the requester's positions in it; the completer moves `una` and goes
+/// back through the methods below, and keeps its own state in [`super::completer`].
 ///
 /// `wqes[..started]` have PSNs, in order and contiguous; `wqes[..cursor]` have been sent in
 /// full. `una` is the oldest PSN not yet acknowledged, `max_sent` one past the newest PSN ever
 /// sent; go-back-N moves `cursor`/`tx_psn` back and leaves `max_sent` alone.
 #[derive(Debug, Default)]
-pub(crate) struct SendQueue {
-    pub wqes: VecDeque<SendWqe>,
-    pub started: usize,
-    pub cursor: usize,
-    pub tx_psn: Psn,
-    pub next_psn: Psn,
-    pub una: Psn,
-    pub max_sent: Psn,
+pub(super) struct SendQueue {
+    wqes: VecDeque<SendWqe>,
+    started: usize,
+    cursor: usize,
+    tx_psn: Psn,
+    next_psn: Psn,
+    una: Psn,
+    max_sent: Psn,
     /// Packets sent since the last one with AckReq.
-    pub since_ack_req: u32,
+    since_ack_req: u32,
     /// The next packet asks for an ACK (set after going back, so recovery is confirmed fast).
-    pub ack_req_next: bool,
+    ack_req_next: bool,
     /// A packet to send once more with AckReq (tail-loss probe).
-    pub probe: Option<Psn>,
-    /// Where the requester last went back to; a NAK or implied NAK asking for the same PSN
-    /// again before any progress is an echo of the same loss and is not acted on twice.
-    pub last_rewind: Option<Psn>,
-    /// An error NAK that arrived before the responses to earlier READs or atomics: it takes
-    /// effect once they are in (see `completer.rs`).
-    pub pending_error: Option<(Psn, NakCode)>,
-    /// The in-flight window in packets, and acknowledged packets counted towards growing it.
-    pub window: u32,
-    pub window_credit: u32,
-    /// Losses before this PSN is acknowledged belong to the same episode (one shrink each).
-    pub recovery_until: Option<Psn>,
-    pub timers: Timers,
+    probe: Option<Psn>,
 }
 
 impl SendQueue {
     /// Sets every position to `psn` (RTR to RTS).
-    pub fn start_at(&mut self, psn: Psn) {
+    pub(super) fn start_at(&mut self, psn: Psn) {
         self.tx_psn = psn;
         self.next_psn = psn;
         self.una = psn;
@@ -99,48 +92,84 @@ impl SendQueue {
     }
 
     /// After a flush: nothing outstanding, PSNs continue from the next unassigned one.
-    pub fn reset_progress(&mut self) {
+    pub(super) fn reset_progress(&mut self) {
         self.started = 0;
         self.cursor = 0;
         self.start_at(self.next_psn);
         self.probe = None;
-        self.last_rewind = None;
-        self.pending_error = None;
-        self.timers.stop();
     }
 
-    pub fn pop_front(&mut self) -> Option<SendWqe> {
+    /// Work requests posted and not complete.
+    pub(super) fn len(&self) -> usize {
+        self.wqes.len()
+    }
+
+    pub(super) fn push(&mut self, wqe: SendWqe) {
+        self.wqes.push_back(wqe);
+    }
+
+    pub(super) fn pop_front(&mut self) -> Option<SendWqe> {
         let wqe = self.wqes.pop_front()?;
         self.started = self.started.saturating_sub(1);
         self.cursor = self.cursor.saturating_sub(1);
         Some(wqe)
     }
 
+    /// The oldest work request if it has started (it is the one responses complete).
+    pub(super) fn oldest_started(&self) -> Option<&SendWqe> {
+        self.wqes.front().filter(|_| self.started > 0)
+    }
+
     /// Nothing started and not complete.
-    pub fn is_idle(&self) -> bool {
+    pub(super) fn is_idle(&self) -> bool {
         self.started == 0
     }
 
+    /// The oldest PSN not yet acknowledged.
+    pub(super) fn una(&self) -> Psn {
+        self.una
+    }
+
+    /// Everything before `psn` is acknowledged.
+    pub(super) fn set_una(&mut self, psn: Psn) {
+        self.una = psn;
+    }
+
+    /// One past the newest PSN ever sent.
+    pub(super) fn max_sent(&self) -> Psn {
+        self.max_sent
+    }
+
     /// Packets sent and not acknowledged.
-    pub fn outstanding(&self) -> bool {
+    pub(super) fn outstanding(&self) -> bool {
         self.una != self.max_sent
     }
 
     /// True if `psn` was sent and not yet acknowledged.
-    pub fn is_outstanding(&self, psn: Psn) -> bool {
+    pub(super) fn is_outstanding(&self, psn: Psn) -> bool {
         psn.distance(self.una) >= 0 && self.max_sent.distance(psn) > 0
     }
 
     /// The started work request holding `psn`.
-    pub fn find(&self, psn: Psn) -> Option<usize> {
+    fn find(&self, psn: Psn) -> Option<usize> {
         self.wqes
             .iter()
             .take(self.started)
             .position(|w| w.contains(psn))
     }
 
+    /// The started work request holding `psn`.
+    pub(super) fn holding(&self, psn: Psn) -> Option<&SendWqe> {
+        self.find(psn).map(|i| &self.wqes[i])
+    }
+
+    /// Sends `psn` once more with AckReq before anything else (a tail-loss probe).
+    pub(super) fn set_probe(&mut self, psn: Psn) {
+        self.probe = Some(psn);
+    }
+
     /// READs and atomics among the first `i` work requests (all sent, none complete).
-    pub fn rd_atomic_before(&self, i: usize) -> usize {
+    fn rd_atomic_before(&self, i: usize) -> usize {
         self.wqes
             .iter()
             .take(i)
@@ -149,7 +178,7 @@ impl SendQueue {
     }
 
     /// Go-back-N (IBA 9.7.5.1.2): transmit again from `psn`.
-    pub fn rewind(&mut self, psn: Psn) -> bool {
+    pub(super) fn rewind(&mut self, psn: Psn) -> bool {
         let index = if psn == self.next_psn {
             Some(self.started)
         } else {
@@ -160,16 +189,14 @@ impl SendQueue {
         };
         self.cursor = index;
         self.tx_psn = psn;
-        self.last_rewind = Some(psn);
         self.ack_req_next = true;
         self.probe = None;
-        self.timers.sample = None;
         true
     }
 
     /// Acknowledged packets are never sent again: when an ACK overtakes a go-back (it was on
     /// its way before the loss was noticed), transmission continues after what it covers.
-    pub fn skip_acked(&mut self) {
+    pub(super) fn skip_acked(&mut self) {
         if self.tx_psn.distance(self.una) >= 0 {
             return;
         }
@@ -393,7 +420,7 @@ impl QueuePair {
             return None;
         }
         let rc = self.init.qp_type == QpType::Rc;
-        if rc && self.sq.timers.rnr.is_some() {
+        if rc && self.comp.rnr_waiting() {
             return None;
         }
         if let Some(psn) = self.sq.probe.take()
@@ -404,7 +431,7 @@ impl QueuePair {
         }
         let i = self.sq.cursor;
         let w = self.sq.wqes.get(i)?;
-        let window = self.sq.window.max(1) as i32;
+        let window = self.comp.window().max(1) as i32;
         let window_full = rc && self.sq.tx_psn.distance(self.sq.una) >= window;
         if i == self.sq.started {
             if self.state == QpState::Sqd || window_full {
@@ -488,7 +515,7 @@ impl QueuePair {
                 || plan.last
                 || self.sq.ack_req_next
                 || self.sq.since_ack_req + 1 >= ctx.config.ack_req_every
-                || inflight + 1 >= self.sq.window);
+                || inflight + 1 >= self.comp.window());
         let len = match self.emit(ctx, buf, i, psn, &plan, ack_req) {
             Ok(len) => len,
             Err(EmitError::BufferTooSmall) => return None,

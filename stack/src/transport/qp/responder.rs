@@ -27,8 +27,8 @@ mod responses;
 use std::collections::VecDeque;
 use std::net::IpAddr;
 
-use super::attrs::QpType;
 use super::{Ctx, QueuePair};
+use crate::transport::attrs::QpType;
 use crate::transport::cq::{WcOpcode, WcStatus, WorkCompletion};
 use crate::transport::error::DropReason;
 use crate::transport::mr::Access;

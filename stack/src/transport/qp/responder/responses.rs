@@ -13,10 +13,10 @@
 
 use std::collections::VecDeque;
 
-use super::super::attrs::QpState;
 use super::super::{Ctx, QueuePair};
 use super::Responder;
 use super::preserve::Preserved;
+use crate::transport::attrs::QpState;
 use crate::transport::config::Transmit;
 use crate::transport::mr::{Access, MrTable};
 use crate::wire::opcode::op;

@@ -4,7 +4,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use crate::transport::mr::Access;
+use super::mr::Access;
 use crate::wire::{PKey, Psn, Qpn, RnrTimer};
 
 /// The transport service of a queue pair.
