@@ -528,8 +528,8 @@ fn spans(report: &Report, rows: &Rows, tables: &mut Tables) -> Vec<(u64, u64, &'
     for i in 0..rows.n.len() {
         let Some(n) = rows.notes[i] else { continue };
         let (what, text) = match n.syndrome {
-            Some(Syndrome::RnrNak { .. }) => ("rnr", "RNR wait"),
-            Some(Syndrome::Nak(_)) => ("nak", "go back"),
+            Some(Syndrome::RnrNak { .. }) => ("rnr", "waited"),
+            Some(Syndrome::Nak(_)) => ("nak", "resent after"),
             _ => continue,
         };
         let Some(requests) = report.flows.get(n.flow).and_then(|f| f.reverse) else {
@@ -541,7 +541,7 @@ fn spans(report: &Report, rows: &Rows, tables: &mut Tables) -> Vec<(u64, u64, &'
         });
         if let Some(j) = again {
             let waited = super::analyze::text::duration(rows.ts[j].saturating_sub(rows.ts[i]));
-            let label = tables.string(&format!("{text}: {waited}"));
+            let label = tables.string(&format!("{text} {waited}"));
             out.push((rows.n[i], rows.n[j], what, label));
         }
     }

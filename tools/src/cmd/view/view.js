@@ -26,11 +26,12 @@
   const rowOfFrame = new Map();
   for (let i = 0; i < R.n.length; i++) rowOfFrame.set(R.n[i], i);
   let flow = D.initial_flow;
-  let rowH = 28;
+  let rowH = 36;
   let shown = [];        // row indices of the selected flow pair, in frame order
   let posOf = new Map(); // row index -> position in `shown`
   let selected = -1;     // row index
   let drawn = [-1, -1];  // positions drawn
+  let idle = Infinity;   // a gap longer than this between two drawn frames is marked
 
   function el(tag, attrs, text) {
     const e = document.createElement(tag);
@@ -105,6 +106,11 @@
     const leftQp = rev !== null ? "QP 0x" + A.flows[rev].dest_qp.toString(16) : "QP ?";
     head.appendChild(el("span", { class: "end left" }, x.src + "  " + leftQp));
     head.appendChild(el("span", { class: "end right" }, x.dst + "  QP 0x" + x.dest_qp.toString(16)));
+    // Idle gaps (a timeout, an RNR wait, a paused link) stand out against the usual spacing.
+    const gaps = [];
+    for (let p = 1; p < shown.length; p++) gaps.push(R.t[shown[p]] - R.t[shown[p - 1]]);
+    gaps.sort(function (a, b) { return a - b; });
+    idle = gaps.length ? Math.max(50, 20 * gaps[Math.floor(gaps.length / 2)]) : Infinity;
     count.textContent = shown.length + " frames of this exchange in the page" +
       (shown.length > 3 * CHUNK ? " (drawn a chunk at a time as you scroll)" : "");
     drawn = [-1, -1];
@@ -114,7 +120,7 @@
   // ---- the ladder ----
   function geometry() {
     const w = Math.max(ladder.clientWidth - 4, 520);
-    return { w: w, left: 150, right: w - 150 };
+    return { w: w, left: 150, right: w - 190 };
   }
   function layout() {
     space.style.height = (shown.length * rowH + 20) + "px";
@@ -135,15 +141,18 @@
     svg.appendChild(sv("line", { x1: g.right, y1: 0, x2: g.right, y2: shown.length * rowH + 20, class: "life" }));
     const frag = document.createDocumentFragment();
     for (let p = from; p < to; p++) frag.appendChild(rowElement(shown[p], p, g));
+    let lane = 0;
     for (const s of D.spans) {
       const a = rowOfFrame.get(s[0]), b = rowOfFrame.get(s[1]);
       if (!posOf.has(a) || !posOf.has(b)) continue;
       const pa = posOf.get(a), pb = posOf.get(b);
       if (pb < from || pa >= to) continue;
-      const x = g.right + 28, y1 = pa * rowH + rowH / 2 + 6, y2 = pb * rowH + rowH / 2 + 6;
+      // Brackets side by side in three lanes, each label at its bracket's start.
+      const x = g.right + 16 + 44 * (lane % 3), y1 = pa * rowH + rowH / 2, y2 = pb * rowH + rowH / 2;
+      lane++;
       const span = sv("g", { class: "span s-" + s[2] });
       span.appendChild(sv("path", { d: "M" + (x - 6) + "," + y1 + " H" + x + " V" + y2 + " H" + (x - 6) }));
-      span.appendChild(sv("text", { x: x + 4, y: (y1 + y2) / 2 + 4 }, S[s[3]]));
+      span.appendChild(sv("text", { x: x + 3, y: y1 + 4 + 12 * ((lane - 1) % 3) }, S[s[3]]));
       frag.appendChild(span);
     }
     svg.appendChild(frag);
@@ -156,20 +165,31 @@
     const row = sv("g", { class: "row " + cls + (i === selected ? " selected" : ""),
       "data-frame": R.n[i], "data-flow": R.fl[i], "data-row": i });
     row.appendChild(sv("rect", { x: 0, y: y, width: g.w, height: rowH, class: "hit" }));
-    row.appendChild(sv("text", { x: 4, y: y + rowH / 2 + 4, class: "num" }, "#" + R.n[i]));
-    row.appendChild(sv("text", { x: 70, y: y + rowH / 2 + 4, class: "time" }, time(R.t[i])));
-    const drop = Math.min(rowH * 0.45, 12);
+    // Label above the arrow, the analysis's short note under it when there is room.
+    const roomy = rowH >= 30;
+    const top = y + (roomy ? 14 : rowH / 2 - 2);
+    const drop = Math.min(rowH * 0.25, 8);
+    row.appendChild(sv("text", { x: 4, y: top + 8, class: "num" }, "#" + R.n[i]));
+    row.appendChild(sv("text", { x: 66, y: top + 8, class: "time" }, time(R.t[i])));
     const x1 = out ? g.left : g.right, x2 = out ? g.right : g.left;
-    const yy = y + rowH / 2 - drop / 2 + 2;
-    row.appendChild(sv("line", { x1: x1, y1: yy, x2: x2, y2: yy + drop, class: "arrow" +
+    row.appendChild(sv("line", { x1: x1, y1: top, x2: x2, y2: top + drop, class: "arrow" +
       ((k & K.IMPLIED) ? " dashed" : ""), "marker-end": "url(#m-" + cls + ")" }));
     const tx = (g.left + g.right) / 2;
-    const label = sv("text", { x: tx, y: yy - 2, class: "label", "text-anchor": "middle" }, S[R.lab[i]]);
-    if (R.note[i] >= 0) label.appendChild(sv("tspan", { class: "note" }, "  " + S[R.note[i]]));
-    row.appendChild(label);
+    row.appendChild(sv("text", { x: tx, y: top - 3, class: "label", "text-anchor": "middle" }, S[R.lab[i]]));
+    if (R.note[i] >= 0 && roomy) {
+      row.appendChild(sv("text", { x: tx, y: top + drop + 11, class: "note", "text-anchor": "middle" },
+        S[R.note[i]]));
+    }
     if (R.why[i] >= 0) row.appendChild(sv("title", {}, S[R.why[i]]));
+    if (p > 0) {
+      const gap = R.t[i] - R.t[shown[p - 1]];
+      if (gap > idle) {
+        row.appendChild(sv("line", { x1: 0, y1: y + 1, x2: g.w, y2: y + 1, class: "idle" }));
+        row.appendChild(sv("text", { x: 4, y: y + 11, class: "idle" }, time(gap).slice(1) + " idle"));
+      }
+    }
     if (k & K.CE) {
-      row.appendChild(sv("circle", { cx: tx, cy: yy + drop / 2, r: 4, class: "ce" }));
+      row.appendChild(sv("circle", { cx: tx, cy: top + drop / 2, r: 4, class: "ce" }));
     }
     return row;
   }
