@@ -129,10 +129,9 @@ def view_capture(driver, name, work, artifacts):
     click_frame(driver, picks[0])
     driver.find_element(By.ID, "ladder").send_keys(Keys.ARROW_DOWN)
     after = frame_details(driver)["frame"]
-    reverse = analysis["flows"][0].get("reverse_flow")
+    # The ladder draws flow 0 and the flow that answers it, nothing else.
     pair = sorted(int(e.get_attribute("data-frame")) for e in driver.find_elements(
-        By.CSS_SELECTOR, "#ladder-svg [data-frame]")
-        if int(e.get_attribute("data-flow")) in (0, reverse))
+        By.CSS_SELECTOR, "#ladder-svg [data-frame]"))
     later = [x for x in pair if x > picks[0]]
     check(f"{name}: Down selects the next frame", not later or after == later[0], (after, later[:1]))
     # A field's bytes light up in the dump.
@@ -143,6 +142,29 @@ def view_capture(driver, name, work, artifacts):
     errors = console_errors(driver)
     check(f"{name}: no console errors after clicks", not errors, errors)
     driver.save_screenshot(os.path.join(artifacts, name + ".png"))
+
+
+def cm_exchange(driver, work, artifacts):
+    """The rdma_cm exchange: each message links to its frame, whose details explain the MAD."""
+    cap = os.path.join(ROOT, "pcaps", "rdma_cm_rping.pcap")
+    html = os.path.join(work, "cm.html")
+    roce("view", cap, "-o", html)
+    decoded = {d["frame"]: d for d in map(json.loads, roce("decode", "--json", cap).stdout.splitlines())}
+    driver.get("file://" + html)
+    links = driver.find_elements(By.CSS_SELECTOR, "#cm a.goto")
+    check("rdma_cm: each message of the exchange links to its frame", len(links) == 5, len(links))
+    for link in links:
+        n = int(link.get_attribute("data-goto"))
+        link.click()
+        shown = frame_details(driver)
+        check(f"rdma_cm: frame {n} details carry decode --json's cm keys",
+              shown == flatten(decoded[n]) and any(k.startswith("cm.") for k in shown),
+              sorted(shown)[:8])
+        names = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#frame-details td.name")]
+        check(f"rdma_cm: frame {n} explains the CM message", "Communication ID" in " ".join(names)
+              or any("Comm" in x for x in names), names[-8:])
+    check("rdma_cm: no console errors", not console_errors(driver))
+    driver.save_screenshot(os.path.join(artifacts, "rdma_cm.png"))
 
 
 def bad_input(driver, work, artifacts):
@@ -215,6 +237,7 @@ def main():
     try:
         for name in CAPTURES:
             view_capture(driver, name, work, artifacts)
+        cm_exchange(driver, work, artifacts)
         bad_input(driver, work, artifacts)
         lessons(driver, work, artifacts)
     finally:

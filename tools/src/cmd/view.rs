@@ -391,6 +391,12 @@ fn push_row(
 ) {
     let dissected = Dissected::of(frame);
     details.push(tables.details(frame.index as usize, frame.data, &dissected, comment));
+    // A management datagram (rdma_cm) says which message it is, as decode's summary does.
+    let mad = match &dissected {
+        Dissected::Roce(p) => crate::cmd::decode::mad::mad_payload(p)
+            .map(|m| format!("  {}", crate::cmd::decode::mad::summary(m))),
+        _ => None,
+    };
     rows.n.push(frame.index + 1);
     rows.ts.push(frame.timestamp_ns);
     let (flow, k, label, psn, note) = match outcome {
@@ -422,7 +428,12 @@ fn push_row(
             if n.icrc_ok == Some(false) {
                 k |= kind::BAD_ICRC;
             }
-            let label = format!("{} PSN {}", n.opcode.name(), n.psn.value());
+            let label = format!(
+                "{} PSN {}{}",
+                n.opcode.name(),
+                n.psn.value(),
+                mad.as_deref().unwrap_or_default()
+            );
             (n.flow as i64, k, label, i64::from(n.psn.value()), Some(n))
         }
         Outcome::Malformed => (-1, kind::MALFORMED, "malformed RoCEv2".into(), -1, None),

@@ -491,10 +491,18 @@ pub fn sections(p: &RocePacket<'_>, frame_len: usize) -> Vec<Section> {
 /// as Wireshark counts (from 1), then every header for a RoCE frame.
 pub fn frame(index: usize, frame_len: usize, dissected: &Dissected<'_>) -> String {
     let mut out = summary(index, frame_len, dissected);
-    if let Dissected::Roce(p) = dissected {
-        render(&mut out, &sections(p, frame_len));
-    }
+    render(&mut out, &frame_sections(frame_len, dissected));
     out
+}
+
+/// The headers explained under the summary line, for any kind of frame (none for a frame
+/// that is not RoCE). `roce view` shows exactly these, so a frame kind explained here is
+/// explained there too.
+pub fn frame_sections(frame_len: usize, dissected: &Dissected<'_>) -> Vec<Section> {
+    match dissected {
+        Dissected::Roce(p) => sections(p, frame_len),
+        _ => Vec::new(),
+    }
 }
 
 /// The explanation's first line, ending in a newline: frame number (from 1), length, and what

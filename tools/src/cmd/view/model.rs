@@ -132,13 +132,10 @@ impl Tables {
         let summary = explain::summary(index, data.len(), dissected);
         let summary = self.string(summary.trim_end());
         let comment = comment.map_or(-1, |c| i64::from(self.string(c)));
-        let headers = match dissected {
-            Dissected::Roce(p) => explain::sections(p, data.len())
-                .iter()
-                .map(|s| self.header(s))
-                .collect(),
-            _ => Vec::new(),
-        };
+        let headers = explain::frame_sections(data.len(), dissected)
+            .iter()
+            .map(|s| self.header(s))
+            .collect();
         let mut pairs = Vec::new();
         self.pairs(
             "",

@@ -45,9 +45,17 @@
     if (text !== undefined) e.textContent = text;
     return e;
   }
+  // The analysis pairs connected flows; datagram flows (QP1's rdma_cm MADs, UD) are drawn
+  // with the one flow that goes back between the same two QPs' hosts, if there is exactly one.
   function reverseOf(f) {
-    const r = A.flows[f] ? A.flows[f].reverse_flow : null;
-    return r === undefined ? null : r;
+    const x = A.flows[f];
+    if (!x) return null;
+    if (x.reverse_flow !== null && x.reverse_flow !== undefined) return x.reverse_flow;
+    const back = [];
+    A.flows.forEach(function (y, g) {
+      if (y.src === x.dst && y.dst === x.src && y.dest_qp === x.dest_qp && y.reverse_flow === null) back.push(g);
+    });
+    return back.length === 1 ? back[0] : null;
   }
   function time(us) {
     if (us < 1000) return "+" + us.toFixed(3) + " us";
