@@ -14,7 +14,7 @@ use std::net::IpAddr;
 
 use super::congestion::{CongestionHook, NoCongestionControl};
 use super::gid::{GidTable, IpCidr};
-use super::neighbor::{NeighbourCache, NeighbourConfig, Queued};
+use super::neighbor::{Evidence, NeighbourCache, NeighbourConfig, Queued};
 use super::resolve::{self, BROADCAST_MAC, Resolution};
 use crate::transport::{
     DropReason, Engine, MAX_PACKET_LEN, Time, Transmit, TransportConfig, TransportError,
@@ -97,6 +97,9 @@ pub struct HostStats {
     /// ARP and NDP messages acted on, and sent (requests, answers).
     pub resolution_received: u64,
     pub resolution_sent: u64,
+    /// MACs the neighbour cache refused: replies to nothing we asked, requests naming
+    /// another MAC for a known address, new addresses beyond its limit.
+    pub resolution_refused: u64,
     /// CE-marked packets for our QPs (marks on packets for no QP of ours are not counted).
     pub ce_received: u64,
     pub cnps_received: u64,
@@ -195,7 +198,7 @@ impl Host {
     /// Records that `addr` is at `mac` from another source than ARP or NDP (the kernel's
     /// neighbour table, when the kernel owns the interface's address resolution).
     pub fn add_neighbour(&mut self, addr: IpAddr, mac: [u8; 6]) {
-        self.learn(addr, mac);
+        self.learn(Time::ZERO, addr, mac, Evidence::External);
     }
 
     /// Starts resolving `addr` ahead of traffic (the first packet then need not wait).
@@ -225,7 +228,7 @@ impl Host {
         }
         if let Some(resolution) = resolve::parse(frame) {
             match resolution {
-                Ok(r) => self.handle_resolution(r),
+                Ok(r) => self.handle_resolution(now, r),
                 Err(resolve::Ignored::Other) => self.stats.drops.not_roce += 1,
                 Err(resolve::Ignored::Malformed(_)) => self.stats.drops.malformed += 1,
             }
@@ -304,7 +307,7 @@ impl Host {
             })
     }
 
-    fn handle_resolution(&mut self, r: Resolution) {
+    fn handle_resolution(&mut self, now: Time, r: Resolution) {
         self.stats.resolution_received += 1;
         match r {
             Resolution::Request {
@@ -313,11 +316,12 @@ impl Host {
                 target,
             } => {
                 // RFC 826's merge: a request refreshes the asker's entry, and creates it
-                // when it asks for us (RFC 4861 7.2.3 likewise for a solicitation).
+                // when it asks for us (RFC 4861 7.2.3 likewise for a solicitation); the
+                // cache never lets it change a known MAC (`neighbor.rs`).
                 let for_us = self.gids.is_local(target);
                 let known = self.neighbours.knows(sender);
                 if (for_us || known) && self.gids.source_for(sender).is_some() {
-                    self.learn(sender, sender_mac);
+                    self.learn(now, sender, sender_mac, Evidence::Request);
                 }
                 if for_us {
                     self.answer(target, sender, sender_mac);
@@ -325,15 +329,17 @@ impl Host {
             }
             Resolution::Reply { addr, mac } => {
                 if self.gids.source_for(addr).is_some() {
-                    self.learn(addr, mac);
+                    self.learn(now, addr, mac, Evidence::Reply);
                 }
             }
         }
     }
 
-    fn learn(&mut self, addr: IpAddr, mac: [u8; 6]) {
-        let released = self.neighbours.learn(addr, mac);
-        self.ready.extend(released.into_iter().map(|f| (f, true)));
+    fn learn(&mut self, now: Time, addr: IpAddr, mac: [u8; 6], evidence: Evidence) {
+        match self.neighbours.learn(now, addr, mac, evidence) {
+            Ok(released) => self.ready.extend(released.into_iter().map(|f| (f, true))),
+            Err(_) => self.stats.resolution_refused += 1,
+        }
     }
 
     fn answer(&mut self, ours: IpAddr, to: IpAddr, to_mac: [u8; 6]) {

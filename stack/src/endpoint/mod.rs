@@ -15,6 +15,7 @@ pub mod connect;
 pub mod dcqcn;
 pub mod gid;
 pub mod host;
+pub mod ids;
 pub mod neighbor;
 pub mod oob;
 pub mod resolve;

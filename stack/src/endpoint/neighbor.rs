@@ -3,9 +3,19 @@
 //! INCOMPLETE, retransmit the solicitation every RetransTimer, give up after
 //! MAX_MULTICAST_SOLICIT attempts and drop what waited).
 //!
-//! Entries never expire: the endpoint lives for one test or benchmark, and any ARP or NDP
-//! message from a peer refreshes its entry. A BTreeMap keeps iteration, and so the order
-//! of retransmitted solicitations, deterministic.
+//! What a peer (or anyone on the link) can make it believe is limited (issue 14):
+//! - a reply (ARP reply, neighbour advertisement) is taken only for an address we asked
+//!   about: one still being resolved, or one being re-checked; unsolicited ones are refused;
+//! - a request for one of our addresses teaches the asker's MAC only when we know nothing
+//!   of it yet (RFC 826's merge, which lets a server answer a client without asking), or
+//!   confirms the MAC we have; it never changes a known MAC;
+//! - an entry ages: `reachable` after it was last confirmed it is asked for again (still
+//!   used meanwhile, like Linux's STALE/PROBE) and removed if `attempts` solicitations go
+//!   unanswered; entries copied from the kernel's table (AF_XDP) are the kernel's to age;
+//! - at most `max_entries` addresses are held.
+//!
+//! A BTreeMap keeps iteration, and so the order of retransmitted solicitations,
+//! deterministic.
 
 use core::time::Duration;
 use std::collections::{BTreeMap, VecDeque};
@@ -23,6 +33,11 @@ pub struct NeighbourConfig {
     /// Frames kept per unresolved address; older ones are dropped first. RC recovers
     /// what is dropped here by retransmission.
     pub queue_limit: usize,
+    /// How long a MAC is used without a confirmation before it is asked for again (Linux:
+    /// base_reachable_time, 30 s).
+    pub reachable: Duration,
+    /// Addresses held at most; a request from a new address finds no room beyond.
+    pub max_entries: usize,
 }
 
 impl Default for NeighbourConfig {
@@ -31,13 +46,45 @@ impl Default for NeighbourConfig {
             retransmit: Duration::from_secs(1),
             attempts: 3,
             queue_limit: 256,
+            reachable: Duration::from_secs(30),
+            max_entries: 1024,
         }
     }
 }
 
+/// Where a MAC comes from, which decides whether it is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evidence {
+    /// An ARP reply or neighbour advertisement: taken only if we asked.
+    Reply,
+    /// A request for one of our addresses, from the address it names as its sender.
+    Request,
+    /// Another source that keeps its own table (the kernel's): taken, never aged here.
+    External,
+}
+
+/// Why [`NeighbourCache::learn`] did not take a MAC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// A reply for an address we did not ask about.
+    Unsolicited,
+    /// A request naming another MAC for an address we know.
+    Conflicting,
+    /// No room for another address.
+    Full,
+}
+
 #[derive(Debug)]
 enum Entry {
-    Reachable([u8; 6]),
+    Reachable {
+        mac: [u8; 6],
+        /// When the MAC was last confirmed; `None` when another table ages it.
+        confirmed: Option<Time>,
+        /// Solicitations sent since it became due for a check (0: not being checked).
+        probes: u32,
+        /// When the next check or solicitation is due.
+        next: Time,
+    },
     Incomplete {
         /// Solicitations sent so far.
         sent: u32,
@@ -74,9 +121,19 @@ impl NeighbourCache {
 
     pub fn lookup(&self, addr: IpAddr) -> Option<[u8; 6]> {
         match self.entries.get(&addr) {
-            Some(Entry::Reachable(mac)) => Some(*mac),
+            Some(Entry::Reachable { mac, .. }) => Some(*mac),
             _ => None,
         }
+    }
+
+    /// Addresses held, resolved or not.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no address is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 
     /// Whether `addr` has an entry, resolved or not.
@@ -84,10 +141,38 @@ impl NeighbourCache {
         self.entries.contains_key(&addr)
     }
 
-    /// Records that `addr` is at `mac`. Returns the frames that waited for it, their
-    /// destination MAC filled in, in the order they were queued.
-    pub fn learn(&mut self, addr: IpAddr, mac: [u8; 6]) -> VecDeque<Vec<u8>> {
-        let previous = self.entries.insert(addr, Entry::Reachable(mac));
+    /// Records that `addr` is at `mac` if `evidence` allows it (see the module
+    /// documentation). Returns the frames that waited for it, their destination MAC filled
+    /// in, in the order they were queued.
+    pub fn learn(
+        &mut self,
+        now: Time,
+        addr: IpAddr,
+        mac: [u8; 6],
+        evidence: Evidence,
+    ) -> Result<VecDeque<Vec<u8>>, Refused> {
+        let taken = match (self.entries.get(&addr), evidence) {
+            (_, Evidence::External) | (Some(Entry::Incomplete { .. }), _) => true,
+            (Some(Entry::Reachable { probes, .. }), Evidence::Reply) => *probes > 0,
+            (Some(Entry::Reachable { mac: known, .. }), Evidence::Request) => *known == mac,
+            (None, Evidence::Reply) => false,
+            (None, Evidence::Request) => self.entries.len() < self.config.max_entries,
+        };
+        if !taken {
+            return Err(match (self.entries.contains_key(&addr), evidence) {
+                (false, Evidence::Request) => Refused::Full,
+                (_, Evidence::Reply) => Refused::Unsolicited,
+                _ => Refused::Conflicting,
+            });
+        }
+        let confirmed = (evidence != Evidence::External).then_some(now);
+        let entry = Entry::Reachable {
+            mac,
+            confirmed,
+            probes: 0,
+            next: now + self.config.reachable,
+        };
+        let previous = self.entries.insert(addr, entry);
         let mut released = match previous {
             Some(Entry::Incomplete { queue, .. }) => queue,
             _ => VecDeque::new(),
@@ -97,7 +182,7 @@ impl NeighbourCache {
                 dst.copy_from_slice(&mac);
             }
         }
-        released
+        Ok(released)
     }
 
     /// Starts resolving `addr` with nothing to send yet. True if this is new, so that a
@@ -128,7 +213,7 @@ impl NeighbourCache {
                 queue: VecDeque::new(),
             });
         match entry {
-            Entry::Reachable(_) => {
+            Entry::Reachable { .. } => {
                 // The caller looked up first; keep the frame rather than lose it.
                 *entry = Entry::Incomplete {
                     sent: 1,
@@ -156,31 +241,43 @@ impl NeighbourCache {
         }
     }
 
-    /// When the next solicitation is due.
+    /// When the next solicitation or check is due.
     pub fn poll_timeout(&self) -> Option<Time> {
         self.entries
             .values()
             .filter_map(|e| match e {
                 Entry::Incomplete { next, .. } => Some(*next),
-                Entry::Reachable(_) => None,
+                Entry::Reachable {
+                    confirmed: Some(_),
+                    next,
+                    ..
+                } => Some(*next),
+                Entry::Reachable { .. } => None,
             })
             .min()
     }
 
-    /// Runs the due retransmissions: calls `solicit` for each address to ask again, and
-    /// returns how many frames were dropped for addresses that never answered.
+    /// Runs the due retransmissions and checks: calls `solicit` for each address to ask
+    /// again, and returns how many frames were dropped for addresses that never answered.
+    /// An entry whose check goes unanswered is removed.
     pub fn handle_timeout(&mut self, now: Time, mut solicit: impl FnMut(IpAddr)) -> usize {
         let mut dropped = 0;
         let config = self.config;
         self.entries.retain(|addr, entry| {
-            let Entry::Incomplete { sent, next, queue } = entry else {
-                return true;
+            let (sent, next) = match entry {
+                Entry::Reachable {
+                    confirmed: None, ..
+                } => return true,
+                Entry::Reachable { probes, next, .. } => (probes, next),
+                Entry::Incomplete { sent, next, .. } => (sent, next),
             };
             if *next > now {
                 return true;
             }
             if *sent >= config.attempts {
-                dropped += queue.len();
+                if let Entry::Incomplete { queue, .. } = entry {
+                    dropped += queue.len();
+                }
                 return false;
             }
             *sent += 1;
@@ -214,13 +311,101 @@ mod tests {
         assert_eq!(c.enqueue(t, PEER, vec![1; 14]), Queued::Waiting);
         assert_eq!(c.enqueue(t, PEER, vec![2; 14]), Queued::DroppedOldest);
         assert_eq!(c.lookup(PEER), None);
-        let released = c.learn(PEER, MAC);
+        let released = c.learn(t, PEER, MAC, Evidence::Reply).unwrap();
         assert_eq!(released.len(), 2);
         assert_eq!(&released[0][..6], &MAC);
         assert_eq!(released[0][6], 1, "the oldest frame was dropped");
         assert_eq!(released[1][6], 2);
         assert_eq!(c.lookup(PEER), Some(MAC));
+        assert_eq!(
+            c.poll_timeout(),
+            Some(t + Duration::from_secs(30)),
+            "a check"
+        );
+    }
+
+    const OTHER: [u8; 6] = [2, 0, 0, 0, 0, 0xe];
+
+    fn secs(s: u64) -> Time {
+        Time::ZERO + Duration::from_secs(s)
+    }
+
+    #[test]
+    fn replies_are_taken_only_for_addresses_we_asked_about() {
+        let mut c = cache(8);
+        let t = Time::ZERO;
+        assert_eq!(
+            c.learn(t, PEER, MAC, Evidence::Reply),
+            Err(Refused::Unsolicited)
+        );
+        assert_eq!(c.lookup(PEER), None);
+        assert!(c.start(t, PEER));
+        assert!(c.learn(t, PEER, MAC, Evidence::Reply).is_ok());
+        assert_eq!(c.lookup(PEER), Some(MAC));
+        // Resolved: another reply, or a request naming another MAC, changes nothing.
+        assert_eq!(
+            c.learn(t, PEER, OTHER, Evidence::Reply),
+            Err(Refused::Unsolicited)
+        );
+        assert_eq!(
+            c.learn(t, PEER, OTHER, Evidence::Request),
+            Err(Refused::Conflicting)
+        );
+        assert_eq!(c.lookup(PEER), Some(MAC));
+        assert!(
+            c.learn(t, PEER, MAC, Evidence::Request).is_ok(),
+            "a confirmation"
+        );
+    }
+
+    #[test]
+    fn a_request_teaches_an_unknown_asker_within_the_limit() {
+        let mut c = NeighbourCache::new(NeighbourConfig {
+            max_entries: 2,
+            ..NeighbourConfig::default()
+        });
+        let addr = |i: u8| IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, i));
+        assert!(c.learn(Time::ZERO, addr(1), MAC, Evidence::Request).is_ok());
+        assert!(c.learn(Time::ZERO, addr(2), MAC, Evidence::Request).is_ok());
+        assert_eq!(
+            c.learn(Time::ZERO, addr(3), MAC, Evidence::Request),
+            Err(Refused::Full)
+        );
+        assert_eq!((c.len(), c.lookup(addr(3))), (2, None));
+    }
+
+    #[test]
+    fn entries_age_are_checked_and_expire_unless_answered() {
+        let mut c = cache(8);
+        c.start(Time::ZERO, PEER);
+        c.learn(Time::ZERO, PEER, MAC, Evidence::Reply).unwrap();
+        assert_eq!(c.poll_timeout(), Some(secs(30)));
+        let mut asked = 0;
+        c.handle_timeout(secs(30), |_| asked += 1);
+        assert_eq!(
+            (asked, c.lookup(PEER)),
+            (1, Some(MAC)),
+            "checked, still used"
+        );
+        // The answer to the check is a solicited reply: taken, and the clock restarts.
+        c.learn(secs(30), PEER, MAC, Evidence::Reply).unwrap();
+        assert_eq!(c.poll_timeout(), Some(secs(60)));
+        // Unanswered checks: three solicitations, then the entry goes.
+        for s in [60, 61, 62] {
+            c.handle_timeout(secs(s), |_| asked += 1);
+        }
+        assert_eq!((asked, c.lookup(PEER)), (4, Some(MAC)));
+        c.handle_timeout(secs(63), |_| asked += 1);
+        assert_eq!((asked, c.lookup(PEER), c.len()), (4, None, 0));
+    }
+
+    #[test]
+    fn entries_from_the_kernel_are_not_aged_here() {
+        let mut c = cache(8);
+        c.learn(Time::ZERO, PEER, MAC, Evidence::External).unwrap();
         assert_eq!(c.poll_timeout(), None);
+        c.handle_timeout(secs(1000), |_| panic!("no solicitation"));
+        assert_eq!(c.lookup(PEER), Some(MAC));
     }
 
     #[test]

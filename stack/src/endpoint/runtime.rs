@@ -84,9 +84,14 @@ impl std::fmt::Debug for Runtime {
 impl Runtime {
     pub fn new(
         device: Box<dyn Device>,
-        host: HostConfig,
+        mut host: HostConfig,
         config: RuntimeConfig,
     ) -> Result<Runtime, RuntimeError> {
+        // A real endpoint hands out QPNs and R_Keys an off-path sender cannot guess, unless
+        // the caller fixed them (see `ids.rs`).
+        if host.transport.id_seed.is_none() {
+            host.transport.id_seed = Some(super::ids::draw());
+        }
         let poll = Poll::new().map_err(RuntimeError::Poll)?;
         let mut registered = false;
         if let Some(fd) = device.raw_fd() {

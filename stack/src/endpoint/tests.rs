@@ -209,6 +209,35 @@ fn arp_then_rc_write_and_send() {
     assert_eq!(net.a.stats().roce_sent, 13);
 }
 
+/// An ARP reply nobody asked for, from anyone on the link, neither creates an entry nor
+/// moves a resolved peer to another MAC; a request for us names its asker's MAC only if we
+/// knew none (issue 14: the cache took every reply and never forgot).
+#[test]
+fn unsolicited_arp_replies_do_not_poison_the_cache() {
+    use super::resolve::{arp_reply, arp_request};
+    let mut net = v4_net();
+    let (sa, sb) = connect_pair(&mut net, QpType::Rc, 1);
+    write_then_send(&mut net, sa, sb, 1000, 100);
+    let evil = [2, 0, 0, 0, 0, 0xee];
+    let ours = "10.0.0.1".parse().unwrap();
+    let (peer, stranger) = ("10.0.0.2".parse().unwrap(), "10.0.0.9".parse().unwrap());
+    let now = Time::ZERO;
+    for claimed in [peer, stranger] {
+        net.a
+            .handle_frame(now, &arp_reply(evil, claimed, MAC_A, ours));
+        net.a.handle_frame(now, &arp_request(evil, claimed, ours));
+    }
+    let a = &net.a;
+    assert_eq!(a.neighbour(IpAddr::V4(peer)), Some(MAC_B));
+    assert_eq!(
+        a.neighbour(IpAddr::V4(stranger)),
+        Some(evil),
+        "a new asker is answered"
+    );
+    assert_eq!(a.stats().resolution_refused, 3, "{:?}", a.stats());
+    write_then_send(&mut net, sa, sb, 1000, 100);
+}
+
 #[test]
 fn ipv6_global_and_link_local_with_neighbour_discovery() {
     for gid_index in [1, 0] {

@@ -34,6 +34,11 @@ pub struct TransportConfig {
     pub max_qp_wr: u32,
     /// Largest number of scatter/gather entries in one work request.
     pub max_sge: usize,
+    /// Seeds the first QPN and the key byte of every R_Key the engine hands out, so that an
+    /// off-path sender cannot guess them (rxe draws its key bytes at random). `None` numbers
+    /// them as rxe's first run does (QPN 17 upwards, key bytes counting from 1), which keeps
+    /// tests and captures reproducible; the endpoint's tools seed it per run.
+    pub id_seed: Option<u64>,
 }
 
 impl Default for TransportConfig {
@@ -48,6 +53,7 @@ impl Default for TransportConfig {
             atomic_results: 16,
             max_qp_wr: 16_384,
             max_sge: 32,
+            id_seed: None,
         }
     }
 }

@@ -11,13 +11,10 @@ use super::cq::{CompletionQueue, CqId, WorkCompletion};
 use super::error::{DropReason, TransportError};
 use super::mr::{Access, MemoryRegion, MrTable};
 use super::qp::{Ctx, QpInit, QpUsage, QueuePair};
-
+use super::qp_table::QpTable;
 use super::time::Time;
 use super::wr::{RecvWr, SendWr};
 use crate::wire::{IbPacketRepr, Opcode, Qpn};
-
-/// rxe numbers its first queue pair 17; QP0 and QP1 are the special ones (IBA 10.2.1).
-const FIRST_QPN: u32 = 0x11;
 
 /// A sans-IO RDMA transport engine (one RoCE device's worth of state).
 #[derive(Debug)]
@@ -25,12 +22,11 @@ pub struct Engine {
     config: TransportConfig,
     mrs: MrTable,
     cqs: Vec<CompletionQueue>,
-    /// Indexed by QPN; QPNs are handed out in order and not reused.
-    qps: Vec<Option<Box<QueuePair>>>,
+    /// By QPN; QPNs are handed out in order and not reused (`qp_table.rs`).
+    qps: QpTable,
     /// QPNs that exist, in creation order, for round-robin transmission.
     active: Vec<Qpn>,
     next_rr: usize,
-    next_qpn: u32,
     stats: Stats,
     events: VecDeque<Event>,
 }
@@ -39,12 +35,11 @@ impl Engine {
     pub fn new(config: TransportConfig) -> Engine {
         Engine {
             config,
-            mrs: MrTable::default(),
+            mrs: MrTable::new(config.id_seed),
             cqs: Vec::new(),
-            qps: Vec::new(),
+            qps: QpTable::new(config.id_seed),
             active: Vec::new(),
             next_rr: 0,
-            next_qpn: FIRST_QPN,
             stats: Stats::default(),
             events: VecDeque::new(),
         }
@@ -121,9 +116,8 @@ impl Engine {
 
     /// Creates a queue pair in RESET with the next free QPN.
     pub fn create_qp(&mut self, init: QpInit) -> Result<Qpn, TransportError> {
-        let qpn = Qpn::new(self.next_qpn);
+        let qpn = self.qps.next_free().ok_or(TransportError::NoQpn)?;
         self.create_qp_with_qpn(qpn, init)?;
-        self.next_qpn += 1;
         Ok(qpn)
     }
 
@@ -135,25 +129,21 @@ impl Engine {
                 return Err(TransportError::UnknownCq(cq.0));
             }
         }
-        let index = qpn.value() as usize;
-        if self.qps.len() <= index {
-            self.qps.resize_with(index + 1, || None);
+        if qpn.value() >= 1 << 24 {
+            return Err(TransportError::UnknownQp(qpn));
         }
-        if self.qps[index].is_some() {
+        if !self.qps.insert(QueuePair::new(qpn, init)) {
             return Err(TransportError::QpnInUse(qpn));
         }
-        self.qps[index] = Some(Box::new(QueuePair::new(qpn, init)));
+        self.qps.note_chosen(qpn);
         self.active.push(qpn);
-        self.next_qpn = self.next_qpn.max(qpn.value() + 1);
         Ok(())
     }
 
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), TransportError> {
-        let slot = self
-            .qps
-            .get_mut(qpn.value() as usize)
-            .ok_or(TransportError::UnknownQp(qpn))?;
-        slot.take().ok_or(TransportError::UnknownQp(qpn))?;
+        if !self.qps.remove(qpn) {
+            return Err(TransportError::UnknownQp(qpn));
+        }
         self.active.retain(|&q| q != qpn);
         Ok(())
     }
@@ -179,10 +169,7 @@ impl Engine {
     }
 
     fn qp(&self, qpn: Qpn) -> Result<&QueuePair, TransportError> {
-        self.qps
-            .get(qpn.value() as usize)
-            .and_then(|q| q.as_deref())
-            .ok_or(TransportError::UnknownQp(qpn))
+        self.qps.get(qpn).ok_or(TransportError::UnknownQp(qpn))
     }
 
     /// Runs `f` on a queue pair with the rest of the engine borrowed alongside.
@@ -201,10 +188,7 @@ impl Engine {
             events,
             ..
         } = self;
-        let qp = qps
-            .get_mut(qpn.value() as usize)
-            .and_then(|q| q.as_deref_mut())
-            .ok_or(TransportError::UnknownQp(qpn))?;
+        let qp = qps.get_mut(qpn).ok_or(TransportError::UnknownQp(qpn))?;
         let mut ctx = Ctx {
             now,
             mrs,
@@ -306,7 +290,7 @@ impl Engine {
     pub fn poll_timeout(&self) -> Option<Time> {
         self.active
             .iter()
-            .filter_map(|q| self.qps.get(q.value() as usize)?.as_deref())
+            .filter_map(|&q| self.qps.get(q))
             .filter_map(|qp| qp.next_deadline())
             .min()
     }

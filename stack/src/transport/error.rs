@@ -39,6 +39,8 @@ pub enum TransportError {
     },
     #[error("queue pair number {0:#x} is already in use")]
     QpnInUse(Qpn),
+    #[error("every queue pair number is in use")]
+    NoQpn,
 }
 
 /// Why a received packet was dropped before any queue pair acted on it, or silently by the

@@ -66,6 +66,7 @@ mod engine;
 mod error;
 mod mr;
 mod qp;
+mod qp_table;
 mod time;
 mod wr;
 

@@ -16,6 +16,7 @@ use core::ops::Range;
 use thiserror::Error;
 
 use super::wr::Sge;
+use crate::rng::Rng;
 
 /// Access rights of a memory region or of a queue pair (IBA 10.6.3.1, `ibv_access_flags`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -192,15 +193,26 @@ struct Slot {
 
 /// The engine's memory regions, found by key in constant time.
 ///
-/// A key is `slot << 8 | generation`: reusing a slot changes the key, so a stale key held by
-/// a peer never reaches the new region.
+/// A key is `slot << 8 | key byte`: reusing a slot changes the key byte, so a stale key held
+/// by a peer never reaches the new region. With a seed the key byte is drawn at random (as
+/// rxe's `rxe_get_next_key`), so that an off-path sender cannot guess a key; without one it
+/// counts from 1.
 #[derive(Debug, Clone, Default)]
 pub struct MrTable {
     slots: Vec<Slot>,
     free: Vec<usize>,
+    keys: Option<Rng>,
 }
 
 impl MrTable {
+    /// An empty table; `seed` draws the key bytes (see above).
+    pub fn new(seed: Option<u64>) -> MrTable {
+        MrTable {
+            keys: seed.map(|s| Rng::new(s ^ 0x6b65_7973)),
+            ..MrTable::default()
+        }
+    }
+
     pub fn register(&mut self, va: u64, data: Vec<u8>, access: Access) -> Result<u32, MrError> {
         check_registration(va, &data, access)?;
         let index = match self.free.pop() {
@@ -211,7 +223,9 @@ impl MrTable {
             }
         };
         let slot = &mut self.slots[index];
-        slot.generation = slot.generation.wrapping_add(1);
+        // Any byte but the slot's previous one.
+        let step = self.keys.as_mut().map_or(1, |rng| 1 + rng.below(255) as u8);
+        slot.generation = slot.generation.wrapping_add(step);
         let key = ((index as u32) << 8) | u32::from(slot.generation);
         slot.mr = Some(MemoryRegion::new(key, va, data, access));
         Ok(key)

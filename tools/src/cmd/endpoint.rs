@@ -139,6 +139,8 @@ fn stats_line(host: &Host) -> String {
         ("refused by the transport", d.engine_other),
         ("next hop unresolved", d.unresolved),
         ("no route", d.no_route),
+        ("ARP/ND answers refused", h.resolution_refused),
+        ("duplicate READs/atomics unanswered", e.duplicates_dropped),
     ]
     .into_iter()
     .filter(|&(_, n)| n > 0)

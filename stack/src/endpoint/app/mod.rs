@@ -125,11 +125,4 @@ pub fn check_mtu(rt: &Runtime, mtu: Mtu) -> Result<(), AppError> {
     )))
 }
 
-/// A random 24-bit PSN, as the tools draw with `lrand48() & 0xffffff`.
-pub fn random_psn() -> crate::wire::Psn {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-        ^ u64::from(std::process::id()) << 32;
-    crate::wire::Psn::new(crate::rng::Rng::new(seed).next_u64() as u32 & 0xff_ffff)
-}
+pub use super::ids::random_psn;

@@ -24,7 +24,6 @@ use crate::transport::{
 };
 use crate::wire::{Qpn, RnrTimer};
 
-const BUF_VA: u64 = 0x20_0000;
 const LINE: &str =
     "---------------------------------------------------------------------------------------";
 /// `MB` in perftest's default report unit (MiB).
@@ -99,6 +98,8 @@ struct Setup {
     qpn: Qpn,
     cq: CqId,
     key: u32,
+    /// The buffer's address, drawn per run as a process's heap would be.
+    va: u64,
     size: u32,
     tx_depth: u32,
     cq_mod: u32,
@@ -175,7 +176,8 @@ fn setup(
 
     // perftest's buffer: twice the larger of the message and the cycle buffer.
     let buf_len = 2 * (size as usize).max(agreed.sys.cycle_buffer as usize);
-    let key = rt.register_mr(BUF_VA, vec![0; buf_len], Access::ALL)?;
+    let va = super::super::ids::random_va(buf_len);
+    let key = rt.register_mr(va, vec![0; buf_len], Access::ALL)?;
     let tx_depth = opts.tx_depth.min(opts.iters);
     let cq_mod = if size > 8192 { 1 } else { tx_depth.min(100) };
     let cq = rt.create_cq((tx_depth + opts.rx_depth) as usize);
@@ -198,7 +200,7 @@ fn setup(
     let receiving = opts.server.is_none() && opts.test == BwTest::Send;
     if receiving {
         for _ in 0..opts.rx_depth.min(opts.iters) {
-            rt.post_recv(qpn, recv_wr(key, size))?;
+            rt.post_recv(qpn, recv_wr(key, va, size))?;
         }
     }
     let keys = Keys {
@@ -207,7 +209,7 @@ fn setup(
         qpn,
         psn,
         rkey: key,
-        vaddr: BUF_VA,
+        vaddr: va,
         gid: Some(gid),
         srqn: 0,
     };
@@ -239,6 +241,7 @@ fn setup(
         qpn,
         cq,
         key,
+        va,
         size,
         tx_depth,
         cq_mod,
@@ -247,11 +250,11 @@ fn setup(
     Ok((conn, setup))
 }
 
-fn recv_wr(key: u32, size: u32) -> RecvWr {
+fn recv_wr(key: u32, va: u64, size: u32) -> RecvWr {
     RecvWr::new(
         0,
         vec![Sge {
-            addr: BUF_VA,
+            addr: va,
             length: size,
             lkey: key,
         }],
@@ -408,7 +411,7 @@ fn run_client(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<BwRepor
         },
     };
     let sge = vec![Sge {
-        addr: BUF_VA,
+        addr: s.va,
         length: s.size,
         lkey: s.key,
     }];
@@ -458,7 +461,7 @@ fn run_send_server(
         since.push(now);
         received += 1;
         if posted < opts.iters {
-            rt.post_recv(s.qpn, recv_wr(s.key, s.size))?;
+            rt.post_recv(s.qpn, recv_wr(s.key, s.va, s.size))?;
             posted += 1;
         }
     }
@@ -468,7 +471,7 @@ fn run_send_server(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{free_port, runtime, wait_for_listener};
+    use super::super::testing::{free_port, runtime, runtime_seeded, wait_for_listener};
     use super::*;
     use crate::io::SystemClock;
     use crate::io::memory::{self, MemoryLinkConfig};
@@ -510,6 +513,11 @@ mod tests {
     }
 
     fn perf(test: BwTest, size: u32) -> (PerfResult, PerfResult, String) {
+        perf_seeded(test, size, 1)
+    }
+
+    /// One test, the client's QPNs and keys drawn from `seed`.
+    fn perf_seeded(test: BwTest, size: u32, seed: u64) -> (PerfResult, PerfResult, String) {
         let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
         let port = free_port();
         let mut opts = PerfOptions::new(test, None);
@@ -525,7 +533,7 @@ mod tests {
             run(&mut rt, &server_opts, &mut Vec::new()).unwrap()
         });
         wait_for_listener(port);
-        let mut rt = runtime(a, "10.0.0.1/24");
+        let mut rt = runtime_seeded(a, "10.0.0.1/24", seed);
         opts.server = Some("127.0.0.1".into());
         let mut out = Vec::new();
         let client = run(&mut rt, &opts, &mut out).unwrap();
@@ -563,6 +571,34 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// QPN, R_Key and VA of the "local address" line.
+    fn local_keys(out: &str) -> (u64, u64, u64) {
+        let line = out.lines().find(|l| l.contains("local address")).unwrap();
+        let after = |word: &str| {
+            let at = line.find(word).unwrap() + word.len();
+            let hex = line[at..].split_whitespace().next().unwrap();
+            u64::from_str_radix(hex.trim_start_matches("0x"), 16).unwrap()
+        };
+        (after("QPN"), after("RKey"), after("VAddr"))
+    }
+
+    /// What an off-path sender must guess to land a WRITE is drawn per run, not QPN 0x11,
+    /// R_Key 0x1 and a fixed VA (issue 14).
+    #[test]
+    fn qpn_rkey_and_va_are_drawn_per_run() {
+        let (_, _, one) = perf_seeded(BwTest::Write, 64, 11);
+        let (_, _, two) = perf_seeded(BwTest::Write, 64, 22);
+        let (one, two) = (local_keys(&one), local_keys(&two));
+        assert!(
+            one.0 != 0x11 && one.1 != 0x1 && one.2 != 0x20_0000,
+            "{one:x?}"
+        );
+        assert!(
+            one.0 != two.0 && one.1 != two.1 && one.2 != two.2,
+            "{one:x?} {two:x?}"
+        );
     }
 
     #[test]

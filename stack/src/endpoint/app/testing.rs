@@ -5,9 +5,19 @@ use crate::endpoint::{HostConfig, Runtime, RuntimeConfig};
 use crate::io::Device;
 use crate::io::memory::MemoryDevice;
 
+/// A runtime whose QPNs and R_Keys are drawn from a seed made of its address.
 pub fn runtime(device: MemoryDevice, addr: &str) -> Runtime {
+    let seed = addr
+        .bytes()
+        .fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(b));
+    runtime_seeded(device, addr, seed)
+}
+
+/// A runtime whose QPNs and R_Keys are drawn from `seed`.
+pub fn runtime_seeded(device: MemoryDevice, addr: &str, seed: u64) -> Runtime {
     let mac = device.capabilities().mac.unwrap_or_default();
-    let host = HostConfig::new(mac, vec![addr.parse().unwrap()]);
+    let mut host = HostConfig::new(mac, vec![addr.parse().unwrap()]);
+    host.transport.id_seed = Some(seed);
     Runtime::new(Box::new(device), host, RuntimeConfig::default()).unwrap()
 }
 

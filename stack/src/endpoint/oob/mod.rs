@@ -14,7 +14,8 @@
 //!   `"done"` (perftest 4.5-0.17, Debian 12's `perftest`, which reports version 6.06).
 //!
 //! Each module documents the sequence of messages, with sizes, and the C function it mirrors.
-//! The exchanges are blocking, with a timeout per read: they run once, before the event loop.
+//! The exchanges are blocking, each bounded by one deadline (a timeout for the whole
+//! exchange, not per read): they run once, before the event loop.
 //! A peer's malformed message is an [`OobError::Malformed`] naming the expected layout and the
 //! offending byte, never a panic.
 

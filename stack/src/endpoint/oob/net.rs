@@ -1,5 +1,5 @@
 //! The TCP side of the exchanges: listening and connecting as the tools do, and reading or
-//! writing one whole message at a time with a timeout.
+//! writing one whole message at a time before a deadline.
 //!
 //! The C tools read each message with a single `read()` and fail unless it returns the whole
 //! message. We accumulate short reads instead (TCP may split a message), and write each
@@ -71,11 +71,14 @@ pub fn connect<A: ToSocketAddrs + std::fmt::Debug>(
     Err(connect_err(last))
 }
 
-/// One connected socket with a per-read timeout.
+/// One connected socket, its messages due before one deadline per exchange: the timeout
+/// bounds the whole exchange from [`Channel::new`] or [`Channel::set_timeout`] on, not each
+/// `read()`, so a peer dribbling one byte at a time cannot hold it open (issue 14).
 #[derive(Debug)]
 pub(crate) struct Channel {
     stream: TcpStream,
     timeout: Option<Duration>,
+    deadline: Option<Instant>,
 }
 
 impl Channel {
@@ -83,6 +86,7 @@ impl Channel {
         let mut channel = Channel {
             stream,
             timeout: None,
+            deadline: None,
         };
         channel.set_timeout(timeout)?;
         // Each message is answered before the next is sent, so Nagle would only add delay.
@@ -96,10 +100,28 @@ impl Channel {
         Ok(channel)
     }
 
-    /// `None` waits forever. A zero duration is treated as "forever" too, since the socket
-    /// layer cannot express a zero timeout.
+    /// Starts a new exchange that must end within `timeout`. `None` waits forever; a zero
+    /// duration is treated as "forever" too, as the socket layer cannot express it.
     pub(crate) fn set_timeout(&mut self, timeout: Option<Duration>) -> Result<(), OobError> {
         let timeout = timeout.filter(|t| !t.is_zero());
+        self.timeout = timeout;
+        self.deadline = timeout.map(|t| Instant::now() + t);
+        Ok(())
+    }
+
+    /// Points the socket's timeouts at what is left before the deadline.
+    fn arm(&mut self, step: &'static str) -> Result<(), OobError> {
+        let (Some(deadline), Some(after)) = (self.deadline, self.timeout) else {
+            return self.set_socket_timeouts(None);
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(OobError::Timeout { step, after });
+        }
+        self.set_socket_timeouts(Some(left))
+    }
+
+    fn set_socket_timeouts(&self, timeout: Option<Duration>) -> Result<(), OobError> {
         for result in [
             self.stream.set_read_timeout(timeout),
             self.stream.set_write_timeout(timeout),
@@ -109,20 +131,31 @@ impl Channel {
                 source,
             })?;
         }
-        self.timeout = timeout;
         Ok(())
     }
 
     pub(crate) fn send(&mut self, msg: &[u8], step: &'static str) -> Result<(), OobError> {
-        self.stream
-            .write_all(msg)
-            .map_err(|source| self.map_io(step, source))
+        let mut sent = 0;
+        while sent < msg.len() {
+            self.arm(step)?;
+            match self.stream.write(&msg[sent..]) {
+                Ok(0) => {
+                    let source = io::Error::new(ErrorKind::WriteZero, "the peer takes no more");
+                    return Err(OobError::Io { step, source });
+                }
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(source) => return Err(self.map_io(step, source)),
+            }
+        }
+        Ok(())
     }
 
     /// Fills `buf` exactly.
     pub(crate) fn recv(&mut self, buf: &mut [u8], step: &'static str) -> Result<(), OobError> {
         let mut got = 0;
         while got < buf.len() {
+            self.arm(step)?;
             match self.stream.read(&mut buf[got..]) {
                 Ok(0) => {
                     return Err(OobError::Closed {
@@ -195,6 +228,30 @@ mod tests {
         let mut channel = Channel::new(stream, Some(Duration::from_millis(30))).unwrap();
         let err = channel.recv(&mut [0u8; 4], "waiting").unwrap_err();
         assert!(matches!(err, OobError::Timeout { .. }), "{err}");
+    }
+
+    /// One byte every 30 ms never lets a 150 ms read timeout expire, but the exchange as a
+    /// whole must end within the timeout (the old per-read timeout let a peer hold a
+    /// `--timeout 3` server for 17 s).
+    #[test]
+    fn a_dribbling_peer_meets_one_deadline_for_the_exchange() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            for _ in 0..16 {
+                if s.write_all(b"x").is_err() {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(30));
+            }
+        });
+        let stream = accept(&listener, Some(Duration::from_secs(5))).unwrap();
+        let mut channel = Channel::new(stream, Some(Duration::from_millis(150))).unwrap();
+        let err = channel.recv(&mut [0u8; 16], "reading").unwrap_err();
+        assert!(matches!(err, OobError::Timeout { .. }), "{err}");
+        drop(channel);
+        peer.join().unwrap();
     }
 
     #[test]

@@ -58,13 +58,58 @@ pub enum XdpMode {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XdpConfig {
+    /// The interface's receive queue to bind (below [`MAX_QUEUE`]).
     pub queue: u32,
     pub mode: XdpMode,
     pub filter: XdpFilter,
-    /// UMEM chunks; half receive, half transmit. A power of two.
+    /// UMEM chunks of 4096 bytes; half receive, half transmit. A power of two, from 2 to
+    /// [`MAX_CHUNKS`].
     pub chunks: u32,
-    /// Entries of each ring; a power of two, at most `chunks / 2`.
+    /// Entries of each ring; a power of two, at least `chunks / 2` (the fill ring holds
+    /// every receive chunk at once, the completion ring every transmit chunk) and at most
+    /// `chunks`.
     pub ring_size: u32,
+}
+
+/// The largest `chunks`: a 4 GiB UMEM.
+pub const MAX_CHUNKS: u32 = 1 << 20;
+/// The largest `queue` + 1 (the XSKMAP's size).
+pub const MAX_QUEUE: u32 = 1 << 16;
+
+/// Why an [`XdpConfig`] cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum XdpConfigError {
+    #[error("chunks must be a power of two from 2 to {MAX_CHUNKS}, got {0}")]
+    Chunks(u32),
+    #[error(
+        "ring_size must be a power of two from chunks / 2 = {min} (the fill ring holds every \
+         receive chunk) to chunks = {max}, got {got}"
+    )]
+    RingSize { got: u32, min: u32, max: u32 },
+    #[error("queue must be below {MAX_QUEUE}, got {0}")]
+    Queue(u32),
+}
+
+impl XdpConfig {
+    /// Checks the sizes before anything is allocated or bound.
+    pub fn validate(&self) -> Result<(), XdpConfigError> {
+        let chunks = self.chunks;
+        if !chunks.is_power_of_two() || !(2..=MAX_CHUNKS).contains(&chunks) {
+            return Err(XdpConfigError::Chunks(chunks));
+        }
+        let (min, max) = (chunks / 2, chunks);
+        if !self.ring_size.is_power_of_two() || !(min..=max).contains(&self.ring_size) {
+            return Err(XdpConfigError::RingSize {
+                got: self.ring_size,
+                min,
+                max,
+            });
+        }
+        if self.queue >= MAX_QUEUE {
+            return Err(XdpConfigError::Queue(self.queue));
+        }
+        Ok(())
+    }
 }
 
 impl Default for XdpConfig {
@@ -199,16 +244,10 @@ impl XdpDevice {
             let name = name.clone();
             move |e| DeviceError::os(&name, operation, e)
         };
-        if !config.chunks.is_power_of_two()
-            || !config.ring_size.is_power_of_two()
-            || config.ring_size > config.chunks / 2
-        {
-            return Err(DeviceError::Capture {
-                device: name,
-                reason: "chunks and ring_size must be powers of two, ring_size <= chunks / 2"
-                    .into(),
-            });
-        }
+        config.validate().map_err(|e| DeviceError::Capture {
+            device: name.clone(),
+            reason: format!("bad XdpConfig: {e}"),
+        })?;
         let netdev = Netdev::new(ifname).map_err(os("name"))?;
         let ifindex = netdev.index().map_err(os("find interface"))?;
         let if_mtu = netdev.mtu().map_err(os("read MTU"))?;
@@ -301,7 +340,7 @@ impl XdpDevice {
             let pushed = device.fill.push(u64::from(chunk) * u64::from(CHUNK_SIZE));
             debug_assert!(
                 pushed,
-                "ring_size <= chunks / 2 leaves room for every receive chunk"
+                "ring_size >= chunks / 2 leaves room for every receive chunk"
             );
         }
         device.fill.publish();
@@ -503,5 +542,54 @@ impl Device for XdpDevice {
         }
         self.reclaim_completions();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    /// The sizes are checked before any system call, with the bound the fill ring needs
+    /// (issue 14: ring_size < chunks / 2 passed and overfilled the fill ring).
+    #[test]
+    fn sizes_are_validated_with_a_clear_error() {
+        let with = |chunks, ring_size| XdpConfig {
+            chunks,
+            ring_size,
+            ..XdpConfig::default()
+        };
+        assert_eq!(XdpConfig::default().validate(), Ok(()));
+        assert_eq!(with(4096, 4096).validate(), Ok(()));
+        let small_ring = with(4096, 1024).validate().unwrap_err();
+        assert_eq!(
+            small_ring,
+            XdpConfigError::RingSize {
+                got: 1024,
+                min: 2048,
+                max: 4096
+            }
+        );
+        assert!(
+            small_ring.to_string().contains("from chunks / 2 = 2048"),
+            "{small_ring}"
+        );
+        assert!(with(4096, 8192).validate().is_err());
+        assert!(with(4096, 3000).validate().is_err());
+        assert!(matches!(
+            with(3000, 2048).validate(),
+            Err(XdpConfigError::Chunks(3000))
+        ));
+        assert!(with(1, 1).validate().is_err() && with(1 << 21, 1 << 20).validate().is_err());
+        let queue = XdpConfig {
+            queue: u32::MAX,
+            ..XdpConfig::default()
+        };
+        assert_eq!(queue.validate(), Err(XdpConfigError::Queue(u32::MAX)));
+        // open() refuses before touching the interface (no root needed to see it).
+        let err = XdpDevice::open("no-such-if", with(4096, 1024)).unwrap_err();
+        assert!(
+            err.to_string().contains("bad XdpConfig: ring_size"),
+            "{err}"
+        );
     }
 }

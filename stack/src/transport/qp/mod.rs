@@ -119,6 +119,11 @@ impl QueuePair {
         self.init.qp_type != QpType::Ud
     }
 
+    /// This queue pair's number.
+    pub fn qpn(&self) -> Qpn {
+        self.qpn
+    }
+
     /// The state and attributes (`ibv_query_qp`).
     pub fn query(&self) -> (QpState, QpAttrs) {
         (self.state, self.attrs)

@@ -153,3 +153,63 @@ fn uc_and_ud_deliver() {
     assert_eq!(s.b_bytes(s.dst_b)[40..1040], s.a_bytes(s.src_a)[..1000]);
     assert_eq!(s.pair.b.query_qp(s.conn.qp_b).unwrap().0, QpState::Rts);
 }
+
+/// With a seed the first QPN and the R_Key key bytes are drawn from it (the same seed, the
+/// same numbers); without one they count from rxe's first (QPN 17, key byte 1).
+#[test]
+fn seeded_engines_draw_their_qpns_and_key_bytes() {
+    use super::{Access, Engine, QpInit, QpType, TransportConfig};
+    let ids = |seed: Option<u64>| {
+        let mut e = Engine::new(TransportConfig {
+            id_seed: seed,
+            ..TransportConfig::default()
+        });
+        let cq = e.create_cq(4);
+        let qpns: Vec<u32> = (0..3)
+            .map(|_| e.create_qp(QpInit::new(QpType::Rc, cq)).unwrap().value())
+            .collect();
+        let first = e.register_mr(0x1000, vec![0; 64], Access::ALL).unwrap();
+        e.deregister_mr(first).unwrap();
+        let again = e.register_mr(0x1000, vec![0; 64], Access::ALL).unwrap();
+        (qpns, first, again)
+    };
+    assert_eq!(ids(None), (vec![0x11, 0x12, 0x13], 0x1, 0x2));
+    let (qpns, first, again) = ids(Some(7));
+    assert_eq!(ids(Some(7)), (qpns.clone(), first, again));
+    assert_eq!(
+        (qpns[1], qpns[2]),
+        (qpns[0] + 1, qpns[0] + 2),
+        "consecutive"
+    );
+    assert!(qpns[0] >= 0x100 && qpns[0] < 1 << 24, "{qpns:x?}");
+    assert!(
+        first >> 8 == again >> 8 && first != again,
+        "a reused slot changes its key"
+    );
+    let drawn: std::collections::HashSet<_> = (0..64u64).map(|s| ids(Some(s))).collect();
+    assert!(drawn.len() > 60, "seeds draw different numbers");
+    let bytes: std::collections::HashSet<_> = drawn.iter().map(|d| d.1 & 0xff).collect();
+    assert!(bytes.len() > 30, "key bytes spread: {bytes:?}");
+}
+
+/// A QPN chosen far from the ones handed out (QP1, a peer's numbering) does not grow the
+/// table to it, and handing out goes on around it.
+#[test]
+fn chosen_qpns_live_beside_the_handed_out_ones() {
+    use super::{Engine, QpInit, QpType, TransportConfig, TransportError};
+    use crate::wire::Qpn;
+    let mut e = Engine::new(TransportConfig::default());
+    let cq = e.create_cq(4);
+    for qpn in [1, 0xff_fffe, 0x11] {
+        e.create_qp_with_qpn(Qpn::new(qpn), QpInit::new(QpType::Ud, cq))
+            .unwrap();
+    }
+    assert!(matches!(
+        e.create_qp_with_qpn(Qpn::new(0xff_fffe), QpInit::new(QpType::Ud, cq)),
+        Err(TransportError::QpnInUse(_))
+    ));
+    let next = e.create_qp(QpInit::new(QpType::Rc, cq)).unwrap();
+    assert_eq!(next.value(), 0x12);
+    e.destroy_qp(Qpn::new(0xff_fffe)).unwrap();
+    assert!(e.query_qp(Qpn::new(0xff_fffe)).is_err() && e.query_qp(Qpn::new(1)).is_ok());
+}
