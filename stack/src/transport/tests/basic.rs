@@ -158,7 +158,7 @@ fn uc_and_ud_deliver() {
 /// same numbers); without one they count from rxe's first (QPN 17, key byte 1).
 #[test]
 fn seeded_engines_draw_their_qpns_and_key_bytes() {
-    use super::{Access, Engine, QpInit, QpType, TransportConfig};
+    use crate::transport::{Access, Engine, QpInit, QpType, TransportConfig};
     let ids = |seed: Option<u64>| {
         let mut e = Engine::new(TransportConfig {
             id_seed: seed,
@@ -196,7 +196,7 @@ fn seeded_engines_draw_their_qpns_and_key_bytes() {
 /// table to it, and handing out goes on around it.
 #[test]
 fn chosen_qpns_live_beside_the_handed_out_ones() {
-    use super::{Engine, QpInit, QpType, TransportConfig, TransportError};
+    use crate::transport::{Engine, QpInit, QpType, TransportConfig, TransportError};
     use crate::wire::Qpn;
     let mut e = Engine::new(TransportConfig::default());
     let cq = e.create_cq(4);
