@@ -24,6 +24,11 @@ use crate::wire::{
     Transport, UdpRepr,
 };
 
+/// No ARP or neighbour discovery answer is queued while this many frames wait to be sent: a
+/// flood of requests while the device takes nothing cannot grow the queue (the asker asks
+/// again, RFC 826 and RFC 4861 7.2.2).
+const MAX_WAITING_FOR_ANSWERS: usize = 1024;
+
 /// Ethernet + IPv6 + UDP + ICRC around the engine's packet: the most a frame adds.
 const FRAME_OVERHEAD: usize = 14 + 40 + 8 + 4;
 
@@ -97,8 +102,9 @@ pub struct HostStats {
     /// ARP and NDP messages acted on, and sent (requests, answers).
     pub resolution_received: u64,
     pub resolution_sent: u64,
-    /// MACs the neighbour cache refused: replies to nothing we asked, requests naming
-    /// another MAC for a known address, new addresses beyond its limit.
+    /// MACs the neighbour cache refused (replies to nothing we asked, requests naming
+    /// another MAC for a known address, new addresses beyond its limit), and requests left
+    /// unanswered while [`MAX_WAITING_FOR_ANSWERS`] frames already wait.
     pub resolution_refused: u64,
     /// CE-marked packets for our QPs (marks on packets for no QP of ours are not counted).
     pub ce_received: u64,
@@ -179,6 +185,17 @@ impl Host {
     /// QPs whose last congestion mark is remembered (for a CNP deferred to later).
     pub fn marked_qps(&self) -> usize {
         self.marked_by.len()
+    }
+
+    /// Addresses the neighbour cache holds, resolved or not.
+    pub fn neighbour_count(&self) -> usize {
+        self.neighbours.len()
+    }
+
+    /// Frames waiting to be sent before the engine's next packet (answers, solicitations,
+    /// frames released by a resolution, CNPs).
+    pub fn frames_waiting(&self) -> usize {
+        self.ready.len()
     }
 
     pub fn stats(&self) -> &HostStats {
@@ -350,6 +367,10 @@ impl Host {
             }
             _ => return,
         };
+        if self.ready.len() >= MAX_WAITING_FOR_ANSWERS {
+            self.stats.resolution_refused += 1;
+            return;
+        }
         self.stats.resolution_sent += 1;
         self.ready.push_back((frame, false));
     }
@@ -420,7 +441,7 @@ impl Host {
         match self.neighbours.enqueue(now, next_hop, frame) {
             Queued::Solicit => self.solicit(next_hop),
             Queued::Waiting => {}
-            Queued::DroppedOldest => self.stats.drops.unresolved += 1,
+            Queued::DroppedOldest | Queued::NoRoom => self.stats.drops.unresolved += 1,
         }
     }
 

@@ -13,6 +13,9 @@ pub mod backend;
 pub mod congestion;
 pub mod connect;
 pub mod dcqcn;
+#[cfg(any(test, fuzzing))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gid;
 pub mod host;
 pub mod ids;

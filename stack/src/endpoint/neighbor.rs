@@ -103,6 +103,8 @@ pub enum Queued {
     Waiting,
     /// The queue was full: the oldest frame was dropped to make room.
     DroppedOldest,
+    /// The cache holds `max_entries` other addresses: the frame was dropped.
+    NoRoom,
 }
 
 #[derive(Debug, Default)]
@@ -188,7 +190,7 @@ impl NeighbourCache {
     /// Starts resolving `addr` with nothing to send yet. True if this is new, so that a
     /// solicitation should go now.
     pub fn start(&mut self, now: Time, addr: IpAddr) -> bool {
-        if self.entries.contains_key(&addr) {
+        if self.entries.contains_key(&addr) || self.entries.len() >= self.config.max_entries {
             return false;
         }
         let entry = Entry::Incomplete {
@@ -204,6 +206,9 @@ impl NeighbourCache {
     pub fn enqueue(&mut self, now: Time, addr: IpAddr, frame: Vec<u8>) -> Queued {
         let limit = self.config.queue_limit.max(1);
         let retransmit = self.config.retransmit;
+        if !self.entries.contains_key(&addr) && self.entries.len() >= self.config.max_entries {
+            return Queued::NoRoom;
+        }
         let entry = self
             .entries
             .entry(addr)
