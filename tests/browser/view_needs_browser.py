@@ -139,6 +139,11 @@ def view_capture(driver, name, work, artifacts):
     field.click()
     check(f"{name}: a field highlights its bytes",
           len(driver.find_elements(By.CSS_SELECTOR, "#frame-details .hex .hl")) > 0)
+    # ... and a byte picks its field: byte 42 is the BTH's first (OpCode) after Ethernet, IPv4, UDP.
+    if decoded[picks[0]].get("src", "").count(".") == 3:
+        driver.find_element(By.CSS_SELECTOR, '#frame-details .hex [data-off="42"]').click()
+        picked = driver.find_element(By.CSS_SELECTOR, "#frame-details tr.picked td.name").text
+        check(f"{name}: byte 42 picks the BTH OpCode", picked == "OpCode", picked)
     errors = console_errors(driver)
     check(f"{name}: no console errors after clicks", not errors, errors)
     driver.save_screenshot(os.path.join(artifacts, name + ".png"))

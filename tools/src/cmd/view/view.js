@@ -361,6 +361,18 @@
       json.appendChild(tr);
     }
     panel.appendChild(json);
+    // A byte of the dump picks the narrowest field that holds it.
+    panel.querySelectorAll(".hex [data-off]").forEach(function (span) {
+      span.addEventListener("click", function () {
+        const o = Number(span.getAttribute("data-off"));
+        let best = null, width = Infinity;
+        panel.querySelectorAll("tr[data-from]").forEach(function (tr) {
+          const a = Number(tr.getAttribute("data-from")), b = Number(tr.getAttribute("data-to"));
+          if (a >= 0 && a <= o && o <= b && b - a < width) { best = tr; width = b - a; }
+        });
+        if (best) { best.focus(); best.click(); }
+      });
+    });
     panel.querySelectorAll("tr[data-from]").forEach(function (tr) {
       const pick = function () {
         panel.querySelectorAll("tr.picked").forEach(function (t) { t.classList.remove("picked"); });
