@@ -6,10 +6,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use roce::wire::cm::{CmMadRepr, CmMessage, RejRepr, reject_reason};
-use roce::wire::opcode::op;
-use roce::wire::{
-    BthRepr, DethRepr, ExtHeaders, FixedHeader, IbPacketRepr, Opcode, Psn, Qpn, RoceRepr, Transport,
-};
+use roce::wire::mad::gsi_packet;
+use roce::wire::{FixedHeader, PKey, Psn, Qpn, RoceRepr};
 use roce_tests::pcap_bytes;
 use serde_json::Value;
 
@@ -162,31 +160,12 @@ fn rping_capture_explains_every_cm_field() {
 
 /// A UD SEND to QP1 carrying `mad`, as rxe frames it.
 fn gsi_frame(mad: &[u8]) -> Vec<u8> {
-    let bth = BthRepr::new(
-        Opcode::new(Transport::Ud, op::SEND_ONLY),
-        Qpn::GSI,
-        Psn::new(3),
-    );
-    let ext = ExtHeaders {
-        deth: Some(DethRepr {
-            qkey: DethRepr::GSI_QKEY,
-            resv: 0,
-            src_qp: Qpn::GSI,
-        }),
-        ..ExtHeaders::default()
-    };
+    let ib = gsi_packet(Psn::new(3), PKey::DEFAULT, mad);
     let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
-    RoceRepr::rxe(
-        [2, 0, 0, 0, 0, 1],
-        [2, 0, 0, 0, 0, 2],
-        a,
-        b,
-        Qpn::GSI,
-        IbPacketRepr::new(bth, ext, mad),
-    )
-    .unwrap()
-    .to_vec()
-    .unwrap()
+    RoceRepr::rxe([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], a, b, Qpn::GSI, ib)
+        .unwrap()
+        .to_vec()
+        .unwrap()
 }
 
 fn capture(name: &str, frames: &[Vec<u8>]) -> PathBuf {

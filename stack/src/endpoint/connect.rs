@@ -32,6 +32,8 @@ pub struct QpPath {
     pub rnr_retry: u8,
     pub min_rnr_timer: RnrTimer,
     pub qkey: u32,
+    /// The path's GRH flow label (0: none; rxe then derives the UDP port from the QPNs).
+    pub flow_label: u32,
 }
 
 impl QpPath {
@@ -60,6 +62,7 @@ impl QpPath {
             rnr_retry: 7,
             min_rnr_timer: RnrTimer::new(12),
             qkey: 0x1111_1111,
+            flow_label: 0,
         }
     }
 }
@@ -85,6 +88,7 @@ pub fn to_rts(engine: &mut Engine, qpn: Qpn, path: &QpPath) -> Result<(), Transp
         rtr.path_mtu = Some(path.mtu);
         rtr.dest_qp = Some(path.dest_qp);
         rtr.rq_psn = Some(path.rq_psn);
+        rtr.flow_label = (path.flow_label != 0).then_some(path.flow_label);
     }
     if qp_type == QpType::Rc {
         rtr.max_dest_rd_atomic = Some(path.max_dest_rd_atomic);

@@ -9,9 +9,14 @@
 //! in-memory link run in virtual time, deterministically. The runtime drives one over a
 //! real device.
 
+mod gsi;
+
+pub use gsi::HostCmError;
+
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 
+use super::cm::{CmConfig, ConnectionManager, ca_guid_of_mac};
 use super::congestion::{CongestionHook, NoCongestionControl};
 use super::gid::{GidTable, IpCidr};
 use super::neighbor::{Evidence, NeighbourCache, NeighbourConfig, Queued};
@@ -41,6 +46,9 @@ pub struct HostConfig {
     pub neighbour: NeighbourConfig,
     /// The ECN field of every RoCE frame sent: rxe sends Not-ECT; a DCQCN sender ECT(0).
     pub ecn: Ecn,
+    /// The connection manager behind QP1. The host sets its CA GUID to the MAC's EUI-64 (as
+    /// rxe does) and mixes the MAC into its seed, so that two hosts draw different IDs.
+    pub cm: CmConfig,
 }
 
 impl HostConfig {
@@ -51,6 +59,7 @@ impl HostConfig {
             transport: TransportConfig::default(),
             neighbour: NeighbourConfig::default(),
             ecn: Ecn::NotEct,
+            cm: CmConfig::default(),
         }
     }
 }
@@ -129,11 +138,22 @@ pub struct Host {
     /// Per local QP, where its last CE-marked packet came from (address, and the DETH's
     /// source QP for UD): the destination of a CNP the notification point defers.
     marked_by: HashMap<Qpn, (IpAddr, Option<Qpn>)>,
+    /// The connection manager whose MADs QP1 carries.
+    cm: ConnectionManager,
+    /// The next PSN of QP1's sends.
+    gsi_psn: Psn,
     stats: HostStats,
 }
 
 impl Host {
     pub fn new(config: HostConfig) -> Host {
+        let mac = config.mac;
+        let cm = CmConfig {
+            ca_guid: ca_guid_of_mac(mac),
+            seed: config.cm.seed
+                ^ u64::from_be_bytes([0, 0, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]]),
+            ..config.cm
+        };
         Host {
             mac: config.mac,
             gids: GidTable::new(config.mac, &config.addrs),
@@ -144,6 +164,8 @@ impl Host {
             scratch: vec![0; MAX_PACKET_LEN],
             congestion: Box::new(NoCongestionControl),
             marked_by: HashMap::new(),
+            cm: ConnectionManager::new(cm),
+            gsi_psn: gsi::GSI_FIRST_PSN,
             stats: HostStats::default(),
         }
     }
@@ -273,6 +295,10 @@ impl Host {
         }
         self.stats.roce_received += 1;
         let bth = packet.bth();
+        if bth.dest_qp == Qpn::GSI {
+            self.handle_gsi(now, &packet);
+            return;
+        }
         let src = packet.ip().src_addr();
         // Only marks on our QPs are remembered and answered: a CNP for a QP that does not
         // exist tells its sender nothing, and remembering every QPN that marked packets name
@@ -288,6 +314,8 @@ impl Host {
         let bytes = packet.packet_bytes();
         let ib = &bytes[packet.bth_offset()..bytes.len() - crate::wire::icrc::ICRC_LEN];
         match self.engine.handle_packet(now, src, ib) {
+            // The first packet on a QP whose REP waits for its RTU establishes it.
+            Ok(()) if self.cm.awaits_rtu(bth.dest_qp) => self.cm.qp_active(bth.dest_qp),
             Ok(()) => {}
             Err(DropReason::Cnp) => {
                 self.stats.cnps_received += 1;
@@ -419,7 +447,7 @@ impl Host {
         } else {
             Transport::Rc
         };
-        repr.udp = udp_for(transport, local, dest_qp);
+        repr.udp = udp_for(transport, local, dest_qp, self.flow_label(local));
         if let Ok(frame) = repr.to_vec() {
             self.stats.cnps_sent += 1;
             self.route(now, peer, frame);
@@ -460,6 +488,9 @@ impl Host {
                 self.stats.roce_sent += u64::from(roce);
                 return Some(frame.len());
             }
+            if self.transmit_mads(now) {
+                continue;
+            }
             let congestion = &self.congestion;
             let may_send = |qpn| congestion.next_send_time(now, qpn).is_none_or(|t| t <= now);
             let t = self
@@ -472,6 +503,11 @@ impl Host {
                 return Some(n);
             }
         }
+    }
+
+    /// The GRH flow label of a QP's path (0 for none), which picks its UDP source port.
+    fn flow_label(&self, qpn: Qpn) -> u32 {
+        self.engine.query_qp(qpn).map_or(0, |(_, a)| a.flow_label)
     }
 
     /// Wraps the engine's packet in a frame: into `buf` if the next hop is known, else into
@@ -493,7 +529,12 @@ impl Host {
             ib,
         )?
         .with_ecn(self.ecn);
-        repr.udp = udp_for(ib.bth.opcode.transport(), t.src_qp, t.dest_qp);
+        repr.udp = udp_for(
+            ib.bth.opcode.transport(),
+            t.src_qp,
+            t.dest_qp,
+            self.flow_label(t.src_qp),
+        );
         if next_hop.is_some() {
             return repr.emit(buf).ok();
         }
@@ -513,6 +554,7 @@ impl Host {
             self.engine.poll_timeout(),
             self.neighbours.poll_timeout(),
             self.congestion.next_timer(),
+            self.cm.poll_timeout(),
             pacing,
         ]
         .into_iter()
@@ -522,6 +564,9 @@ impl Host {
 
     pub fn handle_timeout(&mut self, now: Time) {
         self.engine.handle_timeout(now);
+        if self.cm.poll_timeout().is_some_and(|t| t <= now) {
+            self.cm.handle_timeout(now, &mut self.engine);
+        }
         if self.congestion.next_timer().is_some_and(|t| t <= now) {
             self.congestion.on_timer(now);
         }
@@ -542,12 +587,13 @@ impl Host {
 }
 
 /// The UDP header rxe gives a QP's packets: RC and UC QPs take the port `rdma_get_udp_sport`
-/// derives from both QPNs when they reach RTR (shared by both directions of the connection);
+/// derives from the path's flow label (rdma_cm sets one), else from both QPNs, when they
+/// reach RTR (shared by both directions of the connection);
 /// UD QPs keep the one derived from their own QPN at creation (docs/headers.md, checked against
 /// real rxe captures).
-fn udp_for(transport: Transport, local: Qpn, remote: Qpn) -> UdpRepr {
+fn udp_for(transport: Transport, local: Qpn, remote: Qpn, flow_label: u32) -> UdpRepr {
     match transport {
-        Transport::Rc | Transport::Uc => UdpRepr::rxe_connected(0, local, remote),
+        Transport::Rc | Transport::Uc => UdpRepr::rxe_connected(flow_label, local, remote),
         _ => UdpRepr::rxe(local),
     }
 }

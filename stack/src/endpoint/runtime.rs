@@ -16,8 +16,10 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use thiserror::Error;
 
+mod cm;
+
 use super::connect::{self, QpPath};
-use super::host::{Host, HostConfig};
+use super::host::{Host, HostCmError, HostConfig};
 use crate::io::{Device, DeviceError};
 use crate::transport::{
     Access, CqId, Event, QpInit, RecvWr, SendWr, Time, TransportError, WorkCompletion,
@@ -47,6 +49,8 @@ pub enum RuntimeError {
     NoRoute(IpAddr),
     #[error("the out-of-band helper thread failed")]
     WorkerFailed,
+    #[error("rdma_cm: {0}")]
+    Cm(#[from] HostCmError),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -91,6 +95,12 @@ impl Runtime {
         // the caller fixed them (see `ids.rs`).
         if host.transport.id_seed.is_none() {
             host.transport.id_seed = Some(super::ids::draw());
+        }
+        // Communication IDs and starting PSNs likewise (a peer must not guess them either).
+        host.cm.seed ^= super::ids::draw();
+        // The connection manager offers (and accepts) at most the path MTU the device carries.
+        if let Some(mtu) = crate::transport::Mtu::for_link_mtu(device.capabilities().mtu as u32) {
+            host.cm.max_mtu = mtu;
         }
         let poll = Poll::new().map_err(RuntimeError::Poll)?;
         let mut registered = false;

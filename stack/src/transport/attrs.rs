@@ -97,6 +97,9 @@ pub struct QpAttrs {
     pub access: Access,
     pub qkey: u32,
     pub pkey: PKey,
+    /// The GRH flow label of the path (RC, UC): rxe derives the UDP source port from it when
+    /// it is non-zero (rdma_cm sets one), from the QPNs otherwise.
+    pub flow_label: u32,
 }
 
 impl Default for QpAttrs {
@@ -116,6 +119,7 @@ impl Default for QpAttrs {
             access: Access::NONE,
             qkey: 0,
             pkey: PKey::DEFAULT,
+            flow_label: 0,
         }
     }
 }
@@ -139,6 +143,8 @@ pub struct ModifyQp {
     pub access: Option<Access>,
     pub qkey: Option<u32>,
     pub pkey: Option<PKey>,
+    /// 20 bits (part of the address vector, `ah_attr.grh.flow_label`).
+    pub flow_label: Option<u32>,
 }
 
 /// The largest max_rd_atomic / max_dest_rd_atomic accepted (rxe advertises 128; 16 is what
@@ -163,6 +169,7 @@ impl Mask {
     const ACCESS: Mask = Mask(1 << 11);
     const QKEY: Mask = Mask(1 << 12);
     const PKEY: Mask = Mask(1 << 13);
+    const FLOW_LABEL: Mask = Mask(1 << 14);
     const NONE: Mask = Mask(0);
 
     const fn or(self, other: Mask) -> Mask {
@@ -173,7 +180,7 @@ impl Mask {
     }
 }
 
-const NAMES: [(Mask, &str); 14] = [
+const NAMES: [(Mask, &str); 15] = [
     (Mask::PATH_MTU, "path_mtu"),
     (Mask::SQ_PSN, "sq_psn"),
     (Mask::RQ_PSN, "rq_psn"),
@@ -188,6 +195,7 @@ const NAMES: [(Mask, &str); 14] = [
     (Mask::ACCESS, "access"),
     (Mask::QKEY, "qkey"),
     (Mask::PKEY, "pkey"),
+    (Mask::FLOW_LABEL, "flow_label"),
 ];
 
 impl ModifyQp {
@@ -220,6 +228,7 @@ impl ModifyQp {
         add(self.access.is_some(), Mask::ACCESS);
         add(self.qkey.is_some(), Mask::QKEY);
         add(self.pkey.is_some(), Mask::PKEY);
+        add(self.flow_label.is_some(), Mask::FLOW_LABEL);
         m
     }
 
@@ -242,7 +251,8 @@ impl ModifyQp {
             max_dest_rd_atomic,
             access,
             qkey,
-            pkey
+            pkey,
+            flow_label
         );
     }
 
@@ -263,6 +273,9 @@ impl ModifyQp {
         }
         if !within(self.max_dest_rd_atomic, MAX_RD_ATOMIC) {
             return Err(("max_dest_rd_atomic", "exceeds the engine's limit"));
+        }
+        if self.flow_label.is_some_and(|l| l > 0xf_ffff) {
+            return Err(("flow_label", "is 20 bits"));
         }
         Ok(())
     }
@@ -294,9 +307,9 @@ fn rules(qp_type: QpType, from: QpState, to: QpState) -> Option<(Mask, Mask)> {
         (Init, Rtr) => match qp_type {
             Rc => (
                 path.or(Mask::MAX_DEST_RD_ATOMIC).or(Mask::MIN_RNR_TIMER),
-                Mask::ACCESS.or(Mask::PKEY),
+                Mask::ACCESS.or(Mask::PKEY).or(Mask::FLOW_LABEL),
             ),
-            Uc => (path, Mask::ACCESS.or(Mask::PKEY)),
+            Uc => (path, Mask::ACCESS.or(Mask::PKEY).or(Mask::FLOW_LABEL)),
             Ud => (Mask::NONE, Mask::QKEY.or(Mask::PKEY)),
         },
         (Rtr, Rts) => match qp_type {

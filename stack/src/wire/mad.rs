@@ -20,8 +20,10 @@
 
 use super::FixedHeader;
 use super::cm::FieldInfo;
-use super::field;
+use super::field::{self, PKey, Psn, Qpn};
 use super::header::header_view;
+use super::opcode::op;
+use super::{BthRepr, DethRepr, ExtHeaders, IbPacketRepr, Opcode, Transport};
 
 /// Size of every MAD on the wire (IBA 13.4.1): the UD payload of a GSI packet.
 pub const MAD_LEN: usize = 256;
@@ -249,6 +251,23 @@ impl FixedHeader for MadHeaderRepr {
         field::write_u16(buf, 18, self.reserved);
         field::write_u32(buf, 20, self.attribute_modifier);
     }
+}
+
+/// The IB packet that carries `mad` from QP1 to QP1 (IBA 13.5.1): a UD SEND_ONLY with
+/// AckReq set (as rxe sends them), partition `pkey`, and a DETH with the GSI Q_Key.
+pub fn gsi_packet(psn: Psn, pkey: PKey, mad: &[u8]) -> IbPacketRepr<'_> {
+    let mut bth = BthRepr::new(Opcode::new(Transport::Ud, op::SEND_ONLY), Qpn::GSI, psn);
+    bth.ack_req = true;
+    bth.pkey = pkey;
+    let ext = ExtHeaders {
+        deth: Some(DethRepr {
+            qkey: DethRepr::GSI_QKEY,
+            resv: 0,
+            src_qp: Qpn::GSI,
+        }),
+        ..ExtHeaders::default()
+    };
+    IbPacketRepr::new(bth, ext, mad)
 }
 
 #[cfg(test)]

@@ -30,6 +30,19 @@ cm_message! {
     private_data "Private Data": [u8; 224] = (8, 0, 1792);
 }
 
+impl DreqRepr {
+    /// A DREQ of connection `local_comm_id` to the peer's `remote_comm_id` and QP, no data.
+    pub fn new(local_comm_id: u32, remote_comm_id: u32, remote_qpn: Qpn) -> DreqRepr {
+        DreqRepr {
+            local_comm_id,
+            remote_comm_id,
+            remote_qpn,
+            reserved_11: 0,
+            private_data: [0; 220],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
