@@ -119,8 +119,11 @@
     for (let p = 1; p < shown.length; p++) gaps.push(R.t[shown[p]] - R.t[shown[p - 1]]);
     gaps.sort(function (a, b) { return a - b; });
     idle = gaps.length ? Math.max(50, 20 * gaps[Math.floor(gaps.length / 2)]) : Infinity;
-    count.textContent = shown.length + " frames of this exchange in the page" +
-      (shown.length > 3 * CHUNK ? " (drawn a chunk at a time as you scroll)" : "");
+    count.textContent = shown.length
+      ? shown.length + " frames of this exchange in the page" +
+        (shown.length > 3 * CHUNK ? " (drawn a chunk at a time as you scroll)" : "")
+      : "none of this exchange's " + x.packets + " frames is in the page: roce view " + D.file +
+        " --flow " + f + " makes a page of them";
     drawn = [-1, -1];
     layout();
   }
