@@ -29,6 +29,8 @@ pub enum WcStatus {
     RetryExcErr,
     /// RNR NAKs exceeded rnr_retry.
     RnrRetryExcErr,
+    /// A BIND_MW work request was refused (IBA 10.6.7.2; rxe's `IB_WC_MW_BIND_ERR`).
+    MwBindErr,
 }
 
 impl WcStatus {
@@ -46,6 +48,7 @@ impl WcStatus {
             WcStatus::RemOpErr => "REM_OP_ERR",
             WcStatus::RetryExcErr => "RETRY_EXC_ERR",
             WcStatus::RnrRetryExcErr => "RNR_RETRY_EXC_ERR",
+            WcStatus::MwBindErr => "MW_BIND_ERR",
         }
     }
 }
@@ -62,6 +65,12 @@ pub enum WcOpcode {
     Recv,
     /// A receive consumed by an RDMA WRITE with immediate.
     RecvRdmaWithImm,
+    /// A BIND_MW work request.
+    BindMw,
+    /// A LOCAL_INV work request.
+    LocalInv,
+    /// A REG_MR (fast registration) work request.
+    RegMr,
 }
 
 /// One completed work request (`ibv_wc`).

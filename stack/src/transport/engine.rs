@@ -9,11 +9,13 @@ use super::attrs::{ModifyQp, QpAttrs, QpState};
 use super::config::{Event, Stats, Transmit, TransportConfig};
 use super::cq::{CompletionQueue, CqId, WorkCompletion};
 use super::error::{DropReason, TransportError};
-use super::mr::{Access, MemoryRegion, MrTable};
+use super::mr::{
+    Access, MemoryRegion, MemoryWindow, MrError, MrTable, MwBind, MwType, PdId, inc_rkey,
+};
 use super::qp::{Ctx, QpInit, QpUsage, QueuePair};
 use super::qp_table::QpTable;
 use super::time::Time;
-use super::wr::{RecvWr, SendWr};
+use super::wr::{RecvWr, SendOp, SendWr};
 use crate::wire::{IbPacketRepr, Opcode, Qpn};
 
 /// A sans-IO RDMA transport engine (one RoCE device's worth of state).
@@ -53,16 +55,46 @@ impl Engine {
         &self.stats
     }
 
-    // ---- memory regions ----
+    // ---- protection domains, memory regions and windows ----
 
-    /// Registers `data` as seen at `va..va + data.len()`; returns its key (L_Key = R_Key).
+    /// `ibv_alloc_pd`. Every engine also has [`PdId::DEFAULT`], which the verbs without a
+    /// `pd` argument use.
+    pub fn alloc_pd(&mut self) -> PdId {
+        self.mrs.alloc_pd()
+    }
+
+    /// `ibv_dealloc_pd`: refused while a queue pair, region or window uses it.
+    pub fn dealloc_pd(&mut self, pd: PdId) -> Result<(), TransportError> {
+        if self
+            .active
+            .iter()
+            .any(|&q| self.qp(q).is_ok_and(|qp| qp.pd() == pd))
+        {
+            return Err(MrError::PdInUse(pd.0).into());
+        }
+        Ok(self.mrs.dealloc_pd(pd)?)
+    }
+
+    /// Registers `data` as seen at `va..va + data.len()` in the default protection domain;
+    /// returns its L_Key (also its R_Key if `access` grants a remote right).
     pub fn register_mr(
         &mut self,
         va: u64,
         data: Vec<u8>,
         access: Access,
     ) -> Result<u32, TransportError> {
-        Ok(self.mrs.register(va, data, access)?)
+        self.register_mr_in(PdId::DEFAULT, va, data, access)
+    }
+
+    /// `ibv_reg_mr` in protection domain `pd`.
+    pub fn register_mr_in(
+        &mut self,
+        pd: PdId,
+        va: u64,
+        data: Vec<u8>,
+        access: Access,
+    ) -> Result<u32, TransportError> {
+        Ok(self.mrs.register(pd, va, data, access)?)
     }
 
     /// Registers under a chosen key, for replaying captures and tests that must use a peer's
@@ -75,20 +107,72 @@ impl Engine {
         data: Vec<u8>,
         access: Access,
     ) -> Result<(), TransportError> {
-        Ok(self.mrs.register_with_key(key, va, data, access)?)
+        Ok(self
+            .mrs
+            .register_with_key(PdId::DEFAULT, key, va, data, access)?)
     }
 
-    /// Removes a region and returns its bytes.
+    /// `ib_alloc_mr(IB_MR_TYPE_MEM_REG)`: a fast-registration region owning `capacity`
+    /// bytes, free until a [`SendOp::RegMr`] work request maps them; returns its key.
+    ///
+    /// [`SendOp::RegMr`]: super::SendOp::RegMr
+    pub fn alloc_mr(&mut self, pd: PdId, capacity: usize) -> Result<u32, TransportError> {
+        Ok(self.mrs.alloc_fast(pd, capacity)?)
+    }
+
+    /// Removes a region and returns its bytes; refused while windows are bound to it.
     pub fn deregister_mr(&mut self, key: u32) -> Result<Vec<u8>, TransportError> {
         Ok(self.mrs.deregister(key)?)
     }
 
+    /// The region `key` (its L_Key or R_Key) names.
     pub fn mr(&self, key: u32) -> Option<&MemoryRegion> {
         self.mrs.get(key)
     }
 
+    /// The region `key` names, to fill or read its bytes between operations.
     pub fn mr_mut(&mut self, key: u32) -> Option<&mut MemoryRegion> {
         self.mrs.get_mut(key)
+    }
+
+    /// `ibv_alloc_mw`: an unbound memory window; returns its R_Key.
+    pub fn alloc_mw(&mut self, pd: PdId, kind: MwType) -> Result<u32, TransportError> {
+        Ok(self.mrs.alloc_window(pd, kind)?)
+    }
+
+    /// `ibv_dealloc_mw`.
+    pub fn dealloc_mw(&mut self, key: u32) -> Result<(), TransportError> {
+        Ok(self.mrs.dealloc_window(key)?)
+    }
+
+    /// The window `key` names.
+    pub fn mw(&self, key: u32) -> Option<&MemoryWindow> {
+        self.mrs.window(key)
+    }
+
+    /// `ibv_bind_mw` for a type 1 window: posts a BIND_MW work request on `qpn` under the
+    /// window's next key byte, which it returns (as libibverbs does); the window answers to
+    /// that key once the request completes. Wait for that completion before binding the
+    /// same window again.
+    pub fn bind_mw(
+        &mut self,
+        qpn: Qpn,
+        wr_id: u64,
+        mw: u32,
+        bind: MwBind,
+    ) -> Result<u32, TransportError> {
+        let window = self.mrs.window(mw).ok_or(MrError::UnknownKey(mw))?;
+        if window.kind() != MwType::Type1 {
+            return Err(MrError::BadBind {
+                key: mw,
+                why: "ibv_bind_mw binds type 1 windows; post BIND_MW for type 2",
+            }
+            .into());
+        }
+        let rkey = inc_rkey(mw);
+        let wr = SendWr::new(wr_id, SendOp::BindMw { mw, rkey, bind }, Vec::new());
+        self.post_send(qpn, wr)?;
+        Ok(rkey)
     }
 
     // ---- completion queues ----
@@ -124,6 +208,9 @@ impl Engine {
     /// Creates a queue pair with a chosen number, for QP1 (the GSI, which receives
     /// communication-management MADs) or to mirror a peer's numbering in tests.
     pub fn create_qp_with_qpn(&mut self, qpn: Qpn, init: QpInit) -> Result<(), TransportError> {
+        if !self.mrs.has_pd(init.pd) {
+            return Err(MrError::UnknownPd(init.pd.0).into());
+        }
         for cq in [init.send_cq, init.recv_cq] {
             if self.cqs.get(cq.0 as usize).is_none() {
                 return Err(TransportError::UnknownCq(cq.0));

@@ -54,10 +54,17 @@
 //!   usable. UC: a gap or an error drops the rest of the message silently and the receive is
 //!   used again. RC and UC accept packets only from the connected peer's address.
 //! - Atomics operate on memory in the host's byte order (little-endian here).
-//! - One protection domain per engine and L_Key = R_Key; SEND with Invalidate invalidates
-//!   regions marked invalidatable (standing in for memory windows and fast registration).
-//! - Not implemented: shared receive queues, memory windows, FLUSH and ATOMIC_WRITE (NAKed
-//!   Invalid Request), path migration, RD and XRC; completion queues never drop entries.
+//! - Memory (`mr/`) as rxe keeps it: protection domains, registered and fast-registration
+//!   regions (REG_MR, LOCAL_INV), type 1 and type 2 memory windows (BIND_MW), one key space
+//!   of `index << 8 | key byte`, R_Key 0 for a region without remote rights. Memory work
+//!   requests are carried out when the requester reaches them and complete after what
+//!   precedes them. Stricter than rxe: an access through a window stays inside the window,
+//!   and only a type 2 window's own queue pair (a fast region's own domain) may invalidate
+//!   it. A SEND with Invalidate whose key cannot be invalidated completes its receive with
+//!   REM_INV_REQ_ERR (rxe's class J) and is NAKed Invalid Request, so that the requester
+//!   learns it too (rxe ACKs it and only its own queue pair goes to the error state).
+//! - Not implemented: shared receive queues, FLUSH and ATOMIC_WRITE (NAKed Invalid Request),
+//!   path migration, RD and XRC; completion queues never drop entries.
 
 mod attrs;
 mod config;
@@ -80,7 +87,9 @@ pub use config::{Event, MAX_PACKET_LEN, Stats, Transmit, TransportConfig};
 pub use cq::{CompletionQueue, CqId, WcOpcode, WcStatus, WorkCompletion};
 pub use engine::Engine;
 pub use error::{DropReason, TransportError};
-pub use mr::{Access, MemoryRegion, MrError};
+pub use mr::{
+    Access, MemoryRegion, MemoryWindow, MrError, MrState, MwBind, MwType, PdId, inc_rkey,
+};
 pub use qp::{GRH_LEN, QpInit, QpUsage, local_ack_timeout};
 pub use time::Time;
 pub use wr::{RecvWr, SendOp, SendWr, Sge, UdDest};

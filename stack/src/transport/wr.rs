@@ -2,6 +2,7 @@
 
 use std::net::IpAddr;
 
+use super::mr::{Access, MwBind};
 use crate::wire::Qpn;
 
 /// A scatter/gather entry: `length` bytes at `addr` in the region `lkey` names.
@@ -47,6 +48,28 @@ pub enum SendOp {
         rkey: u32,
         add: u64,
     },
+    /// LOCAL_INV (IBA 10.6.3.7): invalidates a fast-registration region or a type 2 window
+    /// of this queue pair. Nothing goes on the wire.
+    LocalInv {
+        key: u32,
+    },
+    /// REG_MR, fast registration (IBA 10.6.3.6): maps the first `len` bytes of the free
+    /// fast-registration region `mr` (its current L_Key) at `va` with `access`, under `key`
+    /// (the same index, a new key byte: [`super::inc_rkey`]). Nothing goes on the wire.
+    RegMr {
+        mr: u32,
+        key: u32,
+        va: u64,
+        len: u64,
+        access: Access,
+    },
+    /// BIND_MW (IBA 10.6.7.2): binds window `mw` (its current R_Key) under `rkey` (same
+    /// index, new key byte) as `bind` says. Nothing goes on the wire.
+    BindMw {
+        mw: u32,
+        rkey: u32,
+        bind: MwBind,
+    },
 }
 
 impl SendOp {
@@ -64,6 +87,14 @@ impl SendOp {
     }
     pub const fn is_atomic(&self) -> bool {
         matches!(self, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
+    }
+    /// Memory work requests the requester carries out itself, in send queue order, without
+    /// sending anything.
+    pub const fn is_local(&self) -> bool {
+        matches!(
+            self,
+            SendOp::LocalInv { .. } | SendOp::RegMr { .. } | SendOp::BindMw { .. }
+        )
     }
     /// READs and atomics: the operations max_rd_atomic limits, which complete on a response
     /// carrying data rather than on an ACK.

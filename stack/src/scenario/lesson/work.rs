@@ -5,7 +5,9 @@ use std::net::IpAddr;
 
 use super::{ATOMIC_AT, ATOMIC_START, End, GenError, Lesson, Q_KEY, VA_A, VA_B};
 use crate::endpoint::Host;
-use crate::transport::{Access, RecvWr, SendOp, SendWr, Sge, Time, UdDest, WcStatus};
+use crate::transport::{
+    Access, PdId, RecvWr, SendOp, SendWr, Sge, Time, UdDest, WcStatus, inc_rkey,
+};
 
 /// One lesson's work.
 pub struct Work {
@@ -122,13 +124,21 @@ pub fn plan(
             work(vec![wr(a, op, VA_A, 100)], vec![recv(b)])
         }
         Lesson::SendInv => {
-            // A second region at B that a peer's SEND with Invalidate may invalidate.
+            // A fast-registration region at B, registered by a REG_MR on B's queue pair
+            // (nothing on the wire), which A's SEND with Invalidate invalidates.
             let e = host_b.engine_mut();
-            let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
-            let key = e.register_mr(VA_B + 0x10_0000, vec![0; 4096], access)?;
-            if let Some(mr) = e.mr_mut(key) {
-                mr.set_remote_invalidate(true);
-            }
+            let mr = e.alloc_mr(PdId::DEFAULT, 4096)?;
+            let key = inc_rkey(mr);
+            let reg = SendOp::RegMr {
+                mr,
+                key,
+                va: VA_B + 0x10_0000,
+                len: 4096,
+                access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            };
+            let mut reg = SendWr::new(8, reg, Vec::new());
+            reg.signaled = false;
+            e.post_send(b.qpn, reg)?;
             let op = SendOp::SendWithInv { rkey: key };
             work(vec![wr(a, op, VA_A, 64)], vec![recv(b)])
         }

@@ -233,6 +233,10 @@ impl QueuePair {
             return false;
         }
         while let Some(w) = self.sq.oldest_started() {
+            if w.wr.op.is_local() {
+                self.complete_send_front(ctx, WcStatus::Success);
+                continue;
+            }
             if w.first_psn().distance(p) > 0 {
                 break;
             }
@@ -376,7 +380,11 @@ impl QueuePair {
             self.complete_send_front(ctx, WcStatus::BadRespErr);
             return self.enter_error(ctx);
         }
-        if ctx.mrs.scatter(&w.wr.sg_list, offset, payload).is_err() {
+        if ctx
+            .mrs
+            .scatter(self.init.pd, &w.wr.sg_list, offset, payload)
+            .is_err()
+        {
             self.complete_send_front(ctx, WcStatus::LocProtErr);
             return self.enter_error(ctx);
         }
@@ -403,7 +411,7 @@ impl QueuePair {
         // The original value lands in local memory in the host's order (little-endian here).
         if ctx
             .mrs
-            .scatter(&w.wr.sg_list, 0, &orig.to_le_bytes())
+            .scatter(self.init.pd, &w.wr.sg_list, 0, &orig.to_le_bytes())
             .is_err()
         {
             self.complete_send_front(ctx, WcStatus::LocProtErr);

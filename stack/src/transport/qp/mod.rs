@@ -20,7 +20,7 @@ use crate::transport::attrs::{ModifyError, ModifyQp, QpAttrs, QpState, QpType, c
 use crate::transport::config::{Event, Stats, Transmit, TransportConfig};
 use crate::transport::cq::{CompletionQueue, CqId, WcOpcode, WcStatus, WorkCompletion};
 use crate::transport::error::{DropReason, TransportError};
-use crate::transport::mr::MrTable;
+use crate::transport::mr::{Accessor, MrTable, PdId};
 use crate::transport::time::Time;
 use crate::transport::wr::{RecvWr, SendOp, SendWr};
 use crate::wire::{IbPacketRepr, Qpn, Transport};
@@ -47,6 +47,9 @@ impl Ctx<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpInit {
     pub qp_type: QpType,
+    /// Its protection domain: the regions and windows its work requests and its peer's
+    /// requests may use.
+    pub pd: PdId,
     pub send_cq: CqId,
     pub recv_cq: CqId,
     pub max_send_wr: u32,
@@ -60,6 +63,7 @@ impl QpInit {
     pub fn new(qp_type: QpType, cq: CqId) -> QpInit {
         QpInit {
             qp_type,
+            pd: PdId::DEFAULT,
             send_cq: cq,
             recv_cq: cq,
             max_send_wr: 1024,
@@ -96,6 +100,9 @@ fn send_wc_opcode(op: &SendOp) -> WcOpcode {
         SendOp::Read { .. } => WcOpcode::RdmaRead,
         SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
         SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+        SendOp::LocalInv { .. } => WcOpcode::LocalInv,
+        SendOp::RegMr { .. } => WcOpcode::RegMr,
+        SendOp::BindMw { .. } => WcOpcode::BindMw,
     }
 }
 
@@ -112,6 +119,19 @@ impl QueuePair {
             resp: Responder::default(),
             drain_pending: false,
             sent_response: false,
+        }
+    }
+
+    /// Its protection domain.
+    pub fn pd(&self) -> PdId {
+        self.init.pd
+    }
+
+    /// Who this queue pair is to the memory table.
+    fn who(&self) -> Accessor {
+        Accessor {
+            pd: self.init.pd,
+            qpn: self.qpn,
         }
     }
 
@@ -187,9 +207,12 @@ impl QueuePair {
         if wr.sg_list.len() > ctx.config.max_sge {
             return bad("too many scatter/gather entries");
         }
+        // Memory work requests as rxe allows them: all on RC, BIND_MW on UC too.
         let allowed = match self.init.qp_type {
             QpType::Rc => true,
-            QpType::Uc => wr.op.is_send() || wr.op.is_write(),
+            QpType::Uc => {
+                wr.op.is_send() || wr.op.is_write() || matches!(wr.op, SendOp::BindMw { .. })
+            }
             QpType::Ud => matches!(wr.op, SendOp::Send | SendOp::SendWithImm { .. }),
         };
         if !allowed {
@@ -299,18 +322,27 @@ impl QueuePair {
     }
 
     /// Completes the oldest send work request with `status`. Successful unsignaled requests
-    /// leave no completion; errors always do.
+    /// leave no completion; errors always do. Memory work requests already carried out
+    /// behind it complete with it: they wait for no response, only for what precedes them.
     fn complete_send_front(&mut self, ctx: &mut Ctx<'_>, status: WcStatus) {
+        self.complete_one_send(ctx, status);
+        if status == WcStatus::Success {
+            while self.sq.oldest_started().is_some_and(|w| w.wr.op.is_local()) {
+                self.complete_one_send(ctx, WcStatus::Success);
+            }
+        }
+    }
+
+    fn complete_one_send(&mut self, ctx: &mut Ctx<'_>, status: WcStatus) {
         let Some(wqe) = self.sq.pop_front() else {
             return;
         };
-        if status == WcStatus::Success && !wqe.wr.signaled && !self.init.sq_sig_all {
-            return;
+        if status != WcStatus::Success || wqe.wr.signaled || self.init.sq_sig_all {
+            let mut wc =
+                WorkCompletion::new(wqe.wr.wr_id, status, send_wc_opcode(&wqe.wr.op), self.qpn);
+            wc.byte_len = wqe.len.min(u64::from(u32::MAX)) as u32;
+            ctx.complete(self.init.send_cq, wc);
         }
-        let mut wc =
-            WorkCompletion::new(wqe.wr.wr_id, status, send_wc_opcode(&wqe.wr.op), self.qpn);
-        wc.byte_len = wqe.len.min(u64::from(u32::MAX)) as u32;
-        ctx.complete(self.init.send_cq, wc);
     }
 
     fn complete_recv(&self, ctx: &mut Ctx<'_>, wr: &RecvWr, status: WcStatus) {

@@ -211,6 +211,16 @@ impl SendQueue {
         }
     }
 
+    /// Marks memory work request `i` (the first unstarted one) carried out: it occupies no
+    /// PSN and has nothing left to send.
+    fn start_local(&mut self, i: usize) {
+        let w = &mut self.wqes[i];
+        w.first_psn = self.next_psn;
+        w.npkts = 0;
+        self.started = i + 1;
+        self.cursor = i + 1;
+    }
+
     /// Gives work request `i` (the first unstarted one) its PSNs.
     fn start(&mut self, i: usize, mtu: u32) {
         let next = self.next_psn;
@@ -283,6 +293,10 @@ fn plan(w: &SendWqe, psn: Psn, mtu: u32) -> Plan {
         }
         SendOp::CompareSwap { .. } => return request(op::COMPARE_SWAP),
         SendOp::FetchAdd { .. } => return request(op::FETCH_ADD),
+        // Carried out by `run_local`, never planned into a packet.
+        SendOp::LocalInv { .. } | SendOp::RegMr { .. } | SendOp::BindMw { .. } => {
+            return request(op::SEND_ONLY);
+        }
         SendOp::Send => pick(
             op::SEND_ONLY,
             op::SEND_FIRST,
@@ -429,8 +443,20 @@ impl QueuePair {
             ctx.stats.probes += 1;
             return self.transmit(ctx, buf, i, psn, true).map(|(t, _)| t);
         }
-        let i = self.sq.cursor;
-        let w = self.sq.wqes.get(i)?;
+        let i = loop {
+            let i = self.sq.cursor;
+            let w = self.sq.wqes.get(i)?;
+            if !w.wr.op.is_local() {
+                break i;
+            }
+            if i < self.sq.started {
+                // Carried out already; going back over it does not repeat it.
+                self.sq.cursor = i + 1;
+            } else if self.state == QpState::Sqd || !self.run_local(ctx, i) {
+                return None;
+            }
+        };
+        let w = &self.sq.wqes[i];
         let window = self.comp.window().max(1) as i32;
         let window_full = rc && self.sq.tx_psn.distance(self.sq.una) >= window;
         if i == self.sq.started {
@@ -467,6 +493,56 @@ impl QueuePair {
         Some(t)
     }
 
+    /// Carries out memory work request `i` when the requester reaches it (as rxe's
+    /// `rxe_do_local_ops`); a fenced one waits for everything before it to complete (rxe).
+    /// It completes once everything before it has. A refused one completes in error (IBA
+    /// 10.6.7.2: MW_BIND_ERR for a bind; rxe: LOC_QP_OP_ERR for the others) when it is the
+    /// oldest, and the queue pair leaves RTS. Returns whether it was carried out.
+    fn run_local(&mut self, ctx: &mut Ctx<'_>, i: usize) -> bool {
+        let w = &self.sq.wqes[i];
+        if w.wr.fence && i > 0 {
+            return false;
+        }
+        let who = self.who();
+        let done = match w.wr.op {
+            SendOp::LocalInv { key } => ctx
+                .mrs
+                .invalidate(who, key)
+                .map_err(|_| WcStatus::LocQpOpErr),
+            SendOp::RegMr {
+                mr,
+                key,
+                va,
+                len,
+                access,
+            } => ctx
+                .mrs
+                .fast_register(who, mr, key, (va, len), access)
+                .map_err(|_| WcStatus::LocQpOpErr),
+            SendOp::BindMw { mw, rkey, bind } => ctx
+                .mrs
+                .bind(who, mw, rkey, &bind)
+                .map(|_| ())
+                .map_err(|_| WcStatus::MwBindErr),
+            _ => Err(WcStatus::LocQpOpErr),
+        };
+        match done {
+            Ok(()) => {
+                self.sq.start_local(i);
+                if i == 0 {
+                    self.complete_send_front(ctx, WcStatus::Success);
+                }
+                true
+            }
+            Err(status) => {
+                if i == 0 {
+                    self.fail_local(ctx, status);
+                }
+                false
+            }
+        }
+    }
+
     /// A local error on the oldest request: RC goes to ERR, UC and UD to SQE.
     fn fail_local(&mut self, ctx: &mut Ctx<'_>, status: WcStatus) {
         self.complete_send_front(ctx, status);
@@ -491,7 +567,7 @@ impl QueuePair {
         } else {
             Access::NONE
         };
-        match ctx.mrs.check_sges(&w.wr.sg_list, need) {
+        match ctx.mrs.check_sges(self.init.pd, &w.wr.sg_list, need) {
             Ok(_) => Ok(()),
             Err(_) => Err(WcStatus::LocProtErr),
         }
@@ -590,7 +666,12 @@ impl QueuePair {
         ext.emit(opcode, &mut buf[BthRepr::LEN..])
             .map_err(|_| EmitError::BufferTooSmall)?;
         ctx.mrs
-            .gather(&w.wr.sg_list, plan.offset, &mut buf[headers..end])
+            .gather(
+                self.init.pd,
+                &w.wr.sg_list,
+                plan.offset,
+                &mut buf[headers..end],
+            )
             .map_err(|_: MrError| EmitError::Mr)?;
         buf[end..total].fill(0);
         Ok(total)

@@ -31,12 +31,12 @@ use super::{Ctx, QueuePair};
 use crate::transport::attrs::QpType;
 use crate::transport::cq::{WcOpcode, WcStatus, WorkCompletion};
 use crate::transport::error::DropReason;
-use crate::transport::mr::Access;
+use crate::transport::mr::{Access, Accessor};
 use crate::transport::wr::RecvWr;
 use crate::wire::opcode::op;
 use crate::wire::{IbPacketRepr, Msn, NakCode, Psn, Syndrome};
 pub use responses::QpUsage;
-use responses::{Resource, ResourceKind, RespItem, protect_reads};
+use responses::{Resource, ResourceKind, RespItem, protect_reads, reads_queued};
 
 /// The bytes UD receives reserve for the GRH (IBA 11.4.1.2).
 pub const GRH_LEN: usize = 40;
@@ -255,7 +255,8 @@ impl QueuePair {
             && self.attrs.access.contains(Access::REMOTE_READ)
             && ctx
                 .mrs
-                .check(
+                .remote(
+                    self.who(),
                     reth.rkey,
                     reth.va,
                     u64::from(reth.dma_len),
@@ -341,10 +342,11 @@ impl QueuePair {
             WcStatus::LocLenErr
         } else {
             let grh = grh(src, pkt.payload.len());
-            let wrote = ctx
-                .mrs
-                .scatter(&recv.sg_list, 0, &grh)
-                .and_then(|()| ctx.mrs.scatter(&recv.sg_list, GRH_LEN as u64, pkt.payload));
+            let pd = self.init.pd;
+            let wrote = ctx.mrs.scatter(pd, &recv.sg_list, 0, &grh).and_then(|()| {
+                ctx.mrs
+                    .scatter(pd, &recv.sg_list, GRH_LEN as u64, pkt.payload)
+            });
             match wrote {
                 Ok(()) => WcStatus::Success,
                 Err(_) => WcStatus::LocProtErr,
@@ -409,26 +411,28 @@ impl QueuePair {
             let recv = self.rq.pop_front().ok_or(RespError::Rnr)?;
             let usable = ctx
                 .mrs
-                .check_sges(&recv.sg_list, Access::LOCAL_WRITE)
+                .check_sges(self.init.pd, &recv.sg_list, Access::LOCAL_WRITE)
                 .is_ok();
             self.resp.msg = Some(InMsg::Send { recv, offset: 0 });
             if !usable {
                 return self.fail_recv(ctx, WcStatus::LocProtErr, NakCode::RemoteOperationalError);
             }
         }
+        let (pd, who) = (self.init.pd, self.who());
         let Some(InMsg::Send { recv, offset }) = &mut self.resp.msg else {
             return Err(RespError::Nak(NakCode::InvalidRequest));
         };
         if *offset + pkt.payload.len() as u64 > recv.capacity() {
             return self.fail_recv(ctx, WcStatus::LocLenErr, NakCode::InvalidRequest);
         }
-        for sge in &recv.sg_list {
-            let len = u64::from(sge.length);
-            protect_reads(&mut self.resp.queue, ctx.mrs, sge.lkey, sge.addr, len);
+        if reads_queued(&self.resp.queue) {
+            for span in ctx.mrs.sge_spans(pd, &recv.sg_list, Access::LOCAL_WRITE) {
+                protect_reads(&mut self.resp.queue, ctx.mrs, who, &span);
+            }
         }
         if ctx
             .mrs
-            .scatter(&recv.sg_list, *offset, pkt.payload)
+            .scatter(pd, &recv.sg_list, *offset, pkt.payload)
             .is_err()
         {
             return self.fail_recv(ctx, WcStatus::LocProtErr, NakCode::RemoteOperationalError);
@@ -440,9 +444,9 @@ impl QueuePair {
         }
         let invalidate = pkt.ext.ieth.map(|i| i.rkey);
         if let Some(rkey) = invalidate
-            && ctx.mrs.invalidate_remote(rkey).is_err()
+            && ctx.mrs.invalidate(who, rkey).is_err()
         {
-            return self.fail_recv(ctx, WcStatus::LocQpOpErr, NakCode::InvalidRequest);
+            return self.fail_recv(ctx, WcStatus::RemInvReqErr, NakCode::InvalidRequest);
         }
         let Some(InMsg::Send { recv, offset }) = self.resp.msg.take() else {
             return Ok(());
@@ -484,7 +488,13 @@ impl QueuePair {
                 return Err(RespError::Nak(NakCode::InvalidRequest));
             }
             ctx.mrs
-                .check(reth.rkey, reth.va, u64::from(total), Access::REMOTE_WRITE)
+                .remote(
+                    self.who(),
+                    reth.rkey,
+                    reth.va,
+                    u64::from(total),
+                    Access::REMOTE_WRITE,
+                )
                 .map_err(|_| RespError::Nak(NakCode::RemoteAccessError))?;
             self.resp.msg = Some(InMsg::Write {
                 rkey: reth.rkey,
@@ -512,12 +522,20 @@ impl QueuePair {
         if !fits {
             return Err(RespError::Nak(NakCode::InvalidRequest));
         }
-        protect_reads(&mut self.resp.queue, ctx.mrs, *rkey, *va, len as u64);
-        let dst = ctx
+        let who = Accessor {
+            pd: self.init.pd,
+            qpn: self.qpn,
+        };
+        let span = ctx
             .mrs
-            .write(*rkey, *va, len as u64, Access::REMOTE_WRITE)
+            .remote(who, *rkey, *va, len as u64, Access::REMOTE_WRITE)
             .map_err(|_| RespError::Nak(NakCode::RemoteAccessError))?;
-        dst.copy_from_slice(pkt.payload);
+        if let Some(span) = span {
+            if reads_queued(&self.resp.queue) {
+                protect_reads(&mut self.resp.queue, ctx.mrs, who, &span);
+            }
+            ctx.mrs.slice_mut(&span).copy_from_slice(pkt.payload);
+        }
         ctx.stats.payload_bytes_delivered += len as u64;
         *va = va.wrapping_add(len as u64);
         *left -= len as u32;
@@ -556,7 +574,8 @@ impl QueuePair {
             return Err(RespError::Nak(NakCode::InvalidRequest));
         }
         ctx.mrs
-            .check(
+            .remote(
+                self.who(),
                 reth.rkey,
                 reth.va,
                 u64::from(reth.dma_len),
@@ -595,14 +614,14 @@ impl QueuePair {
         {
             return Err(RespError::Nak(NakCode::InvalidRequest));
         }
-        ctx.mrs
-            .check(a.rkey, a.va, 8, Access::REMOTE_ATOMIC)
-            .map_err(|_| RespError::Nak(NakCode::RemoteAccessError))?;
-        protect_reads(&mut self.resp.queue, ctx.mrs, a.rkey, a.va, 8);
-        let word = ctx
-            .mrs
-            .write(a.rkey, a.va, 8, Access::REMOTE_ATOMIC)
-            .map_err(|_| RespError::Nak(NakCode::RemoteAccessError))?;
+        let who = self.who();
+        let Ok(Some(span)) = ctx.mrs.remote(who, a.rkey, a.va, 8, Access::REMOTE_ATOMIC) else {
+            return Err(RespError::Nak(NakCode::RemoteAccessError));
+        };
+        if self.resp.has_reads() {
+            protect_reads(&mut self.resp.queue, ctx.mrs, who, &span);
+        }
+        let word = ctx.mrs.slice_mut(&span);
         let mut bytes = [0u8; 8];
         bytes.copy_from_slice(word);
         // Memory holds the word in the host's order (little-endian here).

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::transport::engine_pair::{ConnectOptions, LinkConfig};
-use crate::transport::{QpState, QpType, SendOp, WcOpcode, WcStatus};
+use crate::transport::{PdId, QpState, QpType, SendOp, WcOpcode, WcStatus, inc_rkey};
 
 #[test]
 fn rc_send_of_every_size_class_arrives_intact() {
@@ -93,11 +93,19 @@ fn rc_write_read_and_atomics() {
 #[test]
 fn immediates_and_invalidate() {
     let mut s = Setup::rc();
-    s.pair
-        .b
-        .mr_mut(s.dst_b)
-        .unwrap()
-        .set_remote_invalidate(true);
+    // A fast-registration region at B, registered by B's queue pair, for the invalidate.
+    let fr = s.pair.b.alloc_mr(PdId::DEFAULT, 4096).unwrap();
+    let rkey = inc_rkey(fr);
+    let reg = SendOp::RegMr {
+        mr: fr,
+        key: rkey,
+        va: 0x7000_0000,
+        len: 4096,
+        access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+    };
+    let mut reg = SendWr::new(9, reg, Vec::new());
+    reg.signaled = false;
+    s.pair.b.post_send(s.conn.qp_b, reg).unwrap();
     s.recv_b(10, 0, 4096);
     s.recv_b(11, 0, 4096);
     s.recv_b(12, 0, 4096);
@@ -108,7 +116,6 @@ fn immediates_and_invalidate() {
         imm: 7,
     };
     s.post_a(2, op, 0, 5000);
-    let rkey = s.dst_b;
     s.post_a(3, SendOp::SendWithInv { rkey }, 0, 10);
     let wcs = s.completions_b(3);
     assert_eq!((wcs[0].imm_data, wcs[0].byte_len), (Some(0xabcd), 3000));

@@ -5,6 +5,7 @@
 
 mod basic;
 mod hostile;
+mod memory;
 mod prop;
 mod rules;
 mod verbs;

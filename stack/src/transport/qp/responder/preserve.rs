@@ -9,7 +9,22 @@
 
 use std::collections::BTreeMap;
 
-use crate::transport::mr::{Access, MrTable};
+use crate::transport::mr::{Access, Accessor, MrError, MrTable};
+
+/// Where a READ's bytes come from: its R_Key as its queue pair reaches it.
+#[derive(Clone, Copy)]
+pub(crate) struct Source<'a> {
+    pub mrs: &'a MrTable,
+    pub who: Accessor,
+    pub key: u32,
+}
+
+impl<'a> Source<'a> {
+    fn read(&self, va: u64, len: u64) -> Result<&'a [u8], MrError> {
+        self.mrs
+            .read_remote(self.who, self.key, va, len, Access::REMOTE_READ)
+    }
+}
 
 /// Separate pieces kept for one READ before the rest of it is copied whole.
 pub(super) const MAX_SPANS: usize = 32;
@@ -40,25 +55,19 @@ impl Preserved {
         self.whole
     }
 
-    /// Keeps the bytes of `[from, to)` not kept yet, from region `key` before it changes.
+    /// Keeps the bytes of `[from, to)` not kept yet, from `src` before it changes.
     /// `[start, end)` is what the READ still has to send; `[from, to)` lies inside it.
-    pub fn keep(
-        &mut self,
-        mrs: &MrTable,
-        key: u32,
-        (from, to): (u64, u64),
-        (start, end): (u64, u64),
-    ) {
+    pub fn keep(&mut self, src: Source<'_>, (from, to): (u64, u64), (start, end): (u64, u64)) {
         if self.whole || from >= to {
             return;
         }
         let gaps = self.gaps(from, to);
         if self.spans.len() + gaps.len() > MAX_SPANS {
-            self.keep_whole(mrs, key, start, end);
+            self.keep_whole(src, start, end);
             return;
         }
         for (a, b) in gaps {
-            let Ok(old) = mrs.read(key, a, b - a, Access::REMOTE_READ) else {
+            let Ok(old) = src.read(a, b - a) else {
                 // The region went away: the response fails when it is sent.
                 continue;
             };
@@ -99,8 +108,8 @@ impl Preserved {
     }
 
     /// Copies all of `[start, end)` into one span, the kept pieces taking precedence.
-    fn keep_whole(&mut self, mrs: &MrTable, key: u32, start: u64, end: u64) {
-        let Ok(now) = mrs.read(key, start, end - start, Access::REMOTE_READ) else {
+    fn keep_whole(&mut self, src: Source<'_>, start: u64, end: u64) {
+        let Ok(now) = src.read(start, end - start) else {
             return;
         };
         let mut all = now.to_vec();
@@ -138,26 +147,39 @@ impl Preserved {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::mr::PdId;
+    use crate::wire::Qpn;
 
     const VA: u64 = 0x1000;
+    const WHO: Accessor = Accessor {
+        pd: PdId::DEFAULT,
+        qpn: Qpn::new(0x11),
+    };
 
     fn table(len: usize) -> (MrTable, u32) {
-        let mut mrs = MrTable::default();
+        let mut mrs = MrTable::new(None);
         let data = (0..len).map(|i| i as u8).collect();
-        let key = mrs.register(VA, data, Access::REMOTE_READ).unwrap();
+        let key = mrs
+            .register(PdId::DEFAULT, VA, data, Access::REMOTE_READ)
+            .unwrap();
         (mrs, key)
     }
 
+    fn src(mrs: &MrTable, key: u32) -> Source<'_> {
+        Source { mrs, who: WHO, key }
+    }
+
     fn scribble(mrs: &mut MrTable, key: u32, va: u64, len: u64) {
-        mrs.write(key, va, len, Access::NONE).unwrap().fill(0xee);
+        let span = mrs
+            .remote(WHO, key, va, len, Access::NONE)
+            .unwrap()
+            .unwrap();
+        mrs.slice_mut(&span).fill(0xee);
     }
 
     /// What a READ of `[start, end)` sends after the writes, as of before them.
     fn sent(p: &Preserved, mrs: &MrTable, key: u32, start: u64, end: u64) -> Vec<u8> {
-        let mut out = mrs
-            .read(key, start, end - start, Access::REMOTE_READ)
-            .unwrap()
-            .to_vec();
+        let mut out = src(mrs, key).read(start, end - start).unwrap().to_vec();
         p.overlay(start, &mut out);
         out
     }
@@ -165,10 +187,7 @@ mod tests {
     #[test]
     fn keeps_only_what_is_overwritten() {
         let (mut mrs, key) = table(4096);
-        let before = mrs
-            .read(key, VA, 4096, Access::REMOTE_READ)
-            .unwrap()
-            .to_vec();
+        let before = src(&mrs, key).read(VA, 4096).unwrap().to_vec();
         let mut p = Preserved::default();
         let read = (VA + 100, VA + 4000);
         for (a, b) in [
@@ -177,7 +196,7 @@ mod tests {
             (VA + 1000, VA + 1001),
         ] {
             let clip = (a.max(read.0), b.min(read.1));
-            p.keep(&mrs, key, clip, read);
+            p.keep(src(&mrs, key), clip, read);
             scribble(&mut mrs, key, a, b - a);
         }
         // [100, 300) merged into one span, [1000, 1001) another: 201 bytes.
@@ -190,21 +209,18 @@ mod tests {
     #[test]
     fn many_pieces_become_one_copy_of_the_rest() {
         let (mut mrs, key) = table(8192);
-        let before = mrs
-            .read(key, VA, 8192, Access::REMOTE_READ)
-            .unwrap()
-            .to_vec();
+        let before = src(&mrs, key).read(VA, 8192).unwrap().to_vec();
         let mut p = Preserved::default();
         let read = (VA, VA + 8192);
         for i in 0..(MAX_SPANS as u64 + 5) {
             let a = VA + 8000 - i * 100;
-            p.keep(&mrs, key, (a, a + 10), read);
+            p.keep(src(&mrs, key), (a, a + 10), read);
             scribble(&mut mrs, key, a, 10);
         }
         assert!(p.is_whole() && p.spans() == 1 && p.bytes() == 8192);
         assert_eq!(sent(&p, &mrs, key, read.0, read.1), before);
         // Kept whole, later writes cost nothing more.
-        p.keep(&mrs, key, (VA, VA + 8192), read);
+        p.keep(src(&mrs, key), (VA, VA + 8192), read);
         assert_eq!(p.bytes(), 8192);
     }
 }

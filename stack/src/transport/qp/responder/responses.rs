@@ -15,10 +15,10 @@ use std::collections::VecDeque;
 
 use super::super::{Ctx, QueuePair};
 use super::Responder;
-use super::preserve::Preserved;
+use super::preserve::{Preserved, Source};
 use crate::transport::attrs::QpState;
 use crate::transport::config::Transmit;
-use crate::transport::mr::{Access, MrTable};
+use crate::transport::mr::{Access, Accessor, MrTable, Span};
 use crate::wire::opcode::op;
 use crate::wire::{
     AethRepr, AtomicAckEthRepr, BthRepr, ExtHeaders, FixedHeader, Msn, NakCode, Opcode, Psn,
@@ -130,6 +130,11 @@ impl Responder {
         }
     }
 
+    /// A READ response is queued (only then can a write need to keep bytes for it).
+    pub(super) fn has_reads(&self) -> bool {
+        reads_queued(&self.queue)
+    }
+
     /// READ and atomic responses queued.
     pub(super) fn rd_atomic_queued(&self) -> usize {
         self.queue
@@ -238,24 +243,39 @@ fn supersedes(old: Syndrome, old_psn: Psn, new_psn: Psn) -> bool {
     matches!(old, Syndrome::Ack { .. }) || new_psn.distance(old_psn) >= 0
 }
 
-/// Keeps what queued READ responses still have to send from `len` bytes at `va` of region
-/// `key`, before the responder writes there. The queue holds at most max_dest_rd_atomic
-/// READs and each keeps only the overwritten bytes, so the cost is that of the write.
+/// A READ response is queued.
+pub(super) fn reads_queued(queue: &VecDeque<RespItem>) -> bool {
+    queue.iter().any(|it| matches!(it, RespItem::Read(_)))
+}
+
+/// Keeps what queued READ responses still have to send from the bytes `target` names,
+/// before the responder writes there. Keys are compared by the bytes they reach, not by
+/// value: a window and its region (or two windows) alias the same memory. The queue holds
+/// at most max_dest_rd_atomic READs and each keeps only the overwritten bytes, so the cost
+/// is that of the write.
 pub(super) fn protect_reads(
     queue: &mut VecDeque<RespItem>,
     mrs: &MrTable,
-    key: u32,
-    va: u64,
-    len: u64,
+    who: Accessor,
+    target: &Span,
 ) {
-    let end = va.saturating_add(len);
     for item in queue.iter_mut() {
         let RespItem::Read(r) = item else { continue };
-        let unsent = (r.va, r.va.saturating_add(u64::from(r.left)));
-        if r.rkey == key && va < unsent.1 && unsent.0 < end {
-            let overwritten = (va.max(unsent.0), end.min(unsent.1));
-            r.preserved.keep(mrs, key, overwritten, unsent);
+        let unsent = mrs.remote(who, r.rkey, r.va, u64::from(r.left), Access::REMOTE_READ);
+        let Ok(Some(read)) = unsent else { continue };
+        if !read.overlaps(target) {
+            continue;
         }
+        let (t, u) = (target.range(), read.range());
+        let from = r.va + (t.start.max(u.start) - u.start) as u64;
+        let to = r.va + (t.end.min(u.end) - u.start) as u64;
+        let end = r.va.saturating_add(u64::from(r.left));
+        let src = Source {
+            mrs,
+            who,
+            key: r.rkey,
+        };
+        r.preserved.keep(src, (from, to), (r.va, end));
     }
 }
 
@@ -339,7 +359,13 @@ impl QueuePair {
                 Ok(())
             } else {
                 ctx.mrs
-                    .read(r.rkey, r.va, payload as u64, Access::REMOTE_READ)
+                    .read_remote(
+                        self.who(),
+                        r.rkey,
+                        r.va,
+                        payload as u64,
+                        Access::REMOTE_READ,
+                    )
                     .map(|src| out.copy_from_slice(src))
             };
             r.preserved.overlay(r.va, out);
