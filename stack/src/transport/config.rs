@@ -4,6 +4,7 @@ use core::time::Duration;
 use std::net::IpAddr;
 
 use super::attrs::Mtu;
+use super::srq::SrqId;
 use crate::wire::Qpn;
 
 /// How the engine's requesters pace themselves and recover from loss. None of these is on
@@ -108,6 +109,11 @@ pub enum Event {
     QpFatal { qpn: Qpn },
     /// A queue pair in SQD has nothing outstanding.
     SqDrained { qpn: Qpn },
+    /// A shared receive queue fell below its armed limit (which is now disarmed).
+    SrqLimitReached { srq: SrqId },
+    /// A queue pair attached to a shared receive queue entered the error state and will
+    /// consume no more of its receives (IBA 11.6.3.1, `IBV_EVENT_QP_LAST_WQE_REACHED`).
+    QpLastWqeReached { qpn: Qpn },
 }
 
 /// A packet `poll_transmit` wrote: BTH through pad, no ICRC. The endpoint adds Ethernet, IP,

@@ -14,6 +14,7 @@ use super::mr::{
 };
 use super::qp::{Ctx, QpInit, QpUsage, QueuePair};
 use super::qp_table::QpTable;
+use super::srq::{Srq, SrqAttrs, SrqId, SrqInit};
 use super::time::Time;
 use super::wr::{RecvWr, SendOp, SendWr};
 use crate::wire::{IbPacketRepr, Opcode, Qpn};
@@ -31,6 +32,8 @@ pub struct Engine {
     next_rr: usize,
     stats: Stats,
     events: VecDeque<Event>,
+    /// Indexed by `SrqId`.
+    srqs: Vec<Option<Srq>>,
 }
 
 impl Engine {
@@ -44,6 +47,7 @@ impl Engine {
             next_rr: 0,
             stats: Stats::default(),
             events: VecDeque::new(),
+            srqs: Vec::new(),
         }
     }
 
@@ -65,11 +69,9 @@ impl Engine {
 
     /// `ibv_dealloc_pd`: refused while a queue pair, region or window uses it.
     pub fn dealloc_pd(&mut self, pd: PdId) -> Result<(), TransportError> {
-        if self
-            .active
-            .iter()
-            .any(|&q| self.qp(q).is_ok_and(|qp| qp.pd() == pd))
-        {
+        let qp_uses = |q: &Qpn| self.qp(*q).is_ok_and(|qp| qp.pd() == pd);
+        let srq_uses = self.srqs.iter().flatten().any(|srq| srq.pd == pd);
+        if srq_uses || self.active.iter().any(qp_uses) {
             return Err(MrError::PdInUse(pd.0).into());
         }
         Ok(self.mrs.dealloc_pd(pd)?)
@@ -196,6 +198,84 @@ impl Engine {
         self.events.pop_front()
     }
 
+    // ---- shared receive queues ----
+
+    /// `ibv_create_srq`: its size and scatter/gather entries within the engine's
+    /// `max_qp_wr` and `max_sge`, its limit within its size.
+    pub fn create_srq(&mut self, init: SrqInit) -> Result<SrqId, TransportError> {
+        if !self.mrs.has_pd(init.pd) {
+            return Err(MrError::UnknownPd(init.pd.0).into());
+        }
+        let srq = Srq::new(&init, self.config.max_qp_wr, self.config.max_sge)?;
+        let index = match self.srqs.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                self.srqs.push(None);
+                self.srqs.len() - 1
+            }
+        };
+        self.srqs[index] = Some(srq);
+        Ok(SrqId(index as u32))
+    }
+
+    fn srq_mut(&mut self, id: SrqId) -> Result<&mut Srq, TransportError> {
+        self.srqs
+            .get_mut(id.0 as usize)
+            .and_then(Option::as_mut)
+            .ok_or(TransportError::UnknownSrq(id.0))
+    }
+
+    /// `ibv_modify_srq`: resizes it (never below what is posted or the armed limit) and/or
+    /// arms its limit (0 disarms).
+    pub fn modify_srq(
+        &mut self,
+        id: SrqId,
+        max_wr: Option<u32>,
+        limit: Option<u32>,
+    ) -> Result<(), TransportError> {
+        let device_max = self.config.max_qp_wr;
+        Ok(self.srq_mut(id)?.modify(max_wr, limit, device_max)?)
+    }
+
+    /// `ibv_query_srq`.
+    pub fn query_srq(&self, id: SrqId) -> Result<SrqAttrs, TransportError> {
+        self.srqs
+            .get(id.0 as usize)
+            .and_then(Option::as_ref)
+            .map(Srq::attrs)
+            .ok_or(TransportError::UnknownSrq(id.0))
+    }
+
+    /// `ibv_destroy_srq`: refused while queue pairs use it (EBUSY); its receives are
+    /// dropped without completions.
+    pub fn destroy_srq(&mut self, id: SrqId) -> Result<(), TransportError> {
+        if self.srq_mut(id)?.users > 0 {
+            return Err(TransportError::SrqInUse(id.0));
+        }
+        self.srqs[id.0 as usize] = None;
+        Ok(())
+    }
+
+    /// `ibv_post_srq_recv`: refused when the queue is full (ENOMEM) or the request has more
+    /// scatter/gather entries than it allows; nothing is posted then.
+    pub fn post_srq_recv(&mut self, id: SrqId, wr: RecvWr) -> Result<(), TransportError> {
+        let srq = self.srq_mut(id)?;
+        if wr.sg_list.len() > srq.max_sge as usize {
+            return Err(TransportError::SrqFull {
+                srq: id.0,
+                why: "more scatter/gather entries than max_sge",
+            });
+        }
+        if srq.is_full() {
+            return Err(TransportError::SrqFull {
+                srq: id.0,
+                why: "max_wr receives are posted",
+            });
+        }
+        srq.push(wr);
+        Ok(())
+    }
+
     // ---- queue pairs ----
 
     /// Creates a queue pair in RESET with the next free QPN.
@@ -211,6 +291,9 @@ impl Engine {
         if !self.mrs.has_pd(init.pd) {
             return Err(MrError::UnknownPd(init.pd.0).into());
         }
+        if let Some(id) = init.srq {
+            self.srq_mut(id)?;
+        }
         for cq in [init.send_cq, init.recv_cq] {
             if self.cqs.get(cq.0 as usize).is_none() {
                 return Err(TransportError::UnknownCq(cq.0));
@@ -224,14 +307,21 @@ impl Engine {
         }
         self.qps.note_chosen(qpn);
         self.active.push(qpn);
+        if let Some(id) = init.srq {
+            self.srq_mut(id)?.users += 1;
+        }
         Ok(())
     }
 
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), TransportError> {
+        let srq = self.qp(qpn)?.srq();
         if !self.qps.remove(qpn) {
             return Err(TransportError::UnknownQp(qpn));
         }
         self.active.retain(|&q| q != qpn);
+        if let Some(srq) = srq.and_then(|id| self.srq_mut(id).ok()) {
+            srq.users = srq.users.saturating_sub(1);
+        }
         Ok(())
     }
 
@@ -273,6 +363,7 @@ impl Engine {
             stats,
             config,
             events,
+            srqs,
             ..
         } = self;
         let qp = qps.get_mut(qpn).ok_or(TransportError::UnknownQp(qpn))?;
@@ -283,6 +374,7 @@ impl Engine {
             stats,
             config,
             events,
+            srqs,
         };
         Ok(f(qp, &mut ctx))
     }

@@ -304,14 +304,23 @@ impl Pair {
     pub fn connect(&mut self, qp_type: QpType, opts: &ConnectOptions) -> Connection {
         let cq_a = self.a.create_cq(1 << 16);
         let cq_b = self.b.create_cq(1 << 16);
-        let qp_a = self
-            .a
-            .create_qp(QpInit::new(qp_type, cq_a))
-            .expect("new QP");
-        let qp_b = self
-            .b
-            .create_qp(QpInit::new(qp_type, cq_b))
-            .expect("new QP");
+        let init_a = QpInit::new(qp_type, cq_a);
+        let init_b = QpInit::new(qp_type, cq_b);
+        self.connect_with(init_a, init_b, opts)
+    }
+
+    /// [`Pair::connect`] with queue pairs created as `init_a` and `init_b` say (a shared
+    /// receive queue, a protection domain, CQs of the caller's); both of one type.
+    pub fn connect_with(
+        &mut self,
+        init_a: QpInit,
+        init_b: QpInit,
+        opts: &ConnectOptions,
+    ) -> Connection {
+        let qp_type = init_a.qp_type;
+        let (cq_a, cq_b) = (init_a.recv_cq, init_b.recv_cq);
+        let qp_a = self.a.create_qp(init_a).expect("new QP");
+        let qp_b = self.b.create_qp(init_b).expect("new QP");
         let ends = [
             (Side::A, qp_a, qp_b, ADDR_B, opts.psn_a, opts.psn_b),
             (Side::B, qp_b, qp_a, ADDR_A, opts.psn_b, opts.psn_a),

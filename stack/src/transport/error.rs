@@ -4,6 +4,7 @@ use thiserror::Error;
 
 use super::attrs::QpState;
 use super::mr::MrError;
+use super::srq::SrqError;
 use crate::wire::{Qpn, WireError};
 
 /// Why a verb (register, create, modify, post) was refused. Nothing was changed.
@@ -39,6 +40,14 @@ pub enum TransportError {
     },
     #[error("queue pair number {0:#x} is already in use")]
     QpnInUse(Qpn),
+    #[error("no shared receive queue {0}")]
+    UnknownSrq(u32),
+    #[error("shared receive queue {0} still has queue pairs")]
+    SrqInUse(u32),
+    #[error("shared receive queue {srq} refused the receive: {why}")]
+    SrqFull { srq: u32, why: &'static str },
+    #[error("shared receive queue: {0}")]
+    Srq(#[from] SrqError),
     #[error("every queue pair number is in use")]
     NoQpn,
 }

@@ -63,7 +63,12 @@
 //!   it. A SEND with Invalidate whose key cannot be invalidated completes its receive with
 //!   REM_INV_REQ_ERR (rxe's class J) and is NAKed Invalid Request, so that the requester
 //!   learns it too (rxe ACKs it and only its own queue pair goes to the error state).
-//! - Not implemented: shared receive queues, FLUSH and ATOMIC_WRITE (NAKed Invalid Request),
+//! - Shared receive queues (`srq.rs`): receives are taken in posting order by whichever
+//!   queue pair needs one; the limit event fires once per arming when fewer than the limit
+//!   are left (rxe); an empty queue is an RNR NAK; a queue pair entering the error state
+//!   raises QpLastWqeReached and leaves the queue's receives alone; a UC message dropped
+//!   midway completes its shared receive with REM_INV_REQ_ERR (rxe's class E).
+//! - Not implemented: FLUSH and ATOMIC_WRITE (NAKed Invalid Request),
 //!   path migration, RD and XRC; completion queues never drop entries.
 
 mod attrs;
@@ -74,6 +79,7 @@ mod error;
 mod mr;
 mod qp;
 mod qp_table;
+mod srq;
 mod time;
 mod wr;
 
@@ -91,6 +97,7 @@ pub use mr::{
     Access, MemoryRegion, MemoryWindow, MrError, MrState, MwBind, MwType, PdId, inc_rkey,
 };
 pub use qp::{GRH_LEN, QpInit, QpUsage, local_ack_timeout};
+pub use srq::{SrqAttrs, SrqError, SrqId, SrqInit};
 pub use time::Time;
 pub use wr::{RecvWr, SendOp, SendWr, Sge, UdDest};
 

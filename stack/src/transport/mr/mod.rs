@@ -466,8 +466,7 @@ impl MrTable {
         &self,
         who: Accessor,
         key: u32,
-        va: u64,
-        len: u64,
+        (va, len): (u64, u64),
         need: Access,
     ) -> Result<Option<Span>, MrError> {
         if len == 0 {
@@ -507,11 +506,10 @@ impl MrTable {
         &self,
         who: Accessor,
         key: u32,
-        va: u64,
-        len: u64,
+        (va, len): (u64, u64),
         need: Access,
     ) -> Result<&[u8], MrError> {
-        Ok(match self.remote(who, key, va, len, need)? {
+        Ok(match self.remote(who, key, (va, len), need)? {
             Some(span) => self.slice(&span),
             None => &[],
         })

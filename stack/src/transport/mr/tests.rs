@@ -20,7 +20,7 @@ fn table() -> (MrTable, u32) {
 }
 
 fn write(t: &mut MrTable, who: Accessor, key: u32, va: u64, len: u64) -> Result<(), MrError> {
-    let span = t.remote(who, key, va, len, Access::REMOTE_WRITE)?;
+    let span = t.remote(who, key, (va, len), Access::REMOTE_WRITE)?;
     t.slice_mut(&span.unwrap()).fill(0xab);
     Ok(())
 }
@@ -40,18 +40,18 @@ fn bounds_and_rights() {
     assert!(write(&mut t, QP, key, 0xfff, 1).is_err());
     assert!(write(&mut t, QP, key, u64::MAX, 2).is_err());
     assert_eq!(
-        t.read_remote(QP, key, 0x1000, 1, Access::REMOTE_READ),
+        t.read_remote(QP, key, (0x1000, 1), Access::REMOTE_READ),
         Err(MrError::AccessDenied {
             key,
             need: Access::REMOTE_READ
         })
     );
     assert_eq!(
-        t.read_remote(QP, key + 1, 0x1000, 1, Access::NONE),
+        t.read_remote(QP, key + 1, (0x1000, 1), Access::NONE),
         Err(MrError::UnknownKey(key + 1))
     );
     assert_eq!(
-        t.read_remote(QP, 999, 0, 0, Access::REMOTE_READ),
+        t.read_remote(QP, 999, (0, 0), Access::REMOTE_READ),
         Ok(&[][..]),
         "zero length checks nothing (C9-88)"
     );
@@ -78,7 +78,7 @@ fn a_local_region_has_no_rkey() {
         "rxe: rkey 0 without a remote right"
     );
     assert_eq!(
-        t.remote(QP, key, 0, 8, Access::NONE),
+        t.remote(QP, key, (0, 8), Access::NONE),
         Err(MrError::UnknownKey(key))
     );
     assert!(t.local(PD, key, 0, 8, Access::LOCAL_WRITE).is_ok());
@@ -110,7 +110,7 @@ fn protection_domains_separate_keys() {
     let pd = t.alloc_pd();
     let key = t.register(pd, 0, vec![0; 8], Access::ALL).unwrap();
     assert_eq!(
-        t.remote(QP, key, 0, 8, Access::REMOTE_READ),
+        t.remote(QP, key, (0, 8), Access::REMOTE_READ),
         Err(MrError::WrongPd(key)),
         "a queue pair of another domain"
     );
@@ -119,7 +119,7 @@ fn protection_domains_separate_keys() {
         Err(MrError::WrongPd(key))
     );
     let who = Accessor { pd, qpn: QP.qpn };
-    assert!(t.remote(who, key, 0, 8, Access::REMOTE_READ).is_ok());
+    assert!(t.remote(who, key, (0, 8), Access::REMOTE_READ).is_ok());
     assert_eq!(t.dealloc_pd(pd), Err(MrError::PdInUse(pd.0)));
     t.deregister(key).unwrap();
     t.dealloc_pd(pd).unwrap();
@@ -165,7 +165,7 @@ fn chosen_keys() {
     t.register_with_key(PD, 0x298, 0x1000, vec![7; 16], Access::ALL)
         .unwrap();
     assert_eq!(
-        t.read_remote(QP, 0x298, 0x1000, 16, Access::REMOTE_READ)
+        t.read_remote(QP, 0x298, (0x1000, 16), Access::REMOTE_READ)
             .unwrap(),
         &[7; 16]
     );
@@ -194,7 +194,7 @@ fn fast() -> (MrTable, u32) {
 fn fast_registration_maps_and_rotates_the_key() {
     let (mut t, key) = fast();
     assert_eq!(
-        t.remote(QP, key, 0, 1, Access::NONE),
+        t.remote(QP, key, (0, 1), Access::NONE),
         Err(MrError::Invalidated(key)),
         "free until registered"
     );
@@ -230,7 +230,7 @@ fn fast_registration_maps_and_rotates_the_key() {
     t.fast_register(QP, new, third, (0x20_0000, 4096), Access::REMOTE_READ)
         .unwrap();
     assert!(
-        t.remote(QP, third, 0x20_0000, 4096, Access::REMOTE_READ)
+        t.remote(QP, third, (0x20_0000, 4096), Access::REMOTE_READ)
             .is_ok()
     );
 }
@@ -279,20 +279,11 @@ fn windowed(kind: MwType) -> (MrTable, u32, u32) {
     (t, mr, mw)
 }
 
-fn bind(mr: u32, addr: u64, length: u64, access: Access) -> MwBind {
-    MwBind {
-        mr_lkey: mr,
-        addr,
-        length,
-        access,
-    }
-}
-
 #[test]
 fn a_type1_window_opens_only_its_part() {
     let (mut t, mr, mw) = windowed(MwType::Type1);
     assert_eq!(
-        t.remote(QP, mw, 0x1000, 1, Access::NONE),
+        t.remote(QP, mw, (0x1000, 1), Access::NONE),
         Err(MrError::Invalidated(mw)),
         "unbound"
     );
@@ -301,7 +292,7 @@ fn a_type1_window_opens_only_its_part() {
             QP,
             mw,
             inc_rkey(mw),
-            &bind(mr, 0x1010, 16, Access::REMOTE_WRITE),
+            &MwBind::new(mr, 0x1010, 16, Access::REMOTE_WRITE),
         )
         .unwrap();
     assert_eq!(key, inc_rkey(mw));
@@ -312,7 +303,7 @@ fn a_type1_window_opens_only_its_part() {
         "inside the region, outside the window (rxe checks only the region)"
     );
     assert_eq!(
-        t.read_remote(QP, key, 0x1010, 1, Access::REMOTE_READ),
+        t.read_remote(QP, key, (0x1010, 1), Access::REMOTE_READ),
         Err(MrError::AccessDenied {
             key,
             need: Access::REMOTE_READ
@@ -331,7 +322,7 @@ fn a_type1_window_opens_only_its_part() {
     );
     // Binding with length 0 unbinds a type 1 window.
     let key2 = t
-        .bind(QP, key, inc_rkey(key), &bind(0, 0, 0, Access::NONE))
+        .bind(QP, key, inc_rkey(key), &MwBind::new(0, 0, 0, Access::NONE))
         .unwrap();
     assert_eq!(t.get(mr).unwrap().bound_windows(), 0);
     assert!(write(&mut t, QP, key2, 0x1010, 1).is_err());
@@ -343,7 +334,7 @@ fn a_type2_window_belongs_to_its_queue_pair() {
     let (mut t, mr, mw) = windowed(MwType::Type2);
     let zb = Access::REMOTE_WRITE | Access::ZERO_BASED;
     let key = t
-        .bind(QP, mw, inc_rkey(mw), &bind(mr, 0x1080, 32, zb))
+        .bind(QP, mw, inc_rkey(mw), &MwBind::new(mr, 0x1080, 32, zb))
         .unwrap();
     assert!(write(&mut t, QP, key, 0, 32).is_ok(), "zero based: from 0");
     assert_eq!(t.get(mr).unwrap().bytes()[0x80..0xa0], [0xab; 32]);
@@ -355,7 +346,7 @@ fn a_type2_window_belongs_to_its_queue_pair() {
     );
     assert!(
         matches!(
-            t.bind(QP, key, inc_rkey(key), &bind(mr, 0x1000, 8, zb)),
+            t.bind(QP, key, inc_rkey(key), &MwBind::new(mr, 0x1000, 8, zb)),
             Err(MrError::BadBind { .. })
         ),
         "bound: invalidate first (o10-37.2.30)"
@@ -382,27 +373,27 @@ fn bind_refusals() {
         matches!(t.bind(QP, mw, next, &b), Err(MrError::BadBind { .. }))
     };
     assert!(
-        refused(&mut t, bind(mr, 0x1000, 0, Access::REMOTE_READ)),
+        refused(&mut t, MwBind::new(mr, 0x1000, 0, Access::REMOTE_READ)),
         "o10-37.2.40"
     );
     assert!(
-        refused(&mut t, bind(mr, 0x10f0, 32, Access::REMOTE_READ)),
+        refused(&mut t, MwBind::new(mr, 0x10f0, 32, Access::REMOTE_READ)),
         "C10-75"
     );
     assert!(
-        refused(&mut t, bind(mr, 0x1000, 8, Access::MW_BIND)),
+        refused(&mut t, MwBind::new(mr, 0x1000, 8, Access::MW_BIND)),
         "no such window right"
     );
     let plain = t.register(PD, 0, vec![0; 64], RW).unwrap();
     assert!(
-        refused(&mut t, bind(plain, 0, 8, Access::REMOTE_WRITE)),
+        refused(&mut t, MwBind::new(plain, 0, 8, Access::REMOTE_WRITE)),
         "C10-73"
     );
     let read_only = t
         .register(PD, 0, vec![0; 64], Access::REMOTE_READ | Access::MW_BIND)
         .unwrap();
     assert!(
-        refused(&mut t, bind(read_only, 0, 8, Access::REMOTE_WRITE)),
+        refused(&mut t, MwBind::new(read_only, 0, 8, Access::REMOTE_WRITE)),
         "C10-74"
     );
     let pd = t.alloc_pd();
@@ -413,7 +404,7 @@ fn bind_refusals() {
                 stranger,
                 mw,
                 next,
-                &bind(mr, 0x1000, 8, Access::REMOTE_READ)
+                &MwBind::new(mr, 0x1000, 8, Access::REMOTE_READ)
             ),
             Err(MrError::BadBind { .. })
         ),
@@ -423,7 +414,7 @@ fn bind_refusals() {
     let zb = Access::REMOTE_READ | Access::ZERO_BASED;
     assert!(
         matches!(
-            t1.bind(QP, mw1, inc_rkey(mw1), &bind(mr1, 0x1000, 8, zb)),
+            t1.bind(QP, mw1, inc_rkey(mw1), &MwBind::new(mr1, 0x1000, 8, zb)),
             Err(MrError::BadBind { .. })
         ),
         "o10-36.2.2"
@@ -441,8 +432,13 @@ fn invalidating_a_fast_region_with_windows_is_refused() {
     t.fast_register(QP, key, new, (0, 64), RW | Access::MW_BIND)
         .unwrap();
     let mw = t.alloc_window(PD, MwType::Type1).unwrap();
-    t.bind(QP, mw, inc_rkey(mw), &bind(new, 0, 8, Access::REMOTE_WRITE))
-        .unwrap();
+    t.bind(
+        QP,
+        mw,
+        inc_rkey(mw),
+        &MwBind::new(new, 0, 8, Access::REMOTE_WRITE),
+    )
+    .unwrap();
     assert_eq!(
         t.invalidate(QP, new),
         Err(MrError::InUse(new)),

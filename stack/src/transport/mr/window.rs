@@ -32,6 +32,18 @@ pub struct MwBind {
     pub access: Access,
 }
 
+impl MwBind {
+    /// Opens `length` bytes of region `mr_lkey` from `addr` with `access`.
+    pub const fn new(mr_lkey: u32, addr: u64, length: u64, access: Access) -> MwBind {
+        MwBind {
+            mr_lkey,
+            addr,
+            length,
+            access,
+        }
+    }
+}
+
 /// The rights a window may carry (rxe's `RXE_ACCESS_SUPPORTED_MW`).
 pub(super) const WINDOW_RIGHTS: Access = Access::REMOTE.union(Access::ZERO_BASED);
 

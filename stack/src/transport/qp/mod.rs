@@ -21,6 +21,7 @@ use crate::transport::config::{Event, Stats, Transmit, TransportConfig};
 use crate::transport::cq::{CompletionQueue, CqId, WcOpcode, WcStatus, WorkCompletion};
 use crate::transport::error::{DropReason, TransportError};
 use crate::transport::mr::{Accessor, MrTable, PdId};
+use crate::transport::srq::{Srq, SrqId};
 use crate::transport::time::Time;
 use crate::transport::wr::{RecvWr, SendOp, SendWr};
 use crate::wire::{IbPacketRepr, Qpn, Transport};
@@ -33,6 +34,7 @@ pub(crate) struct Ctx<'a> {
     pub stats: &'a mut Stats,
     pub config: &'a TransportConfig,
     pub events: &'a mut VecDeque<Event>,
+    pub srqs: &'a mut [Option<Srq>],
 }
 
 impl Ctx<'_> {
@@ -56,6 +58,8 @@ pub struct QpInit {
     pub max_recv_wr: u32,
     /// Every send work request completes, signaled or not.
     pub sq_sig_all: bool,
+    /// Receives come from this shared receive queue instead of the queue pair's own.
+    pub srq: Option<SrqId>,
 }
 
 impl QpInit {
@@ -69,6 +73,7 @@ impl QpInit {
             max_send_wr: 1024,
             max_recv_wr: 1024,
             sq_sig_all: false,
+            srq: None,
         }
     }
 }
@@ -125,6 +130,11 @@ impl QueuePair {
     /// Its protection domain.
     pub fn pd(&self) -> PdId {
         self.init.pd
+    }
+
+    /// The shared receive queue it draws receives from.
+    pub fn srq(&self) -> Option<SrqId> {
+        self.init.srq
     }
 
     /// Who this queue pair is to the memory table.
@@ -252,6 +262,12 @@ impl QueuePair {
     /// `ibv_post_recv`. In ERR the request completes at once with WR_FLUSH_ERR.
     pub fn post_recv(&mut self, ctx: &mut Ctx<'_>, wr: RecvWr) -> Result<(), TransportError> {
         let qpn = self.qpn;
+        if self.init.srq.is_some() {
+            return Err(TransportError::BadWr {
+                qpn,
+                reason: "the queue pair receives from a shared receive queue",
+            });
+        }
         if wr.sg_list.len() > ctx.config.max_sge {
             return Err(TransportError::BadWr {
                 qpn,
@@ -345,6 +361,31 @@ impl QueuePair {
         }
     }
 
+    /// The next receive work request: from the shared receive queue if the queue pair has
+    /// one (raising its limit event when due), else its own.
+    fn take_recv(&mut self, ctx: &mut Ctx<'_>) -> Option<RecvWr> {
+        match self.init.srq {
+            Some(id) => ctx
+                .srqs
+                .get_mut(id.0 as usize)?
+                .as_mut()?
+                .pop(id, ctx.events),
+            None => self.rq.pop_front(),
+        }
+    }
+
+    /// A receive is waiting.
+    fn has_recv(&self, ctx: &Ctx<'_>) -> bool {
+        match self.init.srq {
+            Some(id) => ctx
+                .srqs
+                .get(id.0 as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|srq| !srq.is_empty()),
+            None => !self.rq.is_empty(),
+        }
+    }
+
     fn complete_recv(&self, ctx: &mut Ctx<'_>, wr: &RecvWr, status: WcStatus) {
         let wc = WorkCompletion::new(wr.wr_id, status, WcOpcode::Recv, self.qpn);
         ctx.complete(self.init.recv_cq, wc);
@@ -375,6 +416,11 @@ impl QueuePair {
         }
         self.resp.keep_only_final_nak();
         ctx.events.push_back(Event::QpFatal { qpn: self.qpn });
+        if self.init.srq.is_some() {
+            // The receive in progress was its last one; the rest stay in the shared queue.
+            ctx.events
+                .push_back(Event::QpLastWqeReached { qpn: self.qpn });
+        }
     }
 
     /// Send queue error (UC and UD, IBA 10.3.1.8): the failed request's completion was made;

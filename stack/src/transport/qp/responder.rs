@@ -258,8 +258,7 @@ impl QueuePair {
                 .remote(
                     self.who(),
                     reth.rkey,
-                    reth.va,
-                    u64::from(reth.dma_len),
+                    (reth.va, u64::from(reth.dma_len)),
                     Access::REMOTE_READ,
                 )
                 .is_ok();
@@ -302,9 +301,7 @@ impl QueuePair {
     fn uc_request(&mut self, ctx: &mut Ctx<'_>, pkt: &IbPacketRepr<'_>) {
         let psn = pkt.bth.psn;
         if self.resp.uc_drop || psn != self.resp.epsn {
-            if let Some(recv) = self.resp.abandon_message() {
-                self.rq.push_front(recv);
-            }
+            self.uc_abandon(ctx);
             if !pkt.bth.opcode.is_first() {
                 ctx.stats.out_of_sequence += 1;
                 self.resp.uc_drop = true;
@@ -313,12 +310,23 @@ impl QueuePair {
         }
         self.resp.uc_drop = false;
         if self.execute(ctx, pkt).is_err() {
-            if let Some(recv) = self.resp.abandon_message() {
-                self.rq.push_front(recv);
-            }
+            self.uc_abandon(ctx);
             self.resp.uc_drop = !pkt.bth.opcode.is_last();
         }
         self.resp.epsn = psn.next();
+    }
+
+    /// Drops the UC message in progress: its receive is used again for the next message
+    /// (class D1), or, taken from a shared receive queue, completes with REM_INV_REQ_ERR
+    /// (class E, as rxe's `do_class_d1e_error`).
+    fn uc_abandon(&mut self, ctx: &mut Ctx<'_>) {
+        if let Some(recv) = self.resp.abandon_message() {
+            if self.init.srq.is_some() {
+                self.complete_recv(ctx, &recv, WcStatus::RemInvReqErr);
+            } else {
+                self.rq.push_front(recv);
+            }
+        }
     }
 
     /// IBA 9.8.4 / 10.2.5: check the Q_Key, consume one receive, write the GRH area and the
@@ -336,7 +344,7 @@ impl QueuePair {
         if pkt.payload.len() > ctx.config.port_mtu.bytes() as usize {
             return Err(DropReason::Unsupported);
         }
-        let recv = self.rq.pop_front().ok_or(DropReason::NoReceive)?;
+        let recv = self.take_recv(ctx).ok_or(DropReason::NoReceive)?;
         let total = (GRH_LEN + pkt.payload.len()) as u64;
         let status = if total > recv.capacity() {
             WcStatus::LocLenErr
@@ -408,7 +416,7 @@ impl QueuePair {
         }
         check_len(first, last, pkt.payload.len(), mtu)?;
         if first {
-            let recv = self.rq.pop_front().ok_or(RespError::Rnr)?;
+            let recv = self.take_recv(ctx).ok_or(RespError::Rnr)?;
             let usable = ctx
                 .mrs
                 .check_sges(self.init.pd, &recv.sg_list, Access::LOCAL_WRITE)
@@ -466,7 +474,7 @@ impl QueuePair {
         let len = pkt.payload.len();
         let imm = pkt.ext.immdt.map(|i| i.imm);
         // The receive an immediate consumes must be there before anything is written.
-        if imm.is_some() && self.rq.is_empty() {
+        if imm.is_some() && !self.has_recv(ctx) {
             return Err(RespError::Rnr);
         }
         if first {
@@ -491,8 +499,7 @@ impl QueuePair {
                 .remote(
                     self.who(),
                     reth.rkey,
-                    reth.va,
-                    u64::from(total),
+                    (reth.va, u64::from(total)),
                     Access::REMOTE_WRITE,
                 )
                 .map_err(|_| RespError::Nak(NakCode::RemoteAccessError))?;
@@ -528,7 +535,7 @@ impl QueuePair {
         };
         let span = ctx
             .mrs
-            .remote(who, *rkey, *va, len as u64, Access::REMOTE_WRITE)
+            .remote(who, *rkey, (*va, len as u64), Access::REMOTE_WRITE)
             .map_err(|_| RespError::Nak(NakCode::RemoteAccessError))?;
         if let Some(span) = span {
             if reads_queued(&self.resp.queue) {
@@ -543,7 +550,7 @@ impl QueuePair {
         if last {
             self.resp.msg = None;
             if let Some(imm) = imm
-                && let Some(recv) = self.rq.pop_front()
+                && let Some(recv) = self.take_recv(ctx)
             {
                 let mut wc = WorkCompletion::new(
                     recv.wr_id,
@@ -577,8 +584,7 @@ impl QueuePair {
             .remote(
                 self.who(),
                 reth.rkey,
-                reth.va,
-                u64::from(reth.dma_len),
+                (reth.va, u64::from(reth.dma_len)),
                 Access::REMOTE_READ,
             )
             .map_err(|_| RespError::Nak(NakCode::RemoteAccessError))?;
@@ -615,7 +621,10 @@ impl QueuePair {
             return Err(RespError::Nak(NakCode::InvalidRequest));
         }
         let who = self.who();
-        let Ok(Some(span)) = ctx.mrs.remote(who, a.rkey, a.va, 8, Access::REMOTE_ATOMIC) else {
+        let Ok(Some(span)) = ctx
+            .mrs
+            .remote(who, a.rkey, (a.va, 8), Access::REMOTE_ATOMIC)
+        else {
             return Err(RespError::Nak(NakCode::RemoteAccessError));
         };
         if self.resp.has_reads() {

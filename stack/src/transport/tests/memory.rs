@@ -23,15 +23,6 @@ fn bindable(s: &mut Setup) -> u32 {
     s.pair.b.register_mr(WIN_VA, vec![0; 4096], access).unwrap()
 }
 
-fn window_bind(mr: u32, addr: u64, length: u64, access: Access) -> MwBind {
-    MwBind {
-        mr_lkey: mr,
-        addr,
-        length,
-        access,
-    }
-}
-
 #[test]
 fn fast_registration_then_write_then_local_invalidate() {
     let mut s = Setup::rc();
@@ -90,7 +81,7 @@ fn send_with_invalidate_unbinds_a_type2_window() {
     let mr = bindable(&mut s);
     let mw = s.pair.b.alloc_mw(PdId::DEFAULT, MwType::Type2).unwrap();
     let rkey = inc_rkey(mw);
-    let bind = window_bind(mr, WIN_VA + 1024, 512, Access::REMOTE_READ);
+    let bind = MwBind::new(mr, WIN_VA + 1024, 512, Access::REMOTE_READ);
     post_b(&mut s, 1, SendOp::BindMw { mw, rkey, bind });
     assert_eq!(s.completions_b(1)[0].opcode, WcOpcode::BindMw);
     assert_eq!(s.pair.b.mw(rkey).unwrap().bound_qp(), Some(s.conn.qp_b));
@@ -122,7 +113,7 @@ fn a_window_limits_the_peer_to_its_part_of_the_region() {
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::MW_BIND;
     let mr = s.pair.b.register_mr(WIN_VA, vec![0; 4096], access).unwrap();
     let mw = s.pair.b.alloc_mw(PdId::DEFAULT, MwType::Type1).unwrap();
-    let bind = window_bind(mr, WIN_VA + 100, 100, Access::REMOTE_WRITE);
+    let bind = MwBind::new(mr, WIN_VA + 100, 100, Access::REMOTE_WRITE);
     let qp_b = s.conn.qp_b;
     let rkey = s.pair.b.bind_mw(qp_b, 1, mw, bind).unwrap();
     assert_eq!(s.completions_b(1)[0].status, WcStatus::Success);
@@ -141,7 +132,7 @@ fn binding_without_bind_rights_fails_the_bind() {
     let mut s = Setup::rc();
     // dst_b has every remote right but not MW_BIND (C10-73).
     let mw = s.pair.b.alloc_mw(PdId::DEFAULT, MwType::Type2).unwrap();
-    let bind = window_bind(s.dst_b, DST_VA, 64, Access::REMOTE_WRITE);
+    let bind = MwBind::new(s.dst_b, DST_VA, 64, Access::REMOTE_WRITE);
     let rkey = inc_rkey(mw);
     post_b(&mut s, 1, SendOp::BindMw { mw, rkey, bind });
     let wc = s.completions_b(1)[0];
@@ -180,7 +171,7 @@ fn a_type2_window_of_another_queue_pair_is_neither_used_nor_invalidated() {
         .connect(crate::transport::QpType::Rc, &Default::default());
     let mw = s.pair.b.alloc_mw(PdId::DEFAULT, MwType::Type2).unwrap();
     let rkey = inc_rkey(mw);
-    let bind = window_bind(mr, WIN_VA, 64, Access::REMOTE_READ);
+    let bind = MwBind::new(mr, WIN_VA, 64, Access::REMOTE_READ);
     let wr = SendWr::new(1, SendOp::BindMw { mw, rkey, bind }, Vec::new());
     s.pair.b.post_send(second.qp_b, wr).unwrap();
     let mut done = Vec::new();
@@ -213,7 +204,7 @@ fn local_invalidate_of_a_region_with_windows_fails() {
     };
     post_b(&mut s, 1, reg);
     let mw = s.pair.b.alloc_mw(PdId::DEFAULT, MwType::Type2).unwrap();
-    let bind = window_bind(key, FR_VA, 64, Access::REMOTE_WRITE);
+    let bind = MwBind::new(key, FR_VA, 64, Access::REMOTE_WRITE);
     let rkey = inc_rkey(mw);
     post_b(&mut s, 2, SendOp::BindMw { mw, rkey, bind });
     post_b(&mut s, 3, SendOp::LocalInv { key });

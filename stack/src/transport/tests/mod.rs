@@ -8,6 +8,7 @@ mod hostile;
 mod memory;
 mod prop;
 mod rules;
+mod srq;
 mod verbs;
 
 use core::time::Duration;

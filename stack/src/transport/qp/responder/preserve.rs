@@ -22,7 +22,7 @@ pub(crate) struct Source<'a> {
 impl<'a> Source<'a> {
     fn read(&self, va: u64, len: u64) -> Result<&'a [u8], MrError> {
         self.mrs
-            .read_remote(self.who, self.key, va, len, Access::REMOTE_READ)
+            .read_remote(self.who, self.key, (va, len), Access::REMOTE_READ)
     }
 }
 
@@ -171,7 +171,7 @@ mod tests {
 
     fn scribble(mrs: &mut MrTable, key: u32, va: u64, len: u64) {
         let span = mrs
-            .remote(WHO, key, va, len, Access::NONE)
+            .remote(WHO, key, (va, len), Access::NONE)
             .unwrap()
             .unwrap();
         mrs.slice_mut(&span).fill(0xee);

@@ -261,7 +261,7 @@ pub(super) fn protect_reads(
 ) {
     for item in queue.iter_mut() {
         let RespItem::Read(r) = item else { continue };
-        let unsent = mrs.remote(who, r.rkey, r.va, u64::from(r.left), Access::REMOTE_READ);
+        let unsent = mrs.remote(who, r.rkey, (r.va, u64::from(r.left)), Access::REMOTE_READ);
         let Ok(Some(read)) = unsent else { continue };
         if !read.overlaps(target) {
             continue;
@@ -362,8 +362,7 @@ impl QueuePair {
                     .read_remote(
                         self.who(),
                         r.rkey,
-                        r.va,
-                        payload as u64,
+                        (r.va, payload as u64),
                         Access::REMOTE_READ,
                     )
                     .map(|src| out.copy_from_slice(src))
