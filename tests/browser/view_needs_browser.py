@@ -228,6 +228,21 @@ def lessons(driver, work, artifacts):
             check(f"gen {lesson} --view: the frame's comment is shown",
                   comment and word in comment[0].text, comment and comment[0].text)
         driver.save_screenshot(os.path.join(artifacts, f"lesson-{lesson}.png"))
+    # The rdma_cm lessons: their views show the CM exchange, each message linked to its frame.
+    names = [line.split()[0] for line in roce("gen", "--list").stdout.splitlines() if line.strip()]
+    cm_lessons = [n for n in names if n.startswith("cm-")]
+    print(f"rdma_cm lessons: {', '.join(cm_lessons) or 'none listed by roce gen --list yet'}")
+    for lesson in cm_lessons:
+        roce("gen", lesson, "-o", os.path.join(work, lesson + ".pcapng"), "--view")
+        driver.get("file://" + os.path.join(work, lesson + ".html"))
+        links = driver.find_elements(By.CSS_SELECTOR, "#cm a.goto")
+        check(f"gen {lesson} --view: the rdma_cm exchange is shown", len(links) >= 1, len(links))
+        if links:
+            links[0].click()
+            check(f"gen {lesson} --view: a CM message's frame shows its cm keys",
+                  any(k.startswith("cm.") for k in frame_details(driver)))
+        check(f"gen {lesson} --view: no console errors", not console_errors(driver))
+        driver.save_screenshot(os.path.join(artifacts, f"lesson-{lesson}.png"))
 
 
 def main():
