@@ -76,12 +76,10 @@ pub enum Format {
 /// Why a capture could not be read (further).
 #[derive(Debug, Error)]
 pub enum CaptureError {
-    #[error("cannot open {path}: {source}")]
-    Open {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The cause is part of the message (and not an error source, which `{:#}` would print
+    /// a second time).
+    #[error("cannot open {path}: {cause}")]
+    Open { path: String, cause: std::io::Error },
     #[error("empty file: not a pcap or pcapng capture")]
     Empty,
     #[error("not a pcap or pcapng capture (unknown file header)")]
@@ -209,11 +207,15 @@ impl CaptureReader {
     /// Opens the capture at `path` (mapped into memory when it is a regular file); fails if
     /// it cannot be read or is not pcap or pcapng.
     pub fn open(path: &Path) -> Result<CaptureReader, CaptureError> {
-        let open_error = |source| CaptureError::Open {
+        let open_error = |cause| CaptureError::Open {
             path: path.display().to_string(),
-            source,
+            cause,
         };
         let file = File::open(path).map_err(open_error)?;
+        if file.metadata().map_err(open_error)?.is_dir() {
+            let is_dir = std::io::Error::new(std::io::ErrorKind::IsADirectory, "a directory");
+            return Err(open_error(is_dir));
+        }
         match sys::Mapping::new(&file).map_err(open_error)? {
             Some(map) => {
                 let (mapped, format) = Mapped::new(map)?;
@@ -400,11 +402,13 @@ impl std::fmt::Debug for SharedFile {
 }
 
 impl SharedFile {
-    /// The frame `r` names, if `r` came from this file's reader.
+    /// The frame `r` names, if `r` came from this file's reader; `None` once the file was
+    /// found to have shrunk (its reader reports the damage; the frames still on their way to
+    /// another thread may have lost their bytes).
     #[inline]
     pub fn frame(&self, r: FrameRef) -> Option<Frame<'_>> {
         let data = self.0.bytes();
-        (r.start + r.len <= data.len()).then(|| r.frame_in(data))
+        (r.start + r.len <= data.len() && !self.0.shrunk()).then(|| r.frame_in(data))
     }
 }
 

@@ -23,6 +23,7 @@ run() {
     rc_send_only) cap rc_send_only 'ibv_rc_pingpong -g 1 -n 5 -s 64' 'ibv_rc_pingpong -g 1 -n 5 -s 64 $SERVER' ;;
     rc_send_first_middle_last) cap rc_send_first_middle_last 'ibv_rc_pingpong -g 1 -n 3 -s 4096 -m 1024' 'ibv_rc_pingpong -g 1 -n 3 -s 4096 -m 1024 $SERVER' ;;
     rc_write) cap rc_write 'ib_write_bw -x 1 -F -n 5 -s 4096' 'ib_write_bw -x 1 -F -n 5 -s 4096 $SERVER' ;;
+    rc_write_64k) cap rc_write_64k 'ib_write_bw -x 1 -F -n 5 -s 65536' 'ib_write_bw -x 1 -F -n 5 -s 65536 $SERVER' ;;
     rc_write_only) cap rc_write_only 'ib_write_bw -x 1 -F -n 5 -s 64' 'ib_write_bw -x 1 -F -n 5 -s 64 $SERVER' ;;
     rc_read) cap rc_read 'ib_read_bw -x 1 -F -n 5 -s 4096' 'ib_read_bw -x 1 -F -n 5 -s 4096 $SERVER' ;;
     rc_read_only) cap rc_read_only 'ib_read_bw -x 1 -F -n 5 -s 64' 'ib_read_bw -x 1 -F -n 5 -s 64 $SERVER' ;;
@@ -47,7 +48,7 @@ run() {
   esac
 }
 
-ALL=(rc_send_only rc_send_first_middle_last rc_write rc_write_only rc_read rc_read_only
+ALL=(rc_send_only rc_send_first_middle_last rc_write rc_write_64k rc_write_only rc_read rc_read_only
   rc_atomic_cmp_swap rc_atomic_fetch_add uc_send ud_send rc_ipv6 rc_mtu4096 rdma_cm_rping
   rc_loss_write rc_loss_read rc_rnr_nak rc_write_imm rc_send_imm rc_rnr_nak_verbs
   uc_send_first_middle_last ud_send_ipv6 rc_reorder_write)

@@ -386,6 +386,7 @@ golden! {
     send_first_middle_last => "rc_send_first_middle_last.pcap",
     send_with_immediate => "rc_send_imm.pcap",
     write => "rc_write.pcap",
+    write_64k => "rc_write_64k.pcap",
     write_only => "rc_write_only.pcap",
     write_with_immediate => "rc_write_imm.pcap",
     read => "rc_read.pcap",

@@ -183,6 +183,50 @@ fn ladder_draws_one_arrow_per_packet() {
     );
 }
 
+/// Damage and snap-length cuts are told as `analyze` tells them: exit 2 or 3 and one line on
+/// stderr (issue 14: ladder said nothing and exited 0); a missing file names its OS error
+/// once, a directory says it is one.
+#[test]
+fn ladder_and_analyze_exit_statuses_and_one_line_errors() {
+    let frames = sample::frames(15);
+    let whole = pcap_bytes(&frames);
+    let cut = temp_file("ladder-cut.pcap", &whole[..whole.len() - 9]);
+    let snapped = temp_file("ladder-snap.pcap", &pcap_bytes_snap(&frames, 1, 96));
+    let svg = temp_file("ladder-status.svg", b"");
+    let svg = svg.to_str().unwrap();
+    for (path, code, says) in [(&cut, 2, "cut short"), (&snapped, 3, "snap length")] {
+        for args in [
+            vec!["ladder", path.to_str().unwrap(), "--svg", svg],
+            vec!["analyze", path.to_str().unwrap()],
+        ] {
+            let out = roce(&args);
+            let err = String::from_utf8(out.stderr).unwrap();
+            assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+            assert!(
+                err.lines().count() == 1 && err.contains(says),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    let dir = std::env::temp_dir();
+    for (path, says) in [
+        ("/nonexistent/x.pcap", "No such file or directory"),
+        (dir.to_str().unwrap(), "a directory"),
+    ] {
+        for args in [
+            vec!["ladder", path, "--svg", svg],
+            vec!["analyze", path],
+            vec!["decode", path],
+        ] {
+            let out = roce(&args);
+            let err = String::from_utf8(out.stderr).unwrap();
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert_eq!(err.matches(says).count(), 1, "said once: {err}");
+        }
+    }
+}
+
 #[test]
 fn help_has_examples() {
     for cmd in ["analyze", "ladder"] {

@@ -206,7 +206,12 @@ fn a_truncated_capture_decodes_up_to_the_cut() {
     let bytes = pcap_bytes(&frames[..3]);
     let path = temp_file("cut.pcap", &bytes[..bytes.len() - 10]);
     let (out, lines) = decode_json(&path);
-    assert!(out.status.success());
+    assert_eq!(out.status.code(), Some(2), "damage is exit 2");
+    let err = String::from_utf8(out.stderr.clone()).unwrap();
+    assert!(
+        err.lines().count() == 1 && err.contains("cut short"),
+        "{err}"
+    );
     assert_eq!(lines.len(), 3);
     assert_eq!(lines[1]["icrc"], "ok");
     assert_eq!(lines[2]["roce"], false);
@@ -222,7 +227,7 @@ fn a_truncated_capture_decodes_up_to_the_cut() {
     let second = 24 + 16 + frames[0].len();
     bytes[second + 8..second + 12].copy_from_slice(&0xc000_0000u32.to_le_bytes());
     let (out, lines) = decode_json(&temp_file("huge.pcap", &bytes));
-    assert!(out.status.success());
+    assert_eq!(out.status.code(), Some(2));
     assert_eq!(lines.len(), 2);
     assert!(lines[1]["error"].is_string());
 }

@@ -34,8 +34,8 @@ use crate::wire::{
 
 use cm::{CmMessage, CmTracker};
 use flow::{FastMap, Flow, FlowKey, addr_bits};
-pub use report::Report;
-use report::{InputProblems, Signal};
+use report::Signal;
+pub use report::{InputProblems, Report};
 use requester::Response;
 pub use requester::Verdict;
 use sketch::GoodputClock;

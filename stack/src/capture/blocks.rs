@@ -2,20 +2,34 @@
 //! (where its bytes lie, when, on which link), nothing (headers, interfaces, statistics), or
 //! damage.
 
-use pcap_parser::pcapng::{Block, OptionCode};
+use pcap_parser::pcapng::{Block, OptionCode, PcapNGOption};
 use pcap_parser::traits::PcapNGPacketBlock;
 use pcap_parser::{LegacyPcapBlock, PcapBlockOwned, PcapError};
 
 use super::Link;
 
-/// libpcap's largest snap length: a record claiming more is corrupt, not a jumbo frame.
+/// libpcap's largest snap length: a record or pcapng packet block claiming more captured
+/// bytes is corrupt, not a jumbo frame.
 const MAX_RECORD: u32 = 262_144;
+
+/// The longest pcapng block read (any type): longer is damage, not a reason to hold it.
+pub(super) const MAX_BLOCK: usize = 16 << 20;
+
+/// The damage of a block or record longer than the reader holds.
+pub(super) fn too_big(len: usize) -> String {
+    format!(
+        "a block claims {len} bytes, more than {} MiB: corrupt capture",
+        MAX_BLOCK >> 20
+    )
+}
 
 /// The state the blocks of a file build up: the link type and clock of each interface.
 #[derive(Debug, Default)]
 pub(super) struct Interfaces {
     /// pcap: the one interface of the file header; pcapng: those of the current section.
     list: Vec<Interface>,
+    /// The current pcapng section is big-endian (its option values are too).
+    big_endian: bool,
 }
 
 /// Per-interface facts a pcapng packet block needs.
@@ -72,13 +86,52 @@ impl Interfaces {
         &mut self,
         block: &PcapBlockOwned<'_>,
     ) -> Result<Option<Located>, String> {
-        describe(block, &mut self.list)
+        if let PcapBlockOwned::NG(Block::SectionHeader(shb)) = block {
+            self.big_endian = shb.big_endian();
+        }
+        describe(block, &mut self.list, self.big_endian)
     }
+}
+
+/// An interface's timestamp units per second from its if_tsresol option (pcapng 4.2): a
+/// power of ten, or of two with the high bit set; 10^6 without the option. pcap-parser 0.17
+/// takes the flag bit for part of the exponent and so refuses every power of two.
+fn units_per_second(options: &[PcapNGOption<'_>]) -> Result<u64, String> {
+    let Some(option) = options.iter().find(|o| o.code == OptionCode::IfTsresol) else {
+        return Ok(1_000_000);
+    };
+    let Some(&resol) = option.value().first() else {
+        return Err("an interface with an empty if_tsresol option".to_string());
+    };
+    let exponent = u32::from(resol & 0x7f);
+    let units = if resol & 0x80 == 0 {
+        10u64.checked_pow(exponent)
+    } else {
+        1u64.checked_shl(exponent).filter(|_| exponent < 64)
+    };
+    units.ok_or_else(|| format!("an interface with an unreadable if_tsresol {resol:#04x}"))
+}
+
+/// An interface's if_tsoffset option (seconds added to every timestamp), in the section's
+/// byte order; 0 without it.
+fn offset_seconds(options: &[PcapNGOption<'_>], big_endian: bool) -> i64 {
+    options
+        .iter()
+        .find(|o| o.code == OptionCode::IfTsoffset)
+        .and_then(|o| <[u8; 8]>::try_from(o.value().get(..8)?).ok())
+        .map_or(0, |b| {
+            if big_endian {
+                i64::from_be_bytes(b)
+            } else {
+                i64::from_le_bytes(b)
+            }
+        })
 }
 
 fn describe(
     block: &PcapBlockOwned<'_>,
     interfaces: &mut Vec<Interface>,
+    big_endian: bool,
 ) -> Result<Option<Located>, String> {
     let located = |data: &[u8], orig_len: u32, timestamp_ns: u64, link: Link| Located {
         start: data.as_ptr() as usize,
@@ -109,8 +162,8 @@ fn describe(
         PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
             interfaces.push(Interface {
                 link: Link::from_linktype(idb.linktype),
-                units_per_second: idb.ts_resolution().unwrap_or(1_000_000).max(1),
-                offset_seconds: idb.ts_offset(),
+                units_per_second: units_per_second(&idb.options)?,
+                offset_seconds: offset_seconds(&idb.options, big_endian),
             });
             Ok(None)
         }
@@ -121,6 +174,9 @@ fn describe(
                     epb.if_id
                 ));
             };
+            if epb.caplen > MAX_RECORD {
+                return Err(too_many_bytes(epb.caplen));
+            }
             let raw = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
             let units = iface.units_per_second;
             let ts = timestamp(raw / units, raw % units, units, iface.offset_seconds);
@@ -140,6 +196,9 @@ fn describe(
             let Some(iface) = interfaces.first() else {
                 return Err("a packet before any interface description".to_string());
             };
+            if spb.packet_data().len() > MAX_RECORD as usize {
+                return Err(too_many_bytes(spb.packet_data().len() as u32));
+            }
             // A simple packet block has no timestamp (pcapng 4.4).
             Ok(Some(located(spb.packet_data(), spb.origlen, 0, iface.link)))
         }
@@ -153,10 +212,7 @@ fn legacy(b: &LegacyPcapBlock<'_>, interfaces: &[Interface]) -> Result<Located, 
         return Err("a record before the file header".to_string());
     };
     if b.caplen > MAX_RECORD {
-        return Err(format!(
-            "a record claims {} captured bytes, more than any snap length ({MAX_RECORD})",
-            b.caplen
-        ));
+        return Err(too_many_bytes(b.caplen));
     }
     let ts = timestamp(
         u64::from(b.ts_sec),
@@ -172,6 +228,10 @@ fn legacy(b: &LegacyPcapBlock<'_>, interfaces: &[Interface]) -> Result<Located, 
         link: iface.link,
         comment: (0, 0),
     })
+}
+
+fn too_many_bytes(caplen: u32) -> String {
+    format!("a record claims {caplen} captured bytes, more than any snap length ({MAX_RECORD})")
 }
 
 /// Nanoseconds since the epoch from whole seconds and a fraction in `units` per second.

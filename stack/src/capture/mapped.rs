@@ -9,7 +9,7 @@ use pcap_parser::{
     parse_pcap_frame_modified, parse_pcap_header,
 };
 
-use super::blocks::{Interfaces, Located, damage};
+use super::blocks::{Interfaces, Located, MAX_BLOCK, damage, too_big};
 use std::sync::Arc;
 
 use super::sys::Mapping;
@@ -33,6 +33,27 @@ enum Parser {
 /// Pages further than this behind the parser are dropped from the process, so that its
 /// memory does not grow with the file.
 const WINDOW: usize = 32 << 20;
+
+/// The damage reported when the file shrinks under the reader.
+const SHRUNK: &str = "the file shrank while it was being read (truncated by another process)";
+
+/// A pcapng block longer than [`MAX_BLOCK`] is damage, as the streaming reader finds it.
+fn check_block_len(input: &[u8], big_endian: bool) -> Result<(), String> {
+    let Some(len) = input.get(4..8) else {
+        return Ok(());
+    };
+    let len = <[u8; 4]>::try_from(len).map_or(0, |b| {
+        if big_endian {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        }
+    });
+    if len as usize > MAX_BLOCK {
+        return Err(too_big(len as usize));
+    }
+    Ok(())
+}
 
 pub(super) struct Mapped {
     map: Arc<Mapping>,
@@ -77,6 +98,24 @@ impl Mapped {
         self.map.bytes()
     }
 
+    /// Damage if the frame's bytes are gone, found out before they are handed on
+    /// ([`Mapping::touch`]) rather than later in the analysis.
+    #[inline]
+    fn check_frame(&self, at: &Located) -> Result<(), String> {
+        self.map.touch(at.start, at.start.saturating_add(at.len));
+        self.check_size()
+    }
+
+    /// Damage once the file was found shorter than when it was mapped (what was parsed since
+    /// may have been zeros; see `sys.rs`).
+    #[inline]
+    fn check_size(&self) -> Result<(), String> {
+        if self.map.shrunk() {
+            return Err(SHRUNK.to_string());
+        }
+        Ok(())
+    }
+
     /// Drops the pages a window behind the parser, a window at a time.
     fn slide(&mut self) {
         if self.at >= self.released + 2 * WINDOW {
@@ -105,13 +144,15 @@ impl Mapped {
                 Parser::Pcap(parse) => match parse(input) {
                     // Records are nearly every block of a pcap file: straight to the frame.
                     Ok((rest, b)) => {
-                        let at = interfaces.legacy(&b)?;
+                        let at = interfaces.legacy(&b)?.relative_to(base);
+                        self.check_frame(&at)?;
                         self.at = file.len() - rest.len();
-                        return Ok(Some(at.relative_to(base)));
+                        return Ok(Some(at));
                     }
                     Err(e) => Err(e),
                 },
                 Parser::PcapNg { big_endian } => {
+                    check_block_len(input, big_endian)?;
                     let parse = if big_endian {
                         parse_block_be
                     } else {
@@ -129,13 +170,19 @@ impl Mapped {
             };
             let (rest, block) = match parsed {
                 Ok(ok) => ok,
+                Err(_) if self.map.shrunk() => return Err(SHRUNK.to_string()),
                 Err(NomErr::Incomplete(_)) => return Err(damage(&PcapError::UnexpectedEof)),
                 Err(NomErr::Error(e) | NomErr::Failure(e)) => return Err(damage(&e)),
             };
-            let located = interfaces.describe(&block)?;
+            let located = interfaces.describe(&block)?.map(|at| at.relative_to(base));
+            if let Some(at) = &located {
+                self.check_frame(at)?;
+            } else {
+                self.check_size()?;
+            }
             self.at = file.len() - rest.len();
-            if let Some(at) = located {
-                return Ok(Some(at.relative_to(base)));
+            if located.is_some() {
+                return Ok(located);
             }
         }
         Ok(None)

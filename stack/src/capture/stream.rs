@@ -6,11 +6,12 @@ use std::io::Read;
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapError, create_reader};
 
-use super::blocks::{Interfaces, Located, damage};
+use super::blocks::{Interfaces, Located, MAX_BLOCK, damage, too_big};
 use super::{CaptureError, Format};
 
 const INITIAL_BUFFER: usize = 1 << 20;
-const MAX_BUFFER: usize = 16 << 20;
+/// The buffer holds the largest block allowed.
+const MAX_BUFFER: usize = MAX_BLOCK;
 
 pub(super) struct Stream {
     reader: Box<dyn PcapReaderIterator + Send>,
@@ -81,23 +82,16 @@ impl Stream {
                     let stuck =
                         self.reader.data().len() == before && !self.reader.reader_exhausted();
                     if stuck && !self.grow() {
-                        return Err(too_big());
+                        return Err(too_big(MAX_BUFFER + 1));
                     }
                 }
                 Err(PcapError::BufferTooSmall) => {
                     if !self.grow() {
-                        return Err(too_big());
+                        return Err(too_big(MAX_BUFFER + 1));
                     }
                 }
                 Err(e) => return Err(damage(&e)),
             }
         }
     }
-}
-
-fn too_big() -> String {
-    format!(
-        "a record claims more than {} MiB: corrupt capture",
-        MAX_BUFFER >> 20
-    )
 }

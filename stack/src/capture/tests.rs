@@ -319,3 +319,101 @@ fn packet_comments_come_with_their_frames_mapped_or_streamed() {
     }
     std::fs::remove_file(&path).unwrap();
 }
+
+/// A mapped file truncated by another process while it is read: the reader reports damage
+/// where it noticed, instead of the process dying of SIGBUS (issue 14).
+#[test]
+fn a_file_that_shrinks_while_mapped_is_damage_not_sigbus() {
+    let frame = vec![0x5a; 1000];
+    let frames = vec![frame; 4000];
+    let file = TempFile::new(&pcap_bytes(&frames, 65535));
+    let mut reader = CaptureReader::open(&file.0).unwrap();
+    assert!(reader.shared_file().is_some(), "mapped");
+    for _ in 0..10 {
+        reader.next_frame().unwrap().unwrap();
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file.0)
+        .unwrap()
+        .set_len(100_000)
+        .unwrap();
+    let mut delivered = 10;
+    let damage = loop {
+        match reader.next_frame() {
+            Ok(Some(f)) => {
+                assert!(
+                    f.data.iter().all(|&b| b == 0x5a),
+                    "a frame from the lost part"
+                );
+                delivered += 1;
+            }
+            Ok(None) => panic!("the end of a file that shrank"),
+            Err(e) => break e.to_string(),
+        }
+    };
+    assert!(damage.contains("shrank"), "{damage}");
+    assert!(delivered < 100, "{delivered} frames");
+    assert!(reader.next_frame().unwrap().is_none());
+    // Another mapping afterwards is read as usual.
+    let again = drain(CaptureReader::open(&file.0).unwrap());
+    assert_eq!(again.0.len(), (100_000 - 24) / 1016);
+}
+
+/// pcapng timestamps in any resolution the format allows: powers of ten (nanoseconds here)
+/// and of two (if_tsresol with its high bit, which pcap-parser 0.17 refuses).
+#[test]
+fn pcapng_timestamps_in_binary_and_decimal_resolutions() {
+    let frames = sample::frames(2);
+    for (tsresol, units) in [(9u8, 1_000_000_000u64), (0x80 | 30, 1 << 30), (3, 1000)] {
+        let mut bytes = pcapng_bytes(&frames);
+        // The interface block's if_tsresol value (see pcapng_bytes), and the timestamps
+        // rewritten in those units: frame i at 7 s + i ms.
+        let idb = bytes.windows(4).position(|w| w == [9, 0, 1, 0]).unwrap();
+        bytes[idb + 4] = tsresol;
+        let mut at = 0;
+        for i in 0..frames.len() as u64 {
+            at += bytes[at..]
+                .windows(4)
+                .position(|w| w == 6u32.to_le_bytes())
+                .unwrap();
+            let raw = 7 * units + i * units / 1000;
+            bytes[at + 12..at + 16].copy_from_slice(&((raw >> 32) as u32).to_le_bytes());
+            bytes[at + 16..at + 20].copy_from_slice(&(raw as u32).to_le_bytes());
+            at += 4;
+        }
+        let (read, damage) = read_all(bytes);
+        assert!(damage.is_none(), "{damage:?}");
+        let ts: Vec<u64> = read.iter().map(|r| r.0).collect();
+        for (i, t) in ts.iter().enumerate() {
+            // Within the nanosecond the units round to.
+            let expected = 7_000_000_000 + i as u64 * 1_000_000;
+            assert!(
+                t.abs_diff(expected) <= 1,
+                "if_tsresol {tsresol:#x}: {t} {expected}"
+            );
+        }
+    }
+}
+
+/// A pcapng block or packet longer than any capture holds is damage, mapped or streamed, as
+/// a pcap record is.
+#[test]
+fn oversized_pcapng_blocks_and_packets_are_damage() {
+    let frames = sample::frames(2);
+    let good = pcapng_bytes(&frames[..1]);
+    let mut huge = good.clone();
+    // A custom block (type 0x0bad) claiming 64 MiB.
+    huge.extend_from_slice(&0x0badu32.to_le_bytes());
+    huge.extend_from_slice(&(64u32 << 20).to_le_bytes());
+    huge.extend_from_slice(&[0; 64]);
+    let (read, damage) = read_all(huge);
+    assert_eq!(read.len(), 1);
+    let damage = damage.map(|d| d.to_string()).unwrap_or_default();
+    assert!(damage.contains("more than 16 MiB"), "{damage}");
+    let mut big_packet = pcapng_bytes(&[vec![0u8; 300_000]]);
+    let (read, damage) = read_all(std::mem::take(&mut big_packet));
+    assert!(read.is_empty());
+    let damage = damage.map(|d| d.to_string()).unwrap_or_default();
+    assert!(damage.contains("more than any snap length"), "{damage}");
+}

@@ -93,7 +93,7 @@ impl PcapDevice {
         let name = format!("pcap:{}", input.display());
         let reader = match CaptureReader::open(input) {
             Ok(reader) => reader,
-            Err(CaptureError::Open { source, .. }) => {
+            Err(CaptureError::Open { cause: source, .. }) => {
                 return Err(DeviceError::os(&name, "open", source));
             }
             Err(e) => {

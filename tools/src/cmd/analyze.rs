@@ -89,11 +89,27 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => return Err(e.into()),
         _ => {}
     }
-    Ok(if report.input.damage.is_some() {
+    Ok(input_status(&args.file, &report.input))
+}
+
+/// The exit status for what the input was like, with one line on stderr when it was not
+/// whole: 2 damaged, 3 frames cut by a snap length, else 0 (`analyze` and `ladder`).
+pub fn input_status(file: &std::path::Path, input: &roce::analysis::InputProblems) -> ExitCode {
+    if let Some(damage) = &input.damage {
+        eprintln!(
+            "roce: {}: {damage}; frames after it were not read",
+            file.display()
+        );
         ExitCode::from(EXIT_DAMAGED)
-    } else if report.input.cut_frames > 0 {
+    } else if input.cut_frames > 0 {
+        eprintln!(
+            "roce: {}: {} frames were cut by a snap length (their headers were read, their \
+             ICRCs could not be checked)",
+            file.display(),
+            input.cut_frames
+        );
         ExitCode::from(EXIT_CUT_FRAMES)
     } else {
         ExitCode::SUCCESS
-    })
+    }
 }

@@ -48,7 +48,11 @@ impl<'a> Dissected<'a> {
 /// Frames are numbered from 1, as Wireshark numbers them (JSON: `frame`; `index` counts from
 /// 0). Frames that are not RoCEv2, or are malformed (truncated, lying lengths, unknown opcode,
 /// bad ICRC), are reported and decoding goes on; a damaged capture is decoded up to the
-/// damage. Exits 1 only when FILE is not a capture.
+/// damage.
+///
+/// Exit status: 0 decoded; 1 not a capture or unreadable (one line on stderr); 2 the file is
+/// damaged (cut short, corrupt, or truncated while read): every frame before the damage was
+/// decoded, and one line on stderr says where.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
@@ -88,11 +92,16 @@ pub fn run(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     let mut out = BufWriter::new(stdout.lock());
     let mut reader = super::open_capture(&args.file)?;
     let mut write_err = None;
+    let mut damaged = None;
     while write_err.is_none() {
         let text = match reader.next_frame() {
             Ok(Some(frame)) => describe(&frame, args.json),
             Ok(None) => break,
-            Err(CaptureError::Damaged { frame, reason, .. }) => {
+            Err(e @ CaptureError::Damaged { .. }) => {
+                damaged = Some(e.to_string());
+                let CaptureError::Damaged { frame, reason, .. } = e else {
+                    break;
+                };
                 let index = frame as usize;
                 if args.json {
                     json::damaged(index, &reason) + "\n"
@@ -112,6 +121,12 @@ pub fn run(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     match write_err.map_or_else(|| out.flush(), Err) {
         // A closed pipe (`| head`) is the reader's choice, not a failure.
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(ExitCode::SUCCESS),
+        _ => Ok(match damaged {
+            Some(damage) => {
+                eprintln!("roce: {}: {damage}", args.file.display());
+                ExitCode::from(super::analyze::EXIT_DAMAGED)
+            }
+            None => ExitCode::SUCCESS,
+        }),
     }
 }

@@ -18,6 +18,10 @@ use roce::capture::Frame;
 /// and PSN, time and Wireshark's frame number (from 1) on the left. Retransmitted requests are orange, NAKs red, RNR NAKs purple,
 /// responses that imply a NAK dashed, CNPs blue, ECN CE marked packets and bad ICRCs
 /// flagged.
+///
+/// Exit status: 0 drawn; 1 not a capture, unreadable, or nothing to draw (one line on
+/// stderr); 2 the file is damaged: the frames before the damage were drawn; 3 some frames
+/// were cut by a snap length (their headers were drawn, their ICRCs not checked).
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
@@ -93,5 +97,5 @@ pub fn run(args: LadderArgs) -> anyhow::Result<ExitCode> {
     let doc = svg::ladder(&report, flow, args.from, &rows);
     std::fs::write(&args.svg, doc)
         .with_context(|| format!("cannot write {}", args.svg.display()))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(super::analyze::input_status(&args.file, &report.input))
 }
