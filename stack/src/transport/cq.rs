@@ -71,6 +71,10 @@ pub enum WcOpcode {
     LocalInv,
     /// A REG_MR (fast registration) work request.
     RegMr,
+    /// An ATOMIC WRITE.
+    AtomicWrite,
+    /// A FLUSH.
+    Flush,
 }
 
 /// One completed work request (`ibv_wc`).

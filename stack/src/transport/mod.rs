@@ -68,8 +68,13 @@
 //!   are left (rxe); an empty queue is an RNR NAK; a queue pair entering the error state
 //!   raises QpLastWqeReached and leaves the queue's receives alone; a UC message dropped
 //!   midway completes its shared receive with REM_INV_REQ_ERR (rxe's class E).
-//! - Not implemented: FLUSH and ATOMIC_WRITE (NAKed Invalid Request),
-//!   path migration, RD and XRC; completion queues never drop entries.
+//! - ATOMIC WRITE and FLUSH (IBA 1.5) as rxe answers them: an empty RDMA READ response,
+//!   one responder resource each (counted against max_rd_atomic / max_dest_rd_atomic like
+//!   READs and atomics), duplicates answered from the resources without executing again.
+//!   A FLUSH the QP's access flags do not allow is NAKed Invalid Request, one the key's
+//!   rights do not allow Remote Access Error; the engine's memory needs no pushing, so a
+//!   FLUSH only checks.
+//! - Not implemented: path migration, RD and XRC; completion queues never drop entries.
 
 mod attrs;
 mod config;

@@ -48,6 +48,24 @@ pub enum SendOp {
         rkey: u32,
         add: u64,
     },
+    /// ATOMIC WRITE (IBA 1.5, 9.4.6): `value` lands as one aligned 8-byte write, in the
+    /// host's byte order like the other atomics; answered by an empty READ response.
+    AtomicWrite {
+        remote_addr: u64,
+        rkey: u32,
+        value: u64,
+    },
+    /// FLUSH (IBA 1.5, A19): makes earlier writes to `len` bytes at `remote_addr` (or, with
+    /// `selectivity` [`crate::wire::feth::selectivity::MEMORY_REGION`], to the whole region)
+    /// globally visible and/or persistent, as the `placement` bits ask; answered by an empty
+    /// READ response.
+    Flush {
+        remote_addr: u64,
+        rkey: u32,
+        len: u32,
+        placement: u8,
+        selectivity: u8,
+    },
     /// LOCAL_INV (IBA 10.6.3.7): invalidates a fast-registration region or a type 2 window
     /// of this queue pair. Nothing goes on the wire.
     LocalInv {
@@ -96,10 +114,12 @@ impl SendOp {
             SendOp::LocalInv { .. } | SendOp::RegMr { .. } | SendOp::BindMw { .. }
         )
     }
-    /// READs and atomics: the operations max_rd_atomic limits, which complete on a response
-    /// carrying data rather than on an ACK.
+    /// READs, atomics, ATOMIC WRITE and FLUSH: the operations max_rd_atomic limits, which
+    /// complete on a response (READ response, atomic ACK) rather than on an ACK.
     pub const fn needs_response(&self) -> bool {
-        self.is_read() || self.is_atomic()
+        self.is_read()
+            || self.is_atomic()
+            || matches!(self, SendOp::AtomicWrite { .. } | SendOp::Flush { .. })
     }
 }
 

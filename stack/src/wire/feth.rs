@@ -22,6 +22,22 @@ impl<T: AsRef<[u8]>> Feth<T> {
     }
 }
 
+/// Placement type bits (rxe's `enum ib_flush_type`).
+pub mod placement {
+    /// Make prior writes globally visible.
+    pub const GLOBAL: u8 = 1;
+    /// Make prior writes persistent.
+    pub const PERSISTENT: u8 = 2;
+}
+
+/// Selectivity levels (rxe's `enum ib_flush_level`).
+pub mod selectivity {
+    /// The range the RETH names.
+    pub const RANGE: u8 = 0;
+    /// The whole memory region the R_Key names (the RETH's address and length are unused).
+    pub const MEMORY_REGION: u8 = 1;
+}
+
 /// The whole 32-bit word is kept so that reserved bits survive a round trip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FethRepr {

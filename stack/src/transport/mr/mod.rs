@@ -485,6 +485,12 @@ impl MrTable {
         Ok(Some(Span { slot: index, range }))
     }
 
+    /// Checks an R_Key and its rights alone, not a range (FLUSH of a whole region, IBA 1.5
+    /// A19 selectivity level "memory region", or of zero bytes).
+    pub fn remote_key(&self, who: Accessor, key: u32, need: Access) -> Result<(), MrError> {
+        self.remote_target(who, key, need).map(|_| ())
+    }
+
     /// The bytes of a checked span.
     pub fn slice(&self, span: &Span) -> &[u8] {
         match self.mr_at(span.slot) {

@@ -23,6 +23,7 @@ use super::{Ctx, QueuePair};
 use crate::transport::attrs::{QpState, QpType};
 use crate::transport::cq::WcStatus;
 use crate::transport::time::Time;
+use crate::transport::wr::SendOp;
 use crate::wire::opcode::op;
 use crate::wire::{IbPacketRepr, NakCode, Psn, RnrTimer, Syndrome};
 
@@ -361,16 +362,23 @@ impl QueuePair {
         }
         let mtu = u64::from(self.attrs.path_mtu.bytes());
         let una = self.sq.una();
+        // ATOMIC WRITE and FLUSH are answered by an empty READ response (IBA 1.5, rxe's
+        // `send_read_response_ack`).
+        let empty = |op: &SendOp| matches!(op, SendOp::AtomicWrite { .. } | SendOp::Flush { .. });
         let Some(w) = self
             .sq
             .oldest_started()
-            .filter(|w| w.wr.op.is_read() && w.contains(psn) && psn == una)
+            .filter(|w| (w.wr.op.is_read() || empty(&w.wr.op)) && w.contains(psn) && psn == una)
         else {
             ctx.stats.stale_responses += 1;
             return;
         };
         let offset = psn.distance(w.first_psn()) as u64 * mtu;
-        let expected = w.len.saturating_sub(offset).min(mtu) as usize;
+        let expected = if empty(&w.wr.op) {
+            0
+        } else {
+            w.len.saturating_sub(offset).min(mtu) as usize
+        };
         let last = psn == w.last_psn();
         let ends = matches!(
             low,

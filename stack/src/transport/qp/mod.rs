@@ -105,6 +105,8 @@ fn send_wc_opcode(op: &SendOp) -> WcOpcode {
         SendOp::Read { .. } => WcOpcode::RdmaRead,
         SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
         SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+        SendOp::AtomicWrite { .. } => WcOpcode::AtomicWrite,
+        SendOp::Flush { .. } => WcOpcode::Flush,
         SendOp::LocalInv { .. } => WcOpcode::LocalInv,
         SendOp::RegMr { .. } => WcOpcode::RegMr,
         SendOp::BindMw { .. } => WcOpcode::BindMw,

@@ -15,9 +15,12 @@ use crate::transport::mr::{Access, MrError};
 use crate::transport::wr::{SendOp, SendWr};
 use crate::wire::opcode::op;
 use crate::wire::{
-    AtomicEthRepr, BthRepr, DethRepr, ExtHeaders, FixedHeader, IethRepr, ImmDtRepr, Opcode, Psn,
-    RethRepr, Transport, pad_for,
+    AtomicEthRepr, BthRepr, DethRepr, ExtHeaders, FethRepr, FixedHeader, IethRepr, ImmDtRepr,
+    Opcode, Psn, RethRepr, Transport, pad_for,
 };
+
+/// ATOMIC WRITE carries one 8-byte word.
+const ATOMIC_WRITE_LEN: usize = 8;
 
 /// The largest message: 2^31 bytes (IBA 9.4.1 / `max_msg_sz` of rxe).
 pub(crate) const MAX_MESSAGE: u64 = 1 << 31;
@@ -293,6 +296,13 @@ fn plan(w: &SendWqe, psn: Psn, mtu: u32) -> Plan {
         }
         SendOp::CompareSwap { .. } => return request(op::COMPARE_SWAP),
         SendOp::FetchAdd { .. } => return request(op::FETCH_ADD),
+        SendOp::Flush { .. } => return request(op::FLUSH),
+        SendOp::AtomicWrite { .. } => {
+            return Plan {
+                payload: ATOMIC_WRITE_LEN,
+                ..request(op::ATOMIC_WRITE)
+            };
+        }
         // Carried out by `run_local`, never planned into a packet.
         SendOp::LocalInv { .. } | SendOp::RegMr { .. } | SendOp::BindMw { .. } => {
             return request(op::SEND_ONLY);
@@ -383,6 +393,29 @@ fn ext_headers(qp: &QueuePair, w: &SendWqe, p: &Plan) -> ExtHeaders {
                 swap_add: add,
                 compare: 0,
             });
+        }
+        SendOp::AtomicWrite {
+            remote_addr, rkey, ..
+        } => {
+            ext.reth = Some(RethRepr {
+                va: remote_addr,
+                rkey,
+                dma_len: ATOMIC_WRITE_LEN as u32,
+            });
+        }
+        SendOp::Flush {
+            remote_addr,
+            rkey,
+            len,
+            placement,
+            selectivity,
+        } => {
+            ext.reth = Some(RethRepr {
+                va: remote_addr,
+                rkey,
+                dma_len: len,
+            });
+            ext.feth = Some(FethRepr::new(selectivity, placement));
         }
         _ => {}
     }
@@ -665,14 +698,22 @@ impl QueuePair {
         bth.emit_unchecked(buf);
         ext.emit(opcode, &mut buf[BthRepr::LEN..])
             .map_err(|_| EmitError::BufferTooSmall)?;
-        ctx.mrs
-            .gather(
-                self.init.pd,
-                &w.wr.sg_list,
-                plan.offset,
-                &mut buf[headers..end],
-            )
-            .map_err(|_: MrError| EmitError::Mr)?;
+        match w.wr.op {
+            // The word travels in the work request, not in a region (`ibv_wr_atomic_write`
+            // copies it at posting).
+            SendOp::AtomicWrite { value, .. } => {
+                buf[headers..end].copy_from_slice(&value.to_le_bytes());
+            }
+            _ => ctx
+                .mrs
+                .gather(
+                    self.init.pd,
+                    &w.wr.sg_list,
+                    plan.offset,
+                    &mut buf[headers..end],
+                )
+                .map_err(|_: MrError| EmitError::Mr)?,
+        }
         buf[end..total].fill(0);
         Ok(total)
     }

@@ -34,9 +34,9 @@ use crate::transport::error::DropReason;
 use crate::transport::mr::{Access, Accessor};
 use crate::transport::wr::RecvWr;
 use crate::wire::opcode::op;
-use crate::wire::{IbPacketRepr, Msn, NakCode, Psn, Syndrome};
+use crate::wire::{IbPacketRepr, Msn, NakCode, Psn, Syndrome, feth};
 pub use responses::QpUsage;
-use responses::{Resource, ResourceKind, RespItem, protect_reads, reads_queued};
+use responses::{Reply, Resource, ResourceKind, RespItem, protect_reads, reads_queued};
 
 /// The bytes UD receives reserve for the GRH (IBA 11.4.1.2).
 pub const GRH_LEN: usize = 40;
@@ -193,33 +193,8 @@ impl QueuePair {
         let low = pkt.bth.opcode.low();
         match low {
             op::RDMA_READ_REQUEST => self.duplicate_read(ctx, pkt),
-            op::COMPARE_SWAP | op::FETCH_ADD => {
-                let Some(res) = self.resp.find_resource(psn) else {
-                    ctx.stats.duplicates_dropped += 1;
-                    return;
-                };
-                let ResourceKind::Atomic { orig } = res.kind else {
-                    ctx.stats.duplicates_dropped += 1;
-                    return;
-                };
-                let queued = self
-                    .resp
-                    .queue
-                    .iter()
-                    .any(|it| matches!(it, RespItem::Atomic { psn: p, .. } if *p == psn));
-                if queued {
-                    return;
-                }
-                if !self.resp.make_room(self.rd_atomic_depth()) {
-                    ctx.stats.duplicates_dropped += 1;
-                    return;
-                }
-                self.resp.insert_in_order(RespItem::Atomic {
-                    psn,
-                    msn: res.msn,
-                    orig,
-                    replay: true,
-                });
+            op::COMPARE_SWAP | op::FETCH_ADD | op::ATOMIC_WRITE | op::FLUSH => {
+                self.duplicate_reply(ctx, psn);
             }
             _ => {
                 if pkt.bth.ack_req || pkt.bth.opcode.is_last() {
@@ -228,6 +203,38 @@ impl QueuePair {
                 }
             }
         }
+    }
+
+    /// A duplicate atomic, ATOMIC WRITE or FLUSH: the remembered reply is sent again, the
+    /// operation is not executed again (IBA 9.4.5, oA19-14); one no longer remembered is
+    /// dropped (rxe).
+    fn duplicate_reply(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
+        let Some(res) = self.resp.find_resource(psn) else {
+            ctx.stats.duplicates_dropped += 1;
+            return;
+        };
+        let ResourceKind::Reply(reply) = res.kind else {
+            ctx.stats.duplicates_dropped += 1;
+            return;
+        };
+        let queued = self
+            .resp
+            .queue
+            .iter()
+            .any(|it| matches!(it, RespItem::Reply { psn: p, .. } if *p == psn));
+        if queued {
+            return;
+        }
+        if !self.resp.make_room(self.rd_atomic_depth()) {
+            ctx.stats.duplicates_dropped += 1;
+            return;
+        }
+        self.resp.insert_in_order(RespItem::Reply {
+            psn,
+            msn: res.msn,
+            reply,
+            replay: true,
+        });
     }
 
     /// A duplicate READ (IBA 9.7.5.2.1): answered again only from a remembered READ, for the
@@ -385,6 +392,10 @@ impl QueuePair {
         } else if matches!(low, op::COMPARE_SWAP | op::FETCH_ADD) && self.init.qp_type == QpType::Rc
         {
             return self.exec_atomic(ctx, pkt);
+        } else if low == op::ATOMIC_WRITE && self.init.qp_type == QpType::Rc {
+            return self.exec_atomic_write(ctx, pkt);
+        } else if low == op::FLUSH && self.init.qp_type == QpType::Rc {
+            return self.exec_flush(ctx, pkt);
         } else {
             return Err(RespError::Nak(NakCode::InvalidRequest));
         }
@@ -641,23 +652,99 @@ impl QueuePair {
             orig.wrapping_add(a.swap_add)
         };
         word.copy_from_slice(&new.to_le_bytes());
-        let psn = pkt.bth.psn;
+        self.reply(ctx, pkt.bth.psn, Reply::AtomicAck { orig });
+        Ok(())
+    }
+
+    /// An executed one-packet request: its reply is remembered for duplicates and queued.
+    fn reply(&mut self, ctx: &Ctx<'_>, psn: Psn, reply: Reply) {
         self.resp.msn = Msn::new(self.resp.msn.value() + 1);
         let msn = self.resp.msn;
         let resource = Resource {
             first_psn: psn,
             last_psn: psn,
             msn,
-            kind: ResourceKind::Atomic { orig },
+            kind: ResourceKind::Reply(reply),
         };
         self.resp.remember(resource, self.resources(ctx));
-        self.resp.queue.push_back(RespItem::Atomic {
+        self.resp.queue.push_back(RespItem::Reply {
             psn,
             msn,
-            orig,
+            reply,
             replay: false,
         });
         self.resp.epsn = psn.next();
+    }
+
+    /// ATOMIC WRITE (IBA 1.5, 9.4.6; rxe's `atomic_write_reply`): the QP must allow remote
+    /// writes, the key must open the 8 bytes for writing, the packet must carry exactly
+    /// them, aligned; the word lands in one piece and an empty READ response answers.
+    fn exec_atomic_write(&mut self, ctx: &mut Ctx<'_>, pkt: &IbPacketRepr<'_>) -> Exec {
+        let invalid = RespError::Nak(NakCode::InvalidRequest);
+        let reth = pkt.ext.reth.ok_or(invalid)?;
+        if self.resp.msg.is_some()
+            || !self.attrs.access.contains(Access::REMOTE_WRITE)
+            || !self.resp.make_room(self.rd_atomic_depth())
+        {
+            return Err(RespError::Nak(NakCode::InvalidRequest));
+        }
+        let who = self.who();
+        let len = u64::from(reth.dma_len);
+        let target = ctx
+            .mrs
+            .remote(who, reth.rkey, (reth.va, len), Access::REMOTE_WRITE)
+            .map_err(|_| RespError::Nak(NakCode::RemoteAccessError))?;
+        let Some(span) = target.filter(|_| len == 8 && pkt.payload.len() == 8) else {
+            return Err(RespError::Nak(NakCode::InvalidRequest));
+        };
+        if reth.va % 8 != 0 {
+            return Err(RespError::Nak(NakCode::InvalidRequest));
+        }
+        if self.resp.has_reads() {
+            protect_reads(&mut self.resp.queue, ctx.mrs, who, &span);
+        }
+        ctx.mrs.slice_mut(&span).copy_from_slice(pkt.payload);
+        ctx.stats.payload_bytes_delivered += 8;
+        self.reply(ctx, pkt.bth.psn, Reply::EmptyRead);
+        Ok(())
+    }
+
+    /// FLUSH (IBA 1.5, A19; rxe's `process_flush`): the QP must allow each placement asked
+    /// for (FLUSH_GLOBAL, FLUSH_PERSISTENT) or the request is invalid; the key must carry the
+    /// same rights and, at range selectivity, hold the range, or it is a remote access
+    /// error. The engine's memory is its own bytes, so there is nothing to push further:
+    /// what the FLUSH guarantees already holds, and an empty READ response says so.
+    fn exec_flush(&mut self, ctx: &mut Ctx<'_>, pkt: &IbPacketRepr<'_>) -> Exec {
+        let (Some(reth), Some(feth)) = (pkt.ext.reth, pkt.ext.feth) else {
+            return Err(RespError::Nak(NakCode::InvalidRequest));
+        };
+        let placement = feth.placement_type();
+        let mut need = Access::NONE;
+        if placement & feth::placement::GLOBAL != 0 {
+            need = need | Access::FLUSH_GLOBAL;
+        }
+        if placement & feth::placement::PERSISTENT != 0 {
+            need = need | Access::FLUSH_PERSISTENT;
+        }
+        let level = feth.selectivity_level();
+        if self.resp.msg.is_some()
+            || !self.attrs.access.contains(need)
+            || level > feth::selectivity::MEMORY_REGION
+            || !self.resp.make_room(self.rd_atomic_depth())
+        {
+            return Err(RespError::Nak(NakCode::InvalidRequest));
+        }
+        let who = self.who();
+        let len = u64::from(reth.dma_len);
+        let checked = if level == feth::selectivity::MEMORY_REGION || len == 0 {
+            ctx.mrs.remote_key(who, reth.rkey, need)
+        } else {
+            ctx.mrs
+                .remote(who, reth.rkey, (reth.va, len), need)
+                .map(|_| ())
+        };
+        checked.map_err(|_| RespError::Nak(NakCode::RemoteAccessError))?;
+        self.reply(ctx, pkt.bth.psn, Reply::EmptyRead);
         Ok(())
     }
 }

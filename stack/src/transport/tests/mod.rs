@@ -4,6 +4,7 @@
 //! is their shared set-up: a connected pair with memory on each side.
 
 mod basic;
+mod flush;
 mod hostile;
 mod memory;
 mod prop;
@@ -13,9 +14,10 @@ mod verbs;
 
 use core::time::Duration;
 
-use super::engine_pair::{ConnectOptions, Connection, LinkConfig, Pair};
+use super::engine_pair::{ConnectOptions, Connection, LinkConfig, Pair, Side};
 use super::{Access, QpType, RecvWr, SendOp, SendWr, Sge, Time, TransportConfig, WorkCompletion};
 use crate::rng::Rng;
+use crate::wire::IbPacketRepr;
 
 /// Virtual addresses of the regions every side registers.
 pub const SRC_VA: u64 = 0x10_0000;
@@ -165,6 +167,27 @@ fn drain(pair: &mut Pair, n: usize, a: bool, cq: super::CqId) -> Vec<WorkComplet
         out.len() >= n
     });
     out
+}
+
+/// Drops the first `n` packets `side` sends that `pick` selects.
+pub fn drop_first(
+    s: &mut Setup,
+    side: Side,
+    mut n: usize,
+    pick: impl Fn(&IbPacketRepr<'_>) -> bool + 'static,
+) {
+    s.pair.filter = Some(Box::new(move |from, bytes| {
+        if from != side || n == 0 {
+            return true;
+        }
+        match IbPacketRepr::parse(bytes) {
+            Ok(p) if pick(&p) => {
+                n -= 1;
+                false
+            }
+            _ => true,
+        }
+    }));
 }
 
 /// Time far enough ahead for any test to finish.

@@ -21,27 +21,6 @@ fn captured(s: &Setup) -> &[Captured] {
     s.pair.capture.as_deref().unwrap_or(&[])
 }
 
-/// Drops the first `n` packets from `side` for which `pick` holds.
-fn drop_first(
-    s: &mut Setup,
-    side: Side,
-    mut n: usize,
-    pick: impl Fn(&IbPacketRepr<'_>) -> bool + 'static,
-) {
-    s.pair.filter = Some(Box::new(move |from, bytes| {
-        if from != side || n == 0 {
-            return true;
-        }
-        match IbPacketRepr::parse(bytes) {
-            Ok(p) if pick(&p) => {
-                n -= 1;
-                false
-            }
-            _ => true,
-        }
-    }));
-}
-
 fn naks(s: &Setup, code: NakCode) -> Vec<Psn> {
     captured(s)
         .iter()

@@ -52,19 +52,30 @@ pub(crate) enum RespItem {
         psn: Psn,
         aeth: AethRepr,
     },
-    Atomic {
+    /// The one-packet answer to an atomic, ATOMIC WRITE or FLUSH.
+    Reply {
         psn: Psn,
         msn: Msn,
-        orig: u64,
+        reply: Reply,
         replay: bool,
     },
     Read(ReadResponse),
 }
 
+/// What a one-packet response carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reply {
+    /// An atomic ACK with the word as it was before the operation.
+    AtomicAck { orig: u64 },
+    /// An RDMA READ response without payload: what answers an ATOMIC WRITE or a FLUSH (IBA
+    /// 1.5; rxe's `send_read_response_ack`).
+    EmptyRead,
+}
+
 impl RespItem {
     pub(super) fn first_psn(&self) -> Psn {
         match self {
-            RespItem::Ack { psn, .. } | RespItem::Atomic { psn, .. } => *psn,
+            RespItem::Ack { psn, .. } | RespItem::Reply { psn, .. } => *psn,
             RespItem::Read(r) => r.first_psn,
         }
     }
@@ -74,7 +85,7 @@ impl RespItem {
     fn response(&self) -> Option<bool> {
         match self {
             RespItem::Ack { .. } => None,
-            RespItem::Atomic { replay, .. } => Some(*replay),
+            RespItem::Reply { replay, .. } => Some(*replay),
             RespItem::Read(r) => Some(r.replay),
         }
     }
@@ -92,8 +103,13 @@ pub(super) struct Resource {
 
 #[derive(Debug, Clone, Copy)]
 pub(super) enum ResourceKind {
-    Read { rkey: u32, va: u64, len: u32 },
-    Atomic { orig: u64 },
+    Read {
+        rkey: u32,
+        va: u64,
+        len: u32,
+    },
+    /// Executed once; a duplicate gets the same reply again.
+    Reply(Reply),
 }
 
 /// What a queue pair holds, for limits checks (fuzz targets, tests): each is bounded
@@ -322,13 +338,21 @@ impl QueuePair {
                 };
                 (op::ACKNOWLEDGE, *psn, ext, 0)
             }
-            RespItem::Atomic { psn, msn, orig, .. } => {
+            RespItem::Reply {
+                psn, msn, reply, ..
+            } => {
+                let (low, atomic_ack_eth) = match *reply {
+                    Reply::AtomicAck { orig } => {
+                        (op::ATOMIC_ACKNOWLEDGE, Some(AtomicAckEthRepr { orig }))
+                    }
+                    Reply::EmptyRead => (op::RDMA_READ_RESPONSE_ONLY, None),
+                };
                 let ext = ExtHeaders {
                     aeth: Some(AethRepr::ack(*msn)),
-                    atomic_ack_eth: Some(AtomicAckEthRepr { orig: *orig }),
+                    atomic_ack_eth,
                     ..ExtHeaders::default()
                 };
-                (op::ATOMIC_ACKNOWLEDGE, *psn, ext, 0)
+                (low, *psn, ext, 0)
             }
             RespItem::Read(r) => {
                 let low = match (r.index == 0, r.left <= mtu) {
