@@ -24,10 +24,9 @@ use std::time::Duration;
 use common::{CpuTime, median_ns};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group};
 use roce::fault::Delay;
+use roce::time::Instant;
 use roce::transport::engine_pair::{ConnectOptions, Connection, Framing, LinkConfig, Pair};
-use roce::transport::{
-    Access, Mtu, QpType, SendOp, SendWr, Sge, Stats, Time, TransportConfig, WcStatus,
-};
+use roce::transport::{Access, Mtu, QpType, SendOp, SendWr, Sge, Stats, TransportConfig, WcStatus};
 
 const MSG: u32 = 64 * 1024;
 const OUTSTANDING: u64 = 16;
@@ -49,8 +48,8 @@ fn link(gbps: f64, delay_ns: u64, loss: f64, framing: Framing) -> LinkConfig {
     let mut link = LinkConfig::lossy(loss);
     link.gbps = gbps;
     link.faults.delay = Delay {
-        base: delay_ns,
-        jitter: 0,
+        base: Duration::from_nanos(delay_ns),
+        jitter: Duration::ZERO,
     };
     link.framing = framing;
     link
@@ -154,7 +153,7 @@ fn gbps(bytes: u64, ns: f64) -> f64 {
 fn virtual_goodput(mtu: Mtu, gbps_link: f64, loss: f64, messages: u64) -> (f64, Stats) {
     let mut b = setup(mtu, link(gbps_link, 2_000, loss, Framing::Ib));
     let stats = run(&mut b, messages);
-    let ns = (b.pair.now() - Time::ZERO).as_nanos() as f64;
+    let ns = (b.pair.now() - Instant::ZERO).as_nanos() as f64;
     (gbps(messages * u64::from(MSG), ns), stats)
 }
 

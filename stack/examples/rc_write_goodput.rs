@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use roce::transport::engine_pair::{ADDR_A, ADDR_B, ConnectOptions, Framing, LinkConfig, Pair};
 use roce::transport::{
-    Access, Engine, MAX_PACKET_LEN, Mtu, QpType, SendOp, SendWr, Sge, Time, TransportConfig,
+    Access, Engine, MAX_PACKET_LEN, Mtu, QpType, SendOp, SendWr, Sge, TransportConfig,
 };
 
 const MSG: u32 = 64 * 1024;
@@ -29,7 +29,7 @@ struct Run {
 fn run(loss: f64, messages: usize, gbps: f64, delay: u64, framing: Framing) -> Run {
     let mut link = LinkConfig::lossy(loss);
     link.gbps = gbps;
-    link.faults.delay.base = delay;
+    link.faults.delay.base = Duration::from_nanos(delay);
     link.framing = framing;
     let mut pair = Pair::new(TransportConfig::default(), link, 7).expect("a valid link");
     let opts = ConnectOptions {
@@ -87,7 +87,7 @@ fn run(loss: f64, messages: usize, gbps: f64, delay: u64, framing: Framing) -> R
     }
     Run {
         wall: start.elapsed(),
-        virtual_time: pair.now() - Time::ZERO,
+        virtual_time: pair.now() - roce::time::Instant::ZERO,
         bytes: done as u64 * u64::from(MSG),
         sent: pair.a.stats().packets_sent,
         retransmitted: pair.a.stats().retransmitted_packets,
@@ -99,7 +99,7 @@ fn exchange(from: &mut Engine, to: &mut Engine, src: std::net::IpAddr, pool: &mu
     let mut queue = VecDeque::new();
     loop {
         let mut buf = pool.pop().unwrap_or_else(|| vec![0; MAX_PACKET_LEN]);
-        match from.poll_transmit(Time::ZERO, &mut buf) {
+        match from.poll_transmit(roce::time::Instant::ZERO, &mut buf) {
             Some(t) => queue.push_back((buf, t.len)),
             None => {
                 pool.push(buf);
@@ -108,7 +108,7 @@ fn exchange(from: &mut Engine, to: &mut Engine, src: std::net::IpAddr, pool: &mu
         }
     }
     for (buf, len) in queue {
-        let _ = to.handle_packet(Time::ZERO, src, &buf[..len]);
+        let _ = to.handle_packet(roce::time::Instant::ZERO, src, &buf[..len]);
         pool.push(buf);
     }
 }

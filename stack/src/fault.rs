@@ -8,8 +8,8 @@
 //! transport test harness drives it with virtual time and the io fault middleware with a real
 //! clock.
 //!
-//! Time is plain `u64` nanoseconds ([`Nanos`]) from an origin the caller chooses, so that any
-//! engine's notion of `now` converts without a shared type.
+//! Time is the stack's one time base ([`crate::time`]): instants from an origin the caller
+//! chooses, delays as [`Duration`]s.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -17,17 +17,15 @@ use std::collections::BinaryHeap;
 use thiserror::Error;
 
 use crate::rng::Rng;
-
-/// Virtual or real time in nanoseconds since an origin chosen by the caller.
-pub type Nanos = u64;
+use crate::time::{Duration, Instant, nanos};
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
 /// Delay every delivered frame sees: `base` plus a uniform draw from `[0, jitter]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Delay {
-    pub base: Nanos,
-    pub jitter: Nanos,
+    pub base: Duration,
+    pub jitter: Duration,
 }
 
 /// How the link sets ECN Congestion Experienced (RFC 3168 section 5) on ECN-capable IP frames.
@@ -59,7 +57,7 @@ pub struct FaultConfig {
     /// Probability that a frame is held back by `reorder_delay` so later frames overtake it.
     pub reorder: f64,
     /// Extra delay of a reordered frame.
-    pub reorder_delay: Nanos,
+    pub reorder_delay: Duration,
     /// Propagation delay. Jitter alone never reorders: the link stays FIFO for frames that are
     /// not picked for reordering, so `reorder` is the one knob that controls reordering.
     pub delay: Delay,
@@ -78,7 +76,7 @@ impl Default for FaultConfig {
             loss: 0.0,
             duplicate: 0.0,
             reorder: 0.0,
-            reorder_delay: 50_000,
+            reorder_delay: Duration::from_micros(50),
             delay: Delay::default(),
             corrupt: 0.0,
             ce_mark: CeMarking::Off,
@@ -141,7 +139,7 @@ pub enum Fate {
     Dropped,
     Scheduled {
         /// Delivery time of the first copy.
-        at: Nanos,
+        at: Instant,
         copies: u8,
         corrupted: bool,
         ce_marked: bool,
@@ -151,7 +149,7 @@ pub enum Fate {
 
 #[derive(Debug)]
 struct Pending {
-    at: Nanos,
+    at: Instant,
     seq: u64,
     frame: Vec<u8>,
 }
@@ -182,9 +180,9 @@ pub struct FaultyLink {
     /// Tie-breaker so that frames due at the same time leave in the order they were scheduled.
     seq: u64,
     /// Latest delivery time of a frame not picked for reordering: the FIFO floor.
-    fifo_until: Nanos,
+    fifo_until: Instant,
     /// When the bottleneck queue (`CeMarking::Queue`) will have sent everything it holds.
-    bottleneck_free_at: Nanos,
+    bottleneck_free_at: Instant,
     stats: FaultStats,
 }
 
@@ -196,8 +194,8 @@ impl FaultyLink {
             rng: Rng::new(seed),
             queue: BinaryHeap::new(),
             seq: 0,
-            fifo_until: 0,
-            bottleneck_free_at: 0,
+            fifo_until: Instant::ZERO,
+            bottleneck_free_at: Instant::ZERO,
             stats: FaultStats::default(),
         })
     }
@@ -228,7 +226,7 @@ impl FaultyLink {
     ///
     /// Draws from the RNG in a fixed order whatever the configuration, so that turning one knob
     /// does not change the random choices of the others for the same seed.
-    pub fn send(&mut self, now: Nanos, mut frame: Vec<u8>) -> Fate {
+    pub fn send(&mut self, now: Instant, mut frame: Vec<u8>) -> Fate {
         self.stats.sent += 1;
         let lost = self.rng.chance(self.config.loss);
         let duplicated = self.rng.chance(self.config.duplicate);
@@ -236,7 +234,7 @@ impl FaultyLink {
         let corrupt = self.rng.chance(self.config.corrupt);
         let corrupt_pick = self.rng.next_u64();
         let ce_random = self.rng.next_f64();
-        let jitter = match self.config.delay.jitter {
+        let jitter = match nanos(self.config.delay.jitter) {
             0 => 0,
             j => self.rng.below(j.saturating_add(1)),
         };
@@ -256,11 +254,9 @@ impl FaultyLink {
             self.stats.ce_marked += 1;
         }
 
-        let mut at = leaves_bottleneck
-            .saturating_add(self.config.delay.base)
-            .saturating_add(jitter);
+        let mut at = leaves_bottleneck + self.config.delay.base + Duration::from_nanos(jitter);
         if reordered {
-            at = at.saturating_add(self.config.reorder_delay);
+            at += self.config.reorder_delay;
             self.stats.reordered += 1;
         } else {
             at = at.max(self.fifo_until);
@@ -292,12 +288,12 @@ impl FaultyLink {
     }
 
     /// The earliest time at which [`poll`](Self::poll) will return a frame.
-    pub fn next_delivery(&self) -> Option<Nanos> {
+    pub fn next_delivery(&self) -> Option<Instant> {
         self.queue.peek().map(|Reverse(p)| p.at)
     }
 
     /// The next frame due at or before `now`, in delivery order.
-    pub fn poll(&mut self, now: Nanos) -> Option<Vec<u8>> {
+    pub fn poll(&mut self, now: Instant) -> Option<Vec<u8>> {
         if self.next_delivery()? > now {
             return None;
         }
@@ -306,7 +302,7 @@ impl FaultyLink {
         Some(pending.frame)
     }
 
-    fn schedule(&mut self, at: Nanos, frame: Vec<u8>) {
+    fn schedule(&mut self, at: Instant, frame: Vec<u8>) {
         self.seq += 1;
         self.queue.push(Reverse(Pending {
             at,
@@ -317,7 +313,7 @@ impl FaultyLink {
 
     /// When a frame of `len` bytes arriving at `now` leaves the bottleneck, and whether more
     /// than the marking threshold was waiting ahead of it.
-    fn bottleneck(&mut self, now: Nanos, len: usize) -> (Nanos, bool) {
+    fn bottleneck(&mut self, now: Instant, len: usize) -> (Instant, bool) {
         let CeMarking::Queue {
             threshold_bytes,
             drain_bits_per_sec,
@@ -326,11 +322,11 @@ impl FaultyLink {
             return (now, false);
         };
         let rate = u128::from(drain_bits_per_sec);
-        let waiting_ns = u128::from(self.bottleneck_free_at.saturating_sub(now));
+        let waiting_ns = (self.bottleneck_free_at - now).as_nanos();
         let backlog_bytes = waiting_ns * rate / (8 * NANOS_PER_SEC);
         let serialization = (len as u128 * 8 * NANOS_PER_SEC).div_ceil(rate);
         let start = now.max(self.bottleneck_free_at);
-        let leaves = start.saturating_add(u64::try_from(serialization).unwrap_or(u64::MAX));
+        let leaves = start + Duration::from_nanos(u64::try_from(serialization).unwrap_or(u64::MAX));
         self.bottleneck_free_at = leaves;
         (leaves, backlog_bytes > u128::from(threshold_bytes))
     }

@@ -22,5 +22,6 @@ pub mod io;
 pub mod rng;
 pub mod scenario;
 pub mod sim;
+pub mod time;
 pub mod transport;
 pub mod wire;

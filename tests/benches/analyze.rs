@@ -72,7 +72,9 @@ fn analysis(c: &mut Criterion) {
     std::fs::create_dir_all(path.parent().expect("a directory")).expect("target/bench");
     let mut writer = roce::io::pcap::create(&path).expect("a file in target/");
     for (at, f) in &frames {
-        writer.write_frame(*at, f).expect("written");
+        writer
+            .write_frame(roce::time::Instant::from_nanos(*at), f)
+            .expect("written");
     }
     writer.flush().expect("flushed");
     drop(writer);

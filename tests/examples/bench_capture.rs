@@ -12,7 +12,9 @@ fn run(out: &Path, frames: usize, dir: &Path) -> Result<(), String> {
     let mut writer = pcap::create(out).map_err(|e| e.to_string())?;
     for item in roce_tests::bench::rounds(dir)?.take(frames) {
         let (at, frame) = item?;
-        writer.write_frame(at, &frame).map_err(|e| e.to_string())?;
+        writer
+            .write_frame(roce::time::Instant::from_nanos(at), &frame)
+            .map_err(|e| e.to_string())?;
     }
     writer.flush().map_err(|e| e.to_string())
 }

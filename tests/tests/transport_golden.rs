@@ -16,8 +16,9 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use roce::capture::CaptureReader;
+use roce::time::Instant;
 use roce::transport::{
-    Access, Engine, MAX_PACKET_LEN, ModifyQp, Mtu, QpInit, QpState, QpType, RecvWr, Sge, Time,
+    Access, Engine, MAX_PACKET_LEN, ModifyQp, Mtu, QpInit, QpState, QpType, RecvWr, Sge,
     TransportConfig, WcStatus,
 };
 use roce::wire::opcode::op;
@@ -290,7 +291,7 @@ fn replay(flow: &Flow<'_>, mtu: Mtu, lossy: bool) -> (Vec<Answer>, Vec<Answer>) 
             continue;
         }
         let r = q.repr();
-        let now = Time::from_micros(q.index);
+        let now = Instant::from_micros(q.index);
         // Only a request our responder will execute now can consume a receive.
         let in_sequence = engine.expected_psn(flow.qpn).unwrap() == r.bth.psn;
         if in_sequence && needs_receive(r.bth.opcode) {
@@ -478,7 +479,7 @@ fn check_unreliable(name: &str, transport: Transport) {
                 expected.push((message, imm, r.ext.deth.map(|d| d.src_qp)));
             }
             engine
-                .handle_packet(Time::from_micros(q.index), q.src, &q.ib)
+                .handle_packet(Instant::from_micros(q.index), q.src, &q.ib)
                 .unwrap_or_else(|e| panic!("{name} frame {}: {e}", q.index));
         }
         let mut got = Vec::new();

@@ -41,9 +41,7 @@ fn a_lossy_exchange_is_written_and_read_back() {
     let mut writer = PcapWriter::new(Cursor::new(Vec::new())).unwrap();
     let captured = pair.capture.take().unwrap();
     for c in &captured {
-        writer
-            .write_frame(c.time.as_nanos(), &c.frame().unwrap())
-            .unwrap();
+        writer.write_frame(c.time, &c.frame().unwrap()).unwrap();
     }
     let bytes = writer.into_inner().into_inner();
 

@@ -169,8 +169,12 @@ fn bad_input_gives_a_page_that_says_what_is_wrong() {
 
     // A packet comment with markup in it reaches the page as data, never as markup.
     let mut w = roce::io::pcapng::PcapngWriter::new(Vec::new(), "test").unwrap();
-    w.write_frame(1, &frames[0], Some("</script><img src=x onerror=alert(1)>"))
-        .unwrap();
+    w.write_frame(
+        roce::time::Instant::from_nanos(1),
+        &frames[0],
+        Some("</script><img src=x onerror=alert(1)>"),
+    )
+    .unwrap();
     let commented = temp_file("comment.pcapng", &w.into_inner());
     let (_, page, data) = view("comment.html", &[commented.to_str().unwrap()]);
     assert!(!page.contains("<img") && !page.contains("</script><"));

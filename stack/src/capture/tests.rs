@@ -1,6 +1,7 @@
 use std::io::Cursor;
 
 use super::*;
+use crate::time::Instant;
 use crate::wire::sample;
 
 /// A classic pcap file (microsecond timestamps, Ethernet) holding `frames`, each captured up
@@ -297,11 +298,16 @@ fn frame_refs_name_the_frames_for_another_thread() {
 fn packet_comments_come_with_their_frames_mapped_or_streamed() {
     let frames = sample::frames(3);
     let mut w = crate::io::pcapng::PcapngWriter::new(Vec::new(), "test").unwrap();
-    w.write_frame(1, &frames[0], Some("first <b>&</b>"))
+    w.write_frame(Instant::from_nanos(1), &frames[0], Some("first <b>&</b>"))
         .unwrap();
-    w.write_frame(2, &frames[1], None).unwrap();
-    w.write_frame(3, &frames[2], Some("third, odd length"))
+    w.write_frame(Instant::from_nanos(2), &frames[1], None)
         .unwrap();
+    w.write_frame(
+        Instant::from_nanos(3),
+        &frames[2],
+        Some("third, odd length"),
+    )
+    .unwrap();
     let bytes = w.into_inner();
     let path = std::env::temp_dir().join(format!("roce-comments-{}.pcapng", std::process::id()));
     std::fs::write(&path, &bytes).unwrap();

@@ -1,4 +1,7 @@
-//! Virtual time for the sans-IO congestion control and its simulator.
+//! Virtual time for the sans-IO congestion control and its simulators: picoseconds, used
+//! inside `cc` and by the simulators built on it (`sim`); the rest of the stack counts
+//! nanoseconds ([`crate::time::Instant`]) and meets this type only through the two `From`
+//! conversions below.
 //!
 //! Picoseconds, because a 1 KB packet lasts 87 ns at 100 Gb/s: whole nanoseconds would round
 //! every serialisation time by up to 0.6 %, and a simulated link would drift from its rate.
@@ -95,17 +98,18 @@ impl fmt::Display for Time {
     }
 }
 
-/// The transport engine's nanosecond clock, as the requester passes it to congestion control.
-impl From<crate::transport::Time> for Time {
-    fn from(t: crate::transport::Time) -> Time {
+/// The stack's nanosecond time base ([`crate::time`]), as the endpoint passes `now` to
+/// congestion control. This pair of conversions is the only place picoseconds meet it.
+impl From<crate::time::Instant> for Time {
+    fn from(t: crate::time::Instant) -> Time {
         Time::from_nanos(t.as_nanos())
     }
 }
 
-/// A congestion-control deadline on the engine's clock: rounded up (see `as_nanos_ceil`).
-impl From<Time> for crate::transport::Time {
-    fn from(t: Time) -> crate::transport::Time {
-        crate::transport::Time::from_nanos(t.as_nanos_ceil())
+/// A congestion-control deadline on the stack's clock: rounded up (see `as_nanos_ceil`).
+impl From<Time> for crate::time::Instant {
+    fn from(t: Time) -> crate::time::Instant {
+        crate::time::Instant::from_nanos(t.as_nanos_ceil())
     }
 }
 
@@ -136,11 +140,11 @@ mod tests {
 
     #[test]
     fn converts_to_and_from_the_engine_clock() {
-        let engine = crate::transport::Time::from_nanos(1_234);
+        let engine = crate::time::Instant::from_nanos(1_234);
         assert_eq!(Time::from(engine), Time::from_nanos(1_234));
         let due = Time::from_picos(1_234_001);
         assert_eq!(
-            crate::transport::Time::from(due).as_nanos(),
+            crate::time::Instant::from(due).as_nanos(),
             1_235,
             "never early"
         );

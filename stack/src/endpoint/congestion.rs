@@ -10,7 +10,7 @@
 
 use core::fmt::Debug;
 
-use crate::transport::Time;
+use crate::time::Instant;
 use crate::wire::Qpn;
 
 /// A congestion controller as the host sees it. Every method has a do-nothing default,
@@ -18,35 +18,35 @@ use crate::wire::Qpn;
 pub trait CongestionHook: Debug {
     /// The earliest time the next packet of queue pair `qpn` may leave; `None` or a time not
     /// after `now` means at once.
-    fn next_send_time(&self, _now: Time, _qpn: Qpn) -> Option<Time> {
+    fn next_send_time(&self, _now: Instant, _qpn: Qpn) -> Option<Instant> {
         None
     }
     /// The earliest time after `now` at which a held-back queue pair may send again (the
     /// host wakes up then); `None` if no QP is held back.
-    fn next_release(&self, _now: Time) -> Option<Time> {
+    fn next_release(&self, _now: Instant) -> Option<Instant> {
         None
     }
     /// A packet of `bytes` (the whole frame) left for queue pair `qpn`.
-    fn on_sent(&mut self, _now: Time, _qpn: Qpn, _bytes: usize) {}
+    fn on_sent(&mut self, _now: Instant, _qpn: Qpn, _bytes: usize) {}
     /// A CNP arrived for our queue pair `qpn` (its DestQP).
-    fn on_cnp(&mut self, _now: Time, _qpn: Qpn) {}
+    fn on_cnp(&mut self, _now: Instant, _qpn: Qpn) {}
     /// A CE-marked packet arrived for our queue pair `qpn`; return true to answer with a
     /// CNP to the sender's QP now (DCQCN sends at most one per QP every 50 us).
-    fn on_congestion_experienced(&mut self, _now: Time, _qpn: Qpn) -> bool {
+    fn on_congestion_experienced(&mut self, _now: Instant, _qpn: Qpn) -> bool {
         false
     }
     /// A queue pair whose CNP was deferred and is due at or before `now`: DCQCN's
     /// notification point answers marks inside its 50 us interval with one CNP at the end of
     /// it. The host calls this from its timeout handling until it returns `None`, and sends
     /// the CNP to the sender of the last marked packet of that QP.
-    fn poll_cnp(&mut self, _now: Time) -> Option<Qpn> {
+    fn poll_cnp(&mut self, _now: Instant) -> Option<Qpn> {
         None
     }
     /// The next time [`CongestionHook::on_timer`] or [`CongestionHook::poll_cnp`] has work.
-    fn next_timer(&self) -> Option<Time> {
+    fn next_timer(&self) -> Option<Instant> {
         None
     }
-    fn on_timer(&mut self, _now: Time) {}
+    fn on_timer(&mut self, _now: Instant) {}
 }
 
 /// No congestion control, as rdma_rxe.

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::congestion::CongestionHook;
 use crate::cc::{self, CcError, CongestionControl, DcqcnParams, NotificationPoint, Pacer};
-use crate::transport::Time;
+use crate::time::Instant;
 use crate::wire::Qpn;
 
 /// What the reaction points did, over all queue pairs, readable while the hook sits inside
@@ -141,18 +141,18 @@ impl Flow {
 }
 
 impl CongestionHook for DcqcnHook {
-    fn next_send_time(&self, _now: Time, qpn: Qpn) -> Option<Time> {
+    fn next_send_time(&self, _now: Instant, qpn: Qpn) -> Option<Instant> {
         let flow = self.flows.get(&qpn.value())?;
         Some(flow.pacer.next_send_time().into())
     }
 
-    fn next_release(&self, now: Time) -> Option<Time> {
+    fn next_release(&self, now: Instant) -> Option<Instant> {
         let now = cc::Time::from(now);
         let held = self.flows.values().map(|f| f.pacer.next_send_time());
-        held.filter(|&t| t > now).min().map(Time::from)
+        held.filter(|&t| t > now).min().map(Instant::from)
     }
 
-    fn on_sent(&mut self, now: Time, qpn: Qpn, bytes: usize) {
+    fn on_sent(&mut self, now: Instant, qpn: Qpn, bytes: usize) {
         let now = cc::Time::from(now);
         let flow = self.flow(qpn);
         flow.rp.on_bytes_sent(now, bytes as u64);
@@ -168,7 +168,7 @@ impl CongestionHook for DcqcnHook {
         r.paced_seconds += cc::transmission_time(bytes as u64, rate).as_secs_f64();
     }
 
-    fn on_cnp(&mut self, now: Time, qpn: Qpn) {
+    fn on_cnp(&mut self, now: Instant, qpn: Qpn) {
         let flow = self.flow(qpn);
         flow.rp.on_cnp(now.into());
         flow.follow_rate();
@@ -176,7 +176,7 @@ impl CongestionHook for DcqcnHook {
         self.monitor.lock().cnps_received += 1;
     }
 
-    fn on_congestion_experienced(&mut self, now: Time, qpn: Qpn) -> bool {
+    fn on_congestion_experienced(&mut self, now: Instant, qpn: Qpn) -> bool {
         let send = self.np.on_packet(now.into(), qpn, true);
         if send {
             self.monitor.lock().cnps_sent += 1;
@@ -184,18 +184,18 @@ impl CongestionHook for DcqcnHook {
         send
     }
 
-    fn poll_cnp(&mut self, now: Time) -> Option<Qpn> {
+    fn poll_cnp(&mut self, now: Instant) -> Option<Qpn> {
         let qpn = self.np.poll_cnp(now.into())?;
         self.monitor.lock().cnps_sent += 1;
         Some(qpn)
     }
 
-    fn next_timer(&self) -> Option<Time> {
+    fn next_timer(&self) -> Option<Instant> {
         let flows = self.flows.values().filter_map(|f| f.rp.next_timer());
-        flows.chain(self.np.next_timer()).min().map(Time::from)
+        flows.chain(self.np.next_timer()).min().map(Instant::from)
     }
 
-    fn on_timer(&mut self, now: Time) {
+    fn on_timer(&mut self, now: Instant) {
         let now = cc::Time::from(now);
         let mut changed = false;
         for flow in self.flows.values_mut() {
@@ -214,8 +214,8 @@ impl CongestionHook for DcqcnHook {
 mod tests {
     use super::*;
 
-    fn us(n: u64) -> Time {
-        Time::from_micros(n)
+    fn us(n: u64) -> Instant {
+        Instant::from_micros(n)
     }
 
     #[test]
@@ -224,7 +224,10 @@ mod tests {
         let qp = Qpn::new(0x11);
         hook.on_sent(us(0), qp, 1250);
         // 1250 bytes at 100 Gb/s: 100 ns.
-        assert_eq!(hook.next_send_time(us(0), qp), Some(Time::from_nanos(100)));
+        assert_eq!(
+            hook.next_send_time(us(0), qp),
+            Some(Instant::from_nanos(100))
+        );
         hook.on_cnp(us(1), qp);
         let r = monitor.report();
         assert_eq!((r.cnps_received, r.rate_cuts), (1, 1));
@@ -233,7 +236,7 @@ mod tests {
         hook.on_sent(us(2), qp, 1250);
         assert_eq!(
             hook.next_send_time(us(2), qp),
-            Some(Time::from_nanos(2_200))
+            Some(Instant::from_nanos(2_200))
         );
         assert!(hook.next_timer().is_some_and(|t| t > us(1)));
         // Without further CNPs the timers bring the rate back up.
@@ -292,12 +295,18 @@ mod tests {
         hook.on_sent(us(2), a, 1250);
         hook.on_sent(us(2), b, 1250);
         // 1250 bytes: 200 ns at 50 Gb/s, 100 ns at 100 Gb/s.
-        assert_eq!(hook.next_send_time(us(2), a), Some(Time::from_nanos(2_200)));
-        assert_eq!(hook.next_send_time(us(2), b), Some(Time::from_nanos(2_100)));
-        assert_eq!(hook.next_release(us(2)), Some(Time::from_nanos(2_100)));
         assert_eq!(
-            hook.next_release(Time::from_nanos(2_100)),
-            Some(Time::from_nanos(2_200))
+            hook.next_send_time(us(2), a),
+            Some(Instant::from_nanos(2_200))
+        );
+        assert_eq!(
+            hook.next_send_time(us(2), b),
+            Some(Instant::from_nanos(2_100))
+        );
+        assert_eq!(hook.next_release(us(2)), Some(Instant::from_nanos(2_100)));
+        assert_eq!(
+            hook.next_release(Instant::from_nanos(2_100)),
+            Some(Instant::from_nanos(2_200))
         );
         let r = monitor.report();
         assert_eq!((r.cnps_received, r.rate_cuts, r.rate_bps), (1, 1, 50e9));

@@ -16,7 +16,7 @@ use super::neighbor::NeighbourConfig;
 use super::oob::perftest::{BwReport, IbMtu, KeyForm, Keys, SysData, parse_version};
 use super::oob::pingpong::Dest;
 use super::resolve;
-use crate::transport::Time;
+use crate::time::Instant;
 
 /// Runs every out-of-band parser on `data`.
 pub fn oob(data: &[u8]) {
@@ -76,7 +76,7 @@ pub fn neighbours(data: &[u8]) -> usize {
     };
     let mut host = Host::new(config);
     let mut buf = vec![0u8; Host::max_frame_len()];
-    let mut now = Time::ZERO;
+    let mut now = Instant::ZERO;
     let mut rest = data;
     let mut most = 0;
     while let Some((&head, tail)) = rest.split_first() {
@@ -101,7 +101,7 @@ pub fn neighbours(data: &[u8]) -> usize {
                     IpAddr::V6(v6)
                 };
                 host.resolve(now, addr);
-                now = now + core::time::Duration::from_millis(u64::from(byte(4)) * 250);
+                now += core::time::Duration::from_millis(u64::from(byte(4)) * 250);
                 host.handle_timeout(now);
                 if byte(5) & 1 == 0 {
                     while host.poll_transmit(now, &mut buf).is_some() {}

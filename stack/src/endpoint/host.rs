@@ -21,8 +21,9 @@ use super::congestion::{CongestionHook, NoCongestionControl};
 use super::gid::{GidTable, IpCidr};
 use super::neighbor::{Evidence, NeighbourCache, NeighbourConfig, Queued};
 use super::resolve::{self, BROADCAST_MAC, Resolution};
+use crate::time::Instant;
 use crate::transport::{
-    DropReason, Engine, MAX_PACKET_LEN, Time, Transmit, TransportConfig, TransportError,
+    DropReason, Engine, MAX_PACKET_LEN, Transmit, TransportConfig, TransportError,
 };
 use crate::wire::{
     BthRepr, CnpRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, Psn, Qpn, RocePacket, RoceRepr,
@@ -237,12 +238,12 @@ impl Host {
     /// Records that `addr` is at `mac` from another source than ARP or NDP (the kernel's
     /// neighbour table, when the kernel owns the interface's address resolution).
     pub fn add_neighbour(&mut self, addr: IpAddr, mac: [u8; 6]) {
-        self.learn(Time::ZERO, addr, mac, Evidence::External);
+        self.learn(Instant::ZERO, addr, mac, Evidence::External);
     }
 
     /// Starts resolving `addr` ahead of traffic (the first packet then need not wait).
     /// Returns false if `addr` is on none of our subnets.
-    pub fn resolve(&mut self, now: Time, addr: IpAddr) -> bool {
+    pub fn resolve(&mut self, now: Instant, addr: IpAddr) -> bool {
         if self.gids.source_for(addr).is_none() {
             return false;
         }
@@ -255,7 +256,7 @@ impl Host {
     // ---- receive ----
 
     /// Processes one received Ethernet frame (without FCS).
-    pub fn handle_frame(&mut self, now: Time, frame: &[u8]) {
+    pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
         self.stats.frames_received += 1;
         let Some(dst) = frame.get(..6) else {
             self.stats.drops.malformed += 1;
@@ -352,7 +353,7 @@ impl Host {
             })
     }
 
-    fn handle_resolution(&mut self, now: Time, r: Resolution) {
+    fn handle_resolution(&mut self, now: Instant, r: Resolution) {
         self.stats.resolution_received += 1;
         match r {
             Resolution::Request {
@@ -380,7 +381,7 @@ impl Host {
         }
     }
 
-    fn learn(&mut self, now: Time, addr: IpAddr, mac: [u8; 6], evidence: Evidence) {
+    fn learn(&mut self, now: Instant, addr: IpAddr, mac: [u8; 6], evidence: Evidence) {
         match self.neighbours.learn(now, addr, mac, evidence) {
             Ok(released) => self.ready.extend(released.into_iter().map(|f| (f, true))),
             Err(_) => self.stats.resolution_refused += 1,
@@ -420,7 +421,7 @@ impl Host {
 
     /// A CNP to the QP whose traffic was marked (Annex A17.9.2): for a connected QP its
     /// peer QP, for UD the DETH's source QP.
-    fn queue_cnp(&mut self, now: Time, local: Qpn, peer: IpAddr, ud_src_qp: Option<Qpn>) {
+    fn queue_cnp(&mut self, now: Instant, local: Qpn, peer: IpAddr, ud_src_qp: Option<Qpn>) {
         let dest_qp = match ud_src_qp {
             Some(q) => q,
             None => match self.engine.query_qp(local) {
@@ -455,7 +456,7 @@ impl Host {
     }
 
     /// Sends `frame` (destination MAC still to fill in) to `next_hop`, or queues it.
-    fn route(&mut self, now: Time, next_hop: IpAddr, mut frame: Vec<u8>) {
+    fn route(&mut self, now: Instant, next_hop: IpAddr, mut frame: Vec<u8>) {
         match self.neighbours.lookup(next_hop) {
             Some(mac) => {
                 frame[..6].copy_from_slice(&mac);
@@ -465,7 +466,7 @@ impl Host {
         }
     }
 
-    fn hold(&mut self, now: Time, next_hop: IpAddr, frame: Vec<u8>) {
+    fn hold(&mut self, now: Instant, next_hop: IpAddr, frame: Vec<u8>) {
         match self.neighbours.enqueue(now, next_hop, frame) {
             Queued::Solicit => self.solicit(next_hop),
             Queued::Waiting => {}
@@ -477,7 +478,7 @@ impl Host {
 
     /// Writes the next frame to send into `buf` (at least [`Host::max_frame_len`] bytes)
     /// and returns its length; `None` when nothing is ready now.
-    pub fn poll_transmit(&mut self, now: Time, buf: &mut [u8]) -> Option<usize> {
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         loop {
             if let Some((frame, roce)) = self.ready.pop_front() {
                 let Some(dst) = buf.get_mut(..frame.len()) else {
@@ -512,7 +513,7 @@ impl Host {
 
     /// Wraps the engine's packet in a frame: into `buf` if the next hop is known, else into
     /// the neighbour queue (then `None`).
-    fn frame(&mut self, now: Time, t: Transmit, buf: &mut [u8]) -> Option<usize> {
+    fn frame(&mut self, now: Instant, t: Transmit, buf: &mut [u8]) -> Option<usize> {
         let Some(src) = self.gids.source_for(t.dest) else {
             self.stats.drops.no_route += 1;
             return None;
@@ -548,7 +549,7 @@ impl Host {
 
     /// The earliest time [`Host::handle_timeout`] has work: the engine's timers, neighbour
     /// retries, congestion control, or the pacing gate reopening.
-    pub fn poll_timeout(&self, now: Time) -> Option<Time> {
+    pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
         let pacing = self.congestion.next_release(now).filter(|&t| t > now);
         [
             self.engine.poll_timeout(),
@@ -562,7 +563,7 @@ impl Host {
         .min()
     }
 
-    pub fn handle_timeout(&mut self, now: Time) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         self.engine.handle_timeout(now);
         if self.cm.poll_timeout().is_some_and(|t| t <= now) {
             self.cm.handle_timeout(now, &mut self.engine);

@@ -21,7 +21,7 @@ use core::time::Duration;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
 
-use crate::transport::Time;
+use crate::time::Instant;
 
 /// How resolution is retried and how much waits for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,16 +79,16 @@ enum Entry {
     Reachable {
         mac: [u8; 6],
         /// When the MAC was last confirmed; `None` when another table ages it.
-        confirmed: Option<Time>,
+        confirmed: Option<Instant>,
         /// Solicitations sent since it became due for a check (0: not being checked).
         probes: u32,
         /// When the next check or solicitation is due.
-        next: Time,
+        next: Instant,
     },
     Incomplete {
         /// Solicitations sent so far.
         sent: u32,
-        next: Time,
+        next: Instant,
         /// Complete frames whose destination MAC is still to be filled in.
         queue: VecDeque<Vec<u8>>,
     },
@@ -148,7 +148,7 @@ impl NeighbourCache {
     /// in, in the order they were queued.
     pub fn learn(
         &mut self,
-        now: Time,
+        now: Instant,
         addr: IpAddr,
         mac: [u8; 6],
         evidence: Evidence,
@@ -189,7 +189,7 @@ impl NeighbourCache {
 
     /// Starts resolving `addr` with nothing to send yet. True if this is new, so that a
     /// solicitation should go now.
-    pub fn start(&mut self, now: Time, addr: IpAddr) -> bool {
+    pub fn start(&mut self, now: Instant, addr: IpAddr) -> bool {
         if self.entries.contains_key(&addr) || self.entries.len() >= self.config.max_entries {
             return false;
         }
@@ -203,7 +203,7 @@ impl NeighbourCache {
     }
 
     /// Queues `frame` (a whole Ethernet frame) until `addr` is resolved.
-    pub fn enqueue(&mut self, now: Time, addr: IpAddr, frame: Vec<u8>) -> Queued {
+    pub fn enqueue(&mut self, now: Instant, addr: IpAddr, frame: Vec<u8>) -> Queued {
         let limit = self.config.queue_limit.max(1);
         let retransmit = self.config.retransmit;
         if !self.entries.contains_key(&addr) && self.entries.len() >= self.config.max_entries {
@@ -247,7 +247,7 @@ impl NeighbourCache {
     }
 
     /// When the next solicitation or check is due.
-    pub fn poll_timeout(&self) -> Option<Time> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         self.entries
             .values()
             .filter_map(|e| match e {
@@ -265,7 +265,7 @@ impl NeighbourCache {
     /// Runs the due retransmissions and checks: calls `solicit` for each address to ask
     /// again, and returns how many frames were dropped for addresses that never answered.
     /// An entry whose check goes unanswered is removed.
-    pub fn handle_timeout(&mut self, now: Time, mut solicit: impl FnMut(IpAddr)) -> usize {
+    pub fn handle_timeout(&mut self, now: Instant, mut solicit: impl FnMut(IpAddr)) -> usize {
         let mut dropped = 0;
         let config = self.config;
         self.entries.retain(|addr, entry| {
@@ -311,7 +311,7 @@ mod tests {
     #[test]
     fn queues_until_learned_then_fills_the_mac() {
         let mut c = cache(2);
-        let t = Time::from_micros(5);
+        let t = Instant::from_micros(5);
         assert_eq!(c.enqueue(t, PEER, vec![0; 14]), Queued::Solicit);
         assert_eq!(c.enqueue(t, PEER, vec![1; 14]), Queued::Waiting);
         assert_eq!(c.enqueue(t, PEER, vec![2; 14]), Queued::DroppedOldest);
@@ -331,14 +331,14 @@ mod tests {
 
     const OTHER: [u8; 6] = [2, 0, 0, 0, 0, 0xe];
 
-    fn secs(s: u64) -> Time {
-        Time::ZERO + Duration::from_secs(s)
+    fn secs(s: u64) -> Instant {
+        Instant::ZERO + Duration::from_secs(s)
     }
 
     #[test]
     fn replies_are_taken_only_for_addresses_we_asked_about() {
         let mut c = cache(8);
-        let t = Time::ZERO;
+        let t = Instant::ZERO;
         assert_eq!(
             c.learn(t, PEER, MAC, Evidence::Reply),
             Err(Refused::Unsolicited)
@@ -370,10 +370,16 @@ mod tests {
             ..NeighbourConfig::default()
         });
         let addr = |i: u8| IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, i));
-        assert!(c.learn(Time::ZERO, addr(1), MAC, Evidence::Request).is_ok());
-        assert!(c.learn(Time::ZERO, addr(2), MAC, Evidence::Request).is_ok());
+        assert!(
+            c.learn(Instant::ZERO, addr(1), MAC, Evidence::Request)
+                .is_ok()
+        );
+        assert!(
+            c.learn(Instant::ZERO, addr(2), MAC, Evidence::Request)
+                .is_ok()
+        );
         assert_eq!(
-            c.learn(Time::ZERO, addr(3), MAC, Evidence::Request),
+            c.learn(Instant::ZERO, addr(3), MAC, Evidence::Request),
             Err(Refused::Full)
         );
         assert_eq!((c.len(), c.lookup(addr(3))), (2, None));
@@ -382,8 +388,8 @@ mod tests {
     #[test]
     fn entries_age_are_checked_and_expire_unless_answered() {
         let mut c = cache(8);
-        c.start(Time::ZERO, PEER);
-        c.learn(Time::ZERO, PEER, MAC, Evidence::Reply).unwrap();
+        c.start(Instant::ZERO, PEER);
+        c.learn(Instant::ZERO, PEER, MAC, Evidence::Reply).unwrap();
         assert_eq!(c.poll_timeout(), Some(secs(30)));
         let mut asked = 0;
         c.handle_timeout(secs(30), |_| asked += 1);
@@ -407,7 +413,8 @@ mod tests {
     #[test]
     fn entries_from_the_kernel_are_not_aged_here() {
         let mut c = cache(8);
-        c.learn(Time::ZERO, PEER, MAC, Evidence::External).unwrap();
+        c.learn(Instant::ZERO, PEER, MAC, Evidence::External)
+            .unwrap();
         assert_eq!(c.poll_timeout(), None);
         c.handle_timeout(secs(1000), |_| panic!("no solicitation"));
         assert_eq!(c.lookup(PEER), Some(MAC));
@@ -416,11 +423,14 @@ mod tests {
     #[test]
     fn retries_then_gives_up() {
         let mut c = cache(8);
-        assert_eq!(c.enqueue(Time::ZERO, PEER, vec![0; 14]), Queued::Solicit);
+        assert_eq!(c.enqueue(Instant::ZERO, PEER, vec![0; 14]), Queued::Solicit);
         let mut asked = 0;
-        let second = Time::ZERO + Duration::from_secs(1);
+        let second = Instant::ZERO + Duration::from_secs(1);
         assert_eq!(c.poll_timeout(), Some(second));
-        assert_eq!(c.handle_timeout(Time::from_micros(10), |_| asked += 1), 0);
+        assert_eq!(
+            c.handle_timeout(Instant::from_micros(10), |_| asked += 1),
+            0
+        );
         assert_eq!(asked, 0, "not due yet");
         assert_eq!(c.handle_timeout(second, |_| asked += 1), 0);
         let third = second + Duration::from_secs(1);
@@ -430,7 +440,7 @@ mod tests {
         assert_eq!((dropped, asked), (1, 2));
         assert_eq!(c.poll_timeout(), None);
         assert_eq!(
-            c.enqueue(Time::ZERO, PEER, vec![0; 14]),
+            c.enqueue(Instant::ZERO, PEER, vec![0; 14]),
             Queued::Solicit,
             "starts over"
         );

@@ -12,6 +12,8 @@ use core::time::Duration;
 use std::net::IpAddr;
 use std::time::Instant;
 
+use crate::time;
+
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use thiserror::Error;
@@ -22,7 +24,7 @@ use super::connect::{self, QpPath};
 use super::host::{Host, HostCmError, HostConfig};
 use crate::io::{Device, DeviceError};
 use crate::transport::{
-    Access, CqId, Event, QpInit, RecvWr, SendWr, Time, TransportError, WorkCompletion,
+    Access, CqId, Event, QpInit, RecvWr, SendWr, TransportError, WorkCompletion,
 };
 use crate::wire::Qpn;
 
@@ -124,8 +126,10 @@ impl Runtime {
     }
 
     /// Time since the runtime started, as the engine counts it.
-    pub fn now(&self) -> Time {
-        Time::from_nanos(u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    pub fn now(&self) -> time::Instant {
+        time::Instant::from_nanos(
+            u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        )
     }
 
     pub fn host(&self) -> &Host {
@@ -335,7 +339,7 @@ impl Runtime {
         Ok(any)
     }
 
-    fn transmit(&mut self, now: Time) -> Result<Transmitted, RuntimeError> {
+    fn transmit(&mut self, now: time::Instant) -> Result<Transmitted, RuntimeError> {
         let mut sent = false;
         loop {
             let len = match self.tx_pending.take() {
@@ -372,7 +376,7 @@ impl Runtime {
         .min();
         if let Some(due) = self.device.next_wakeup() {
             let clock_now = crate::io::Clock::now(&crate::io::SystemClock::new());
-            let until = Duration::from_nanos(due.saturating_sub(clock_now));
+            let until = due.saturating_since(clock_now);
             wake = Some(wake.map_or(until, |w| w.min(until)));
         }
         if !self.registered {

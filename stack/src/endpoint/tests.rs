@@ -13,9 +13,10 @@ use super::virtual_net::VirtualNet;
 use crate::cc::DcqcnParams;
 use crate::fault::{CeMarking, FaultConfig};
 use crate::io::memory::{MAC_A, MAC_B, MemoryLinkConfig};
+use crate::time::Instant;
 use crate::transport::{
-    Access, CqId, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, Time, UdDest, WcOpcode,
-    WcStatus, WorkCompletion,
+    Access, CqId, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, UdDest, WcOpcode, WcStatus,
+    WorkCompletion,
 };
 use crate::wire::{
     BthRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, PKey, Psn, Qpn, RethRepr, RocePacket, RoceRepr,
@@ -221,7 +222,7 @@ fn unsolicited_arp_replies_do_not_poison_the_cache() {
     let evil = [2, 0, 0, 0, 0, 0xee];
     let ours = "10.0.0.1".parse().unwrap();
     let (peer, stranger) = ("10.0.0.2".parse().unwrap(), "10.0.0.9".parse().unwrap());
-    let now = Time::ZERO;
+    let now = Instant::ZERO;
     for claimed in [peer, stranger] {
         net.a
             .handle_frame(now, &arp_reply(evil, claimed, MAC_A, ours));
@@ -341,7 +342,7 @@ fn write_frame_at(qpn: Qpn, pkey: PKey, psn: Psn, payload: &[u8]) -> Vec<u8> {
 fn bad_frames_are_counted_drops() {
     let mut net = v4_net();
     let (_, sb) = connect_pair(&mut net, QpType::Rc, 1);
-    let now = Time::ZERO;
+    let now = Instant::ZERO;
     let b = &mut net.b;
     let good = write_frame(sb.qpn, PKey::DEFAULT, &[1, 2, 3, 4]);
 
@@ -397,7 +398,7 @@ fn an_invalid_rkey_is_answered_with_a_remote_access_error_nak() {
     assert_ne!(sb.key, 0);
     let psn = net.b.engine().expected_psn(sb.qpn).unwrap();
     let frame = write_frame_at(sb.qpn, PKey::DEFAULT, psn, &[1, 2, 3, 4]);
-    net.b.handle_frame(Time::ZERO, &frame);
+    net.b.handle_frame(Instant::ZERO, &frame);
     let (frame, _) = next_frame(&mut net.b);
     let nak = RocePacket::parse(&frame).unwrap();
     assert_eq!(nak.opcode(), Opcode(0x11), "RC ACKNOWLEDGE");
@@ -458,7 +459,7 @@ fn unanswered_resolution_drops_the_queued_frames() {
         "not asked for b"
     );
     assert!(
-        !net.a.resolve(Time::ZERO, "192.168.1.1".parse().unwrap()),
+        !net.a.resolve(Instant::ZERO, "192.168.1.1".parse().unwrap()),
         "no route"
     );
 }
@@ -468,10 +469,10 @@ fn unanswered_resolution_drops_the_queued_frames() {
 struct Recorder(Arc<Mutex<(u32, u32)>>);
 
 impl CongestionHook for Recorder {
-    fn on_cnp(&mut self, _now: Time, _qpn: Qpn) {
+    fn on_cnp(&mut self, _now: Instant, _qpn: Qpn) {
         self.0.lock().unwrap().0 += 1;
     }
-    fn on_congestion_experienced(&mut self, _now: Time, _qpn: Qpn) -> bool {
+    fn on_congestion_experienced(&mut self, _now: Instant, _qpn: Qpn) -> bool {
         self.0.lock().unwrap().1 += 1;
         true
     }
@@ -524,7 +525,7 @@ fn marks_for_unknown_or_destroyed_qps_are_not_remembered() {
     let (hook_b, _) = DcqcnHook::new(DcqcnParams::paper(100e9)).unwrap();
     net.b.set_congestion_control(Box::new(hook_b));
     let (_, sb) = connect_pair(&mut net, QpType::Rc, 1);
-    let now = Time::ZERO;
+    let now = Instant::ZERO;
     let b = &mut net.b;
     for qpn in 0x100..0x140 {
         b.handle_frame(
@@ -602,7 +603,9 @@ fn dcqcn_keeps_working_with_a_peer_that_ignores_and_never_sends_cnps() {
 /// The next frame `host` sends, and its UDP source port.
 fn next_frame(host: &mut Host) -> (Vec<u8>, u16) {
     let mut buf = vec![0; Host::max_frame_len()];
-    let n = host.poll_transmit(Time::ZERO, &mut buf).expect("a frame");
+    let n = host
+        .poll_transmit(Instant::ZERO, &mut buf)
+        .expect("a frame");
     buf.truncate(n);
     let port = RocePacket::parse(&buf).unwrap().udp().src_port;
     (buf, port)
@@ -628,7 +631,7 @@ fn udp_source_ports_are_rxe_s() {
             .unwrap();
         let (frame, port) = next_frame(&mut net.a);
         assert_eq!(port, expected, "{qp_type:?} request");
-        net.b.handle_frame(Time::ZERO, &frame);
+        net.b.handle_frame(Instant::ZERO, &frame);
         if qp_type == QpType::Rc {
             assert_eq!(next_frame(&mut net.b).1, expected, "RC acknowledgement");
         }

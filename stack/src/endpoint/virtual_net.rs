@@ -8,7 +8,7 @@ use super::host::{Host, HostConfig};
 use crate::fault::FaultError;
 use crate::io::memory::{self, MemoryDevice, MemoryLinkConfig};
 use crate::io::{Clock, Device, DeviceError, VirtualClock};
-use crate::transport::Time;
+use crate::time::Instant;
 
 /// Hosts `a` and `b` joined by a [`memory::pair`] link.
 #[derive(Debug)]
@@ -29,7 +29,7 @@ impl VirtualNet {
         mut a: HostConfig,
         mut b: HostConfig,
     ) -> Result<VirtualNet, FaultError> {
-        let clock = VirtualClock::new(0);
+        let clock = VirtualClock::new(Instant::ZERO);
         let (dev_a, dev_b) = memory::pair(link, clock.clone())?;
         a.mac = dev_a.capabilities().mac.unwrap_or(memory::MAC_A);
         b.mac = dev_b.capabilities().mac.unwrap_or(memory::MAC_B);
@@ -43,8 +43,8 @@ impl VirtualNet {
         })
     }
 
-    pub fn now(&self) -> Time {
-        Time::from_nanos(self.clock.now())
+    pub fn now(&self) -> Instant {
+        self.clock.now()
     }
 
     /// The two devices, for their link statistics.
@@ -76,13 +76,13 @@ impl VirtualNet {
     }
 
     /// The next time something is due, on the link or in a host.
-    pub fn next_event(&self) -> Option<Time> {
+    pub fn next_event(&self) -> Option<Instant> {
         let now = self.now();
         [
             self.a.poll_timeout(now),
             self.b.poll_timeout(now),
-            self.dev_a.next_wakeup().map(Time::from_nanos),
-            self.dev_b.next_wakeup().map(Time::from_nanos),
+            self.dev_a.next_wakeup(),
+            self.dev_b.next_wakeup(),
         ]
         .into_iter()
         .flatten()
@@ -105,7 +105,7 @@ impl VirtualNet {
             match self.next_event() {
                 Some(t) if t <= end => {
                     self.clock
-                        .advance_to(t.as_nanos().max(self.clock.now() + 1));
+                        .advance_to(t.max(self.clock.now() + Duration::from_nanos(1)));
                 }
                 _ => return Ok(false),
             }

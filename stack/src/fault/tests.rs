@@ -1,6 +1,7 @@
 use super::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use crate::time::{Duration, Instant};
 use crate::wire::{icrc, sample};
 
 /// An IPv4 RC SEND ONLY frame with `payload` bytes, ECT(0).
@@ -21,18 +22,18 @@ fn link(config: FaultConfig, seed: u64) -> FaultyLink {
 
 /// Sends `n` tagged frames one microsecond apart and drains the link; returns the tags in
 /// delivery order with their delivery times.
-fn run(link: &mut FaultyLink, n: u32, payload: usize) -> Vec<(Nanos, u32, Vec<u8>)> {
+fn run(link: &mut FaultyLink, n: u32, payload: usize) -> Vec<(u64, u32, Vec<u8>)> {
     let mut out = Vec::new();
-    let drain = |link: &mut FaultyLink, now: Nanos, out: &mut Vec<_>| {
+    let drain = |link: &mut FaultyLink, now: Instant, out: &mut Vec<_>| {
         while let Some(at) = link.next_delivery().filter(|&at| at <= now) {
             let frame = link.poll(now).unwrap();
             let tag =
                 u32::from_be_bytes(frame[frame.len() - 8..frame.len() - 4].try_into().unwrap());
-            out.push((at, tag, frame));
+            out.push((at.as_nanos(), tag, frame));
         }
     };
     for i in 0..n {
-        let now = u64::from(i) * 1_000;
+        let now = Instant::from_micros(u64::from(i));
         drain(link, now, &mut out);
         let mut frame = roce_v4(payload);
         let len = frame.len();
@@ -40,7 +41,7 @@ fn run(link: &mut FaultyLink, n: u32, payload: usize) -> Vec<(Nanos, u32, Vec<u8
         icrc::fill(&mut frame[14..]).unwrap();
         link.send(now, frame);
     }
-    drain(link, u64::MAX, &mut out);
+    drain(link, Instant::MAX, &mut out);
     assert_eq!(link.in_flight(), 0);
     out
 }
@@ -58,7 +59,7 @@ fn assert_binomial(count: u64, n: u64, p: f64) {
 #[test]
 fn perfect_link_delivers_everything_in_order_after_the_delay() {
     let mut config = FaultConfig::default();
-    config.delay.base = 7_000;
+    config.delay.base = Duration::from_nanos(7_000);
     let mut l = link(config, 1);
     let out = run(&mut l, 100, 16);
     assert_eq!(out.len(), 100);
@@ -118,8 +119,8 @@ fn fault_counts_match_their_probabilities() {
 fn only_reordering_reorders_and_deliveries_come_in_time_order() {
     let jittery = FaultConfig {
         delay: Delay {
-            base: 5_000,
-            jitter: 20_000,
+            base: Duration::from_nanos(5_000),
+            jitter: Duration::from_nanos(20_000),
         },
         ..FaultConfig::default()
     };
@@ -171,8 +172,8 @@ fn same_seed_same_deliveries_and_other_seeds_differ() {
         reorder: 0.05,
         corrupt: 0.05,
         delay: Delay {
-            base: 1_000,
-            jitter: 3_000,
+            base: Duration::from_nanos(1_000),
+            jitter: Duration::from_nanos(3_000),
         },
         ce_mark: CeMarking::Probability(0.1),
         ..FaultConfig::default()
@@ -195,7 +196,7 @@ fn a_knob_does_not_shift_the_random_choices_of_the_others() {
         ..lossy
     };
     // Corruption may hit the tag, so compare delivery times: frame i is sent at i us.
-    let kept = |config| -> Vec<Nanos> {
+    let kept = |config| -> Vec<u64> {
         run(&mut link(config, 5), 500, 0)
             .iter()
             .map(|o| o.0)
@@ -293,10 +294,10 @@ fn corruption_and_marking_never_panic_on_tiny_frames() {
     };
     let mut l = link(config, 2);
     for len in 0..40 {
-        l.send(0, vec![0x08; len]);
+        l.send(Instant::ZERO, vec![0x08; len]);
     }
     let mut n = 0;
-    while l.poll(0).is_some() {
+    while l.poll(Instant::ZERO).is_some() {
         n += 1;
     }
     assert_eq!(n, 40);

@@ -6,22 +6,22 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::fault::Nanos;
+use crate::time::{Duration, Instant};
 
 pub trait Clock {
-    /// Nanoseconds since the Unix epoch (or since an origin the clock documents); never goes
+    /// The time since the Unix epoch (or since an origin the clock documents); never goes
     /// backwards.
-    fn now(&self) -> Nanos;
+    fn now(&self) -> Instant;
 }
 
 /// Wall-clock time read once, advanced by the monotonic clock: capture timestamps are real
 /// dates while a step of the system clock cannot make time go backwards.
 #[derive(Debug, Clone, Copy)]
 pub struct SystemClock {
-    origin: Instant,
-    origin_since_epoch: Nanos,
+    origin: std::time::Instant,
+    origin_since_epoch: Instant,
 }
 
 impl SystemClock {
@@ -30,8 +30,8 @@ impl SystemClock {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         SystemClock {
-            origin: Instant::now(),
-            origin_since_epoch: u64::try_from(since_epoch).unwrap_or(u64::MAX),
+            origin: std::time::Instant::now(),
+            origin_since_epoch: Instant::from_nanos(u64::try_from(since_epoch).unwrap_or(u64::MAX)),
         }
     }
 }
@@ -43,9 +43,8 @@ impl Default for SystemClock {
 }
 
 impl Clock for SystemClock {
-    fn now(&self) -> Nanos {
-        let elapsed = u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.origin_since_epoch.saturating_add(elapsed)
+    fn now(&self) -> Instant {
+        self.origin_since_epoch + self.origin.elapsed()
     }
 }
 
@@ -54,34 +53,34 @@ impl Clock for SystemClock {
 pub struct VirtualClock(Arc<AtomicU64>);
 
 impl VirtualClock {
-    pub fn new(start: Nanos) -> VirtualClock {
-        VirtualClock(Arc::new(AtomicU64::new(start)))
+    pub fn new(start: Instant) -> VirtualClock {
+        VirtualClock(Arc::new(AtomicU64::new(start.as_nanos())))
     }
 
     /// Moves time forward to `t`; an earlier `t` is ignored, as time never goes backwards.
-    pub fn advance_to(&self, t: Nanos) {
-        self.0.fetch_max(t, Ordering::Relaxed);
+    pub fn advance_to(&self, t: Instant) {
+        self.0.fetch_max(t.as_nanos(), Ordering::Relaxed);
     }
 
-    pub fn advance_by(&self, dt: Nanos) {
-        self.0.fetch_add(dt, Ordering::Relaxed);
+    pub fn advance_by(&self, dt: Duration) {
+        self.0.fetch_add(crate::time::nanos(dt), Ordering::Relaxed);
     }
 }
 
 impl Clock for VirtualClock {
-    fn now(&self) -> Nanos {
-        self.0.load(Ordering::Relaxed)
+    fn now(&self) -> Instant {
+        Instant::from_nanos(self.0.load(Ordering::Relaxed))
     }
 }
 
 impl fmt::Debug for VirtualClock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "VirtualClock({} ns)", self.now())
+        write!(f, "VirtualClock({} ns)", self.now().as_nanos())
     }
 }
 
 impl<C: Clock + ?Sized> Clock for Arc<C> {
-    fn now(&self) -> Nanos {
+    fn now(&self) -> Instant {
         (**self).now()
     }
 }

@@ -1,7 +1,8 @@
 //! Fault injection around any device, in both directions, with the model of
 //! [`crate::fault`] timed by a [`Clock`] (the system clock over real devices).
 
-use crate::fault::{FaultConfig, FaultError, FaultStats, FaultyLink, Nanos};
+use crate::fault::{FaultConfig, FaultError, FaultStats, FaultyLink};
+use crate::time::Instant;
 
 use super::{Clock, Device, DeviceError};
 
@@ -126,7 +127,7 @@ impl<D: Device, C: Clock> Device for FaultInjector<D, C> {
 
     forward_to_inner!(capabilities, raw_fd);
 
-    fn next_wakeup(&self) -> Option<Nanos> {
+    fn next_wakeup(&self) -> Option<Instant> {
         [
             self.rx.next_delivery(),
             self.tx.next_delivery(),

@@ -4,7 +4,8 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::fault::{FaultConfig, FaultError, FaultStats, FaultyLink, Nanos};
+use crate::fault::{FaultConfig, FaultError, FaultStats, FaultyLink};
+use crate::time::Instant;
 
 use super::{Capabilities, Clock, Device, DeviceError, check_frame_len};
 
@@ -165,7 +166,7 @@ impl Device for MemoryDevice {
         self.caps
     }
 
-    fn next_wakeup(&self) -> Option<Nanos> {
+    fn next_wakeup(&self) -> Option<Instant> {
         self.incoming().next_delivery()
     }
 }

@@ -14,7 +14,8 @@ use std::os::fd::RawFd;
 
 use thiserror::Error;
 
-use crate::fault::{FaultError, Nanos};
+use crate::fault::FaultError;
+use crate::time::Instant;
 
 /// Writes the `Device` methods a middleware passes straight to its `inner` device.
 macro_rules! forward_to_inner {
@@ -30,7 +31,7 @@ macro_rules! forward_to_inner {
         }
     };
     (@ next_wakeup) => {
-        fn next_wakeup(&self) -> Option<$crate::fault::Nanos> {
+        fn next_wakeup(&self) -> Option<$crate::time::Instant> {
             self.inner.next_wakeup()
         }
     };
@@ -153,7 +154,7 @@ pub trait Device {
 
     /// When the device next needs a `receive` or `flush` call although its descriptor may not
     /// become ready: a frame held back by a virtual link or fault injection falls due.
-    fn next_wakeup(&self) -> Option<Nanos> {
+    fn next_wakeup(&self) -> Option<Instant> {
         None
     }
 
@@ -197,7 +198,7 @@ impl<D: Device + ?Sized> Device for Box<D> {
     fn raw_fd(&self) -> Option<RawFd> {
         (**self).raw_fd()
     }
-    fn next_wakeup(&self) -> Option<Nanos> {
+    fn next_wakeup(&self) -> Option<Instant> {
         (**self).next_wakeup()
     }
     fn flush(&mut self) -> Result<(), DeviceError> {

@@ -11,7 +11,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
 use crate::capture::{CaptureError, CaptureReader, Link};
-use crate::fault::Nanos;
+use crate::time::Instant;
 
 use super::{Capabilities, Device, DeviceError, check_frame_len};
 
@@ -38,9 +38,10 @@ impl<W: Write> PcapWriter<W> {
     }
 
     /// Appends one frame seen at `at` (nanoseconds since the Unix epoch).
-    pub fn write_frame(&mut self, at: Nanos, frame: &[u8]) -> io::Result<()> {
+    pub fn write_frame(&mut self, at: Instant, frame: &[u8]) -> io::Result<()> {
         let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
         let captured = len.min(SNAPLEN);
+        let at = at.as_nanos();
         let seconds = u32::try_from(at / 1_000_000_000).unwrap_or(u32::MAX);
         let mut record = [0u8; 16];
         record[0..4].copy_from_slice(&seconds.to_le_bytes());

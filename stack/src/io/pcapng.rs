@@ -6,7 +6,7 @@
 
 use std::io::{self, Write};
 
-use crate::fault::Nanos;
+use crate::time::Instant;
 
 const SECTION_HEADER: u32 = 0x0a0d_0d0a;
 const INTERFACE_DESCRIPTION: u32 = 0x0000_0001;
@@ -53,7 +53,7 @@ impl<W: Write> PcapngWriter<W> {
     /// comment.
     pub fn write_frame(
         &mut self,
-        at: Nanos,
+        at: Instant,
         frame: &[u8],
         comment: Option<&str>,
     ) -> io::Result<()> {
@@ -61,6 +61,7 @@ impl<W: Write> PcapngWriter<W> {
         let captured = len.min(SNAPLEN);
         let mut epb = Vec::with_capacity(frame.len() + 64);
         epb.extend_from_slice(&0u32.to_le_bytes());
+        let at = at.as_nanos();
         epb.extend_from_slice(&((at >> 32) as u32).to_le_bytes());
         epb.extend_from_slice(&(at as u32).to_le_bytes());
         epb.extend_from_slice(&captured.to_le_bytes());
@@ -121,9 +122,14 @@ mod tests {
     fn reads_back_with_timestamps_and_frames() {
         let mut w = PcapngWriter::new(Vec::new(), "roce test").unwrap();
         let at = 1_735_689_600_123_456_789;
-        w.write_frame(at, &[1, 2, 3, 4, 5], Some("a comment of odd length"))
+        w.write_frame(
+            Instant::from_nanos(at),
+            &[1, 2, 3, 4, 5],
+            Some("a comment of odd length"),
+        )
+        .unwrap();
+        w.write_frame(Instant::from_nanos(at + 1), &[9; 60], None)
             .unwrap();
-        w.write_frame(at + 1, &[9; 60], None).unwrap();
         let bytes = w.into_inner();
         assert_eq!(bytes.len() % 4, 0);
         let mut r = CaptureReader::new(std::io::Cursor::new(bytes)).unwrap();

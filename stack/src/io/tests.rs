@@ -8,6 +8,7 @@ use super::memory::{MAC_A, MemoryLinkConfig, pair};
 use super::pcap::{PcapDevice, PcapWriter};
 use super::*;
 use crate::fault::{Delay, FaultConfig};
+use crate::time::{Duration, Instant};
 use crate::wire::sample;
 
 /// An IPv4 RC SEND ONLY frame with `payload` bytes, ECT(0).
@@ -47,7 +48,7 @@ impl Drop for TempFile {
 
 #[test]
 fn memory_link_carries_frames_both_ways_in_order() {
-    let clock = VirtualClock::new(0);
+    let clock = VirtualClock::new(Instant::ZERO);
     let (mut a, mut b) = pair(MemoryLinkConfig::default(), clock).unwrap();
     for tag in 0..10 {
         assert!(a.transmit(&tagged(tag, 64)).unwrap());
@@ -62,19 +63,19 @@ fn memory_link_carries_frames_both_ways_in_order() {
 
 #[test]
 fn memory_link_holds_delayed_frames_until_their_time() {
-    let clock = VirtualClock::new(1_000);
+    let clock = VirtualClock::new(Instant::from_nanos(1_000));
     let mut config = MemoryLinkConfig::default();
     config.a_to_b.delay = Delay {
-        base: 5_000,
-        jitter: 0,
+        base: Duration::from_nanos(5_000),
+        jitter: Duration::from_nanos(0),
     };
     let (mut a, mut b) = pair(config, clock.clone()).unwrap();
     a.transmit(&tagged(1, 60)).unwrap();
-    assert_eq!(b.next_wakeup(), Some(6_000));
+    assert_eq!(b.next_wakeup(), Some(Instant::from_nanos(6_000)));
     assert!(drain(&mut b).is_empty());
-    clock.advance_to(5_999);
+    clock.advance_to(Instant::from_nanos(5_999));
     assert!(drain(&mut b).is_empty());
-    clock.advance_to(6_000);
+    clock.advance_to(Instant::from_nanos(6_000));
     assert_eq!(drain(&mut b).len(), 1);
     assert_eq!(b.next_wakeup(), None);
 }
@@ -85,7 +86,7 @@ fn memory_link_refuses_oversized_frames_and_reports_a_closed_peer() {
         mtu: 1500,
         ..MemoryLinkConfig::default()
     };
-    let (mut a, b) = pair(config, VirtualClock::new(0)).unwrap();
+    let (mut a, b) = pair(config, VirtualClock::new(Instant::ZERO)).unwrap();
     assert!(a.transmit(&tagged(0, 1518)).unwrap());
     let err = a.transmit(&tagged(0, 1519)).unwrap_err();
     assert!(
@@ -99,7 +100,7 @@ fn memory_link_refuses_oversized_frames_and_reports_a_closed_peer() {
         ),
         "{err}"
     );
-    let (mut c, mut d) = pair(config, VirtualClock::new(0)).unwrap();
+    let (mut c, mut d) = pair(config, VirtualClock::new(Instant::ZERO)).unwrap();
     c.transmit(&tagged(3, 60)).unwrap();
     drop(c);
     assert!(
@@ -125,7 +126,7 @@ fn memory_link_applies_the_fault_model_reproducibly() {
             ..MemoryLinkConfig::default()
         };
         config.a_to_b.loss = 0.3;
-        let (mut a, mut b) = pair(config, VirtualClock::new(0)).unwrap();
+        let (mut a, mut b) = pair(config, VirtualClock::new(Instant::ZERO)).unwrap();
         for tag in 0..200 {
             a.transmit(&tagged(tag, 64)).unwrap();
         }
@@ -145,7 +146,7 @@ fn pcap_written_frames_read_back_identically() {
     let mut writer = pcap::create(&file.0).unwrap();
     for (i, f) in frames.iter().enumerate() {
         writer
-            .write_frame(1_700_000_000_123_456_789 + i as u64, f)
+            .write_frame(Instant::from_nanos(1_700_000_000_123_456_789 + i as u64), f)
             .unwrap();
     }
     writer.flush().unwrap();
@@ -234,7 +235,7 @@ fn pcapng_is_read_and_bad_captures_are_clear_errors() {
 
     let mut truncated = Vec::new();
     let mut writer = PcapWriter::new(&mut truncated).unwrap();
-    writer.write_frame(0, &frame).unwrap();
+    writer.write_frame(Instant::ZERO, &frame).unwrap();
     truncated.truncate(truncated.len() - 10);
     std::fs::write(&file.0, &truncated).unwrap();
     let err = PcapDevice::open(&file.0)
@@ -257,12 +258,12 @@ fn pcapng_is_read_and_bad_captures_are_clear_errors() {
 
 #[test]
 fn fault_injector_delays_and_drops_in_both_directions() {
-    let clock = VirtualClock::new(0);
+    let clock = VirtualClock::new(Instant::ZERO);
     let (a, mut b) = pair(MemoryLinkConfig::default(), clock.clone()).unwrap();
     let slow = FaultConfig {
         delay: Delay {
-            base: 10_000,
-            jitter: 0,
+            base: Duration::from_nanos(10_000),
+            jitter: Duration::from_nanos(0),
         },
         ..FaultConfig::default()
     };
@@ -273,8 +274,8 @@ fn fault_injector_delays_and_drops_in_both_directions() {
     let mut a = FaultInjector::new(a, clock.clone(), lossy, slow, 1).unwrap();
     a.transmit(&tagged(1, 64)).unwrap();
     assert!(drain(&mut b).is_empty(), "held for 10 us");
-    assert_eq!(a.next_wakeup(), Some(10_000));
-    clock.advance_to(10_000);
+    assert_eq!(a.next_wakeup(), Some(Instant::from_nanos(10_000)));
+    clock.advance_to(Instant::from_nanos(10_000));
     a.flush().unwrap();
     assert_eq!(drain(&mut b), vec![tagged(1, 64)]);
 
@@ -290,12 +291,12 @@ fn fault_injector_delays_and_drops_in_both_directions() {
 
 #[test]
 fn fault_injector_reports_closed_only_after_delayed_frames() {
-    let clock = VirtualClock::new(0);
+    let clock = VirtualClock::new(Instant::ZERO);
     let (mut a, b) = pair(MemoryLinkConfig::default(), clock.clone()).unwrap();
     let slow = FaultConfig {
         delay: Delay {
-            base: 1_000,
-            jitter: 0,
+            base: Duration::from_nanos(1_000),
+            jitter: Duration::from_nanos(0),
         },
         ..FaultConfig::default()
     };
@@ -303,7 +304,7 @@ fn fault_injector_reports_closed_only_after_delayed_frames() {
     a.transmit(&tagged(5, 64)).unwrap();
     drop(a);
     assert!(!b.receive(&mut |_| {}).unwrap());
-    clock.advance_to(1_000);
+    clock.advance_to(Instant::from_nanos(1_000));
     assert!(b.receive(&mut |_| {}).unwrap());
     assert!(matches!(
         b.receive(&mut |_| {}),
@@ -313,12 +314,12 @@ fn fault_injector_reports_closed_only_after_delayed_frames() {
 
 #[test]
 fn recorder_captures_both_directions_in_order_with_timestamps() {
-    let clock = VirtualClock::new(1_000_000_000);
+    let clock = VirtualClock::new(Instant::from_nanos(1_000_000_000));
     let (a, mut b) = pair(MemoryLinkConfig::default(), clock.clone()).unwrap();
     let writer = PcapWriter::new(Vec::new()).unwrap();
     let mut a = PcapRecorder::new(a, writer, clock.clone());
     a.transmit(&tagged(1, 64)).unwrap();
-    clock.advance_by(500);
+    clock.advance_by(Duration::from_nanos(500));
     b.transmit(&tagged(2, 70)).unwrap();
     assert_eq!(drain(&mut a), vec![tagged(2, 70)]);
     a.flush().unwrap();
@@ -365,7 +366,11 @@ fn tracer_emits_one_event_per_frame_with_roce_fields() {
         .with_writer(move || writer.clone())
         .finish();
     tracing::subscriber::with_default(subscriber, || {
-        let (a, mut b) = pair(MemoryLinkConfig::default(), VirtualClock::new(0)).unwrap();
+        let (a, mut b) = pair(
+            MemoryLinkConfig::default(),
+            VirtualClock::new(Instant::ZERO),
+        )
+        .unwrap();
         let mut a = Tracer::new(a);
         a.transmit(&roce_v4(10)).unwrap();
         a.transmit(&tagged(0, 60)).unwrap();
@@ -386,7 +391,11 @@ fn tracer_emits_one_event_per_frame_with_roce_fields() {
 
 #[test]
 fn receive_into_copies_and_refuses_a_short_buffer() {
-    let (mut a, mut b) = pair(MemoryLinkConfig::default(), VirtualClock::new(0)).unwrap();
+    let (mut a, mut b) = pair(
+        MemoryLinkConfig::default(),
+        VirtualClock::new(Instant::ZERO),
+    )
+    .unwrap();
     a.transmit(&tagged(4, 100)).unwrap();
     a.transmit(&tagged(5, 100)).unwrap();
     let mut buf = [0u8; 128];

@@ -21,8 +21,9 @@ use crate::endpoint::connect::{QpPath, connect};
 use crate::io::memory::{MAC_A, MAC_B};
 use crate::io::pcapng::PcapngWriter;
 use crate::rng::Rng;
+use crate::time::Instant;
 use crate::transport::{
-    Access, CqId, Mtu, QpInit, QpType, SendOp, SendWr, Sge, Time, TransportConfig, TransportError,
+    Access, CqId, Mtu, QpInit, QpType, SendOp, SendWr, Sge, TransportConfig, TransportError,
     WorkCompletion,
 };
 use crate::wire::{Ecn, NakCode, Psn, Qpn, RnrTimer, RocePacket, Syndrome};
@@ -262,7 +263,7 @@ struct Tap {
 struct SharedTap(Rc<RefCell<Tap>>);
 
 impl WireTap for SharedTap {
-    fn on_frame(&mut self, at: Time, from: Side, frame: &[u8]) -> bool {
+    fn on_frame(&mut self, at: Instant, from: Side, frame: &[u8]) -> bool {
         let mut tap = self.0.borrow_mut();
         if tap.at_arrival {
             return true;
@@ -270,7 +271,7 @@ impl WireTap for SharedTap {
         tap.record(at, from, frame)
     }
 
-    fn on_arrival(&mut self, at: Time, to: Side, frame: &[u8]) {
+    fn on_arrival(&mut self, at: Instant, to: Side, frame: &[u8]) {
         let mut tap = self.0.borrow_mut();
         if tap.at_arrival {
             tap.record(at, to.peer(), frame);
@@ -281,7 +282,7 @@ impl WireTap for SharedTap {
 impl Tap {
     /// Writes the frame `from` sent, seen at `at`, with its comment; false if the script
     /// drops it.
-    fn record(&mut self, at: Time, from: Side, frame: &[u8]) -> bool {
+    fn record(&mut self, at: Instant, from: Side, frame: &[u8]) -> bool {
         let packet = RocePacket::parse(frame).ok();
         let mut drop = false;
         if let Some(p) = &packet {
@@ -302,7 +303,7 @@ impl Tap {
         }
         let comment = (!notes.is_empty()).then(|| notes.join("; "));
         self.frames += 1;
-        let at = CAPTURE_ORIGIN + at.as_nanos();
+        let at = CAPTURE_ORIGIN + (at - Instant::ZERO);
         if let Err(e) = self.writer.write_frame(at, frame, comment.as_deref()) {
             self.error.get_or_insert(e);
         }
@@ -444,7 +445,7 @@ impl Run {
         }
         let mut done_a = Vec::new();
         let mut done_b = Vec::new();
-        let limit = Time::ZERO + TIME_LIMIT;
+        let limit = Instant::ZERO + TIME_LIMIT;
         loop {
             if let Some((at, _)) = &late_recv
                 && self.net.now() >= *at
@@ -540,7 +541,7 @@ impl Run {
     /// DCQCN: A writes 16 KiB messages back to back for 1 ms through the marking bottleneck.
     fn play_cnp(&mut self) -> Result<(), GenError> {
         let (a, b) = (self.a, self.b);
-        let end = Time::ZERO + Duration::from_micros(1000);
+        let end = Instant::ZERO + Duration::from_micros(1000);
         let mut next_id = 0;
         let mut outstanding = 0usize;
         let mut done = Vec::new();

@@ -21,7 +21,8 @@ use crate::cc::{CcError, Preset};
 use crate::endpoint::HostStats;
 use crate::endpoint::dcqcn::{DcqcnMonitor, DcqcnReport};
 use crate::fault::FaultStats;
-use crate::transport::{Mtu, Stats, Time, TransportConfig};
+use crate::time::Instant;
+use crate::transport::{Mtu, Stats, TransportConfig};
 
 pub use net::{Bottleneck, IP_A, IP_B, IP6_A, IP6_B, NetConfig, NetError, Network, Side, WireTap};
 pub use traffic::{Op, OpCounts, Traffic, TrafficConfig, TrafficError, qp_path};
@@ -94,7 +95,7 @@ pub enum DemoError {
     #[error("verification failed: {0}")]
     Traffic(#[from] TrafficError),
     #[error("the link went idle with work outstanding at virtual time {0}")]
-    Idle(Time),
+    Idle(Instant),
     #[error("not finished after {0:?} of virtual time")]
     TimeLimit(Duration),
 }
@@ -169,7 +170,7 @@ pub fn run<W: Write>(
         net.b.engine_mut(),
         addrs,
     )?;
-    let limit = Time::ZERO + config.time_limit;
+    let limit = Instant::ZERO + config.time_limit;
     loop {
         let now = net.now();
         traffic.pump(now, net.a.engine_mut(), net.b.engine_mut())?;
@@ -188,7 +189,7 @@ pub fn run<W: Write>(
     let mut report = Report {
         config: *config,
         ops: traffic.done,
-        elapsed: net.now() - Time::ZERO,
+        elapsed: net.now() - Instant::ZERO,
         a: *net.a.engine().stats(),
         b: *net.b.engine().stats(),
         host_a: *net.a.stats(),

@@ -18,10 +18,11 @@ use super::window::{CaptureSummary, WindowedCapture};
 use crate::cc::{CcError, DcqcnParams};
 use crate::endpoint::dcqcn::{DcqcnHook, DcqcnMonitor};
 use crate::endpoint::{Host, HostConfig, IpCidr};
-use crate::fault::{CeMarking, Delay, FaultConfig, FaultError, FaultStats, Nanos};
+use crate::fault::{CeMarking, Delay, FaultConfig, FaultError, FaultStats};
 use crate::io::memory::{self, MAC_A, MAC_B, MemoryDevice, MemoryLinkConfig};
 use crate::io::{Clock, Device, DeviceError, VirtualClock};
-use crate::transport::{Time, TransportConfig};
+use crate::time::Instant;
+use crate::transport::TransportConfig;
 use crate::wire::Ecn;
 
 pub const IP_A: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 168, 77, 1));
@@ -35,7 +36,7 @@ const WIRE_EXTRA: usize = 24;
 
 /// Capture timestamps start here (2025-01-01T00:00:00Z), so the same run always writes the
 /// same file.
-pub(crate) const CAPTURE_ORIGIN: Nanos = 1_735_689_600 * 1_000_000_000;
+pub(crate) const CAPTURE_ORIGIN: Instant = Instant::from_nanos(1_735_689_600 * 1_000_000_000);
 
 /// After this many steps without virtual time moving, the run is declared stuck.
 const MAX_STEPS_WITHOUT_TIME: u32 = 1_000_000;
@@ -76,7 +77,7 @@ pub enum NetError {
     #[error("writing the capture: {0}")]
     Capture(#[from] std::io::Error),
     #[error("no progress: {0} steps at virtual time {1} without time moving")]
-    Stuck(u32, Time),
+    Stuck(u32, Instant),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,9 +101,9 @@ impl Side {
 /// fault, applied before the seeded fault model).
 pub trait WireTap {
     /// The frame `from` sent at `at`; false to drop it.
-    fn on_frame(&mut self, at: Time, from: Side, frame: &[u8]) -> bool;
+    fn on_frame(&mut self, at: Instant, from: Side, frame: &[u8]) -> bool;
     /// The frame arriving at host `to` at `at`, after the link's delay, queue and marking.
-    fn on_arrival(&mut self, _at: Time, _to: Side, _frame: &[u8]) {}
+    fn on_arrival(&mut self, _at: Instant, _to: Side, _frame: &[u8]) {}
 }
 
 pub struct Network<W: Write> {
@@ -112,13 +113,13 @@ pub struct Network<W: Write> {
     buf: Vec<u8>,
     dev_a: MemoryDevice,
     dev_b: MemoryDevice,
-    wire_free: [Time; 2],
+    wire_free: [Instant; 2],
     line_gbps: f64,
     capture: Option<WindowedCapture<W>>,
     capture_side: Side,
     tap: Option<Box<dyn WireTap>>,
     steps_at_now: u32,
-    last_now: Time,
+    last_now: Instant,
     /// Host A's and host B's addresses.
     addrs: [IpAddr; 2],
 }
@@ -145,10 +146,6 @@ fn ce_marking(bottleneck: Option<Bottleneck>) -> CeMarking {
     }
 }
 
-fn ns(d: Duration) -> Nanos {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
 impl<W: Write> Network<W> {
     /// Hosts A and B on one /24, sending ECT(0) as DCQCN-capable NICs do, so that the
     /// bottleneck can mark CE instead of dropping (RFC 3168, Annex A17.9). `capture` records
@@ -162,10 +159,10 @@ impl<W: Write> Network<W> {
         let base = FaultConfig {
             loss: config.loss,
             reorder: config.reorder,
-            reorder_delay: ns(config.reorder_delay),
+            reorder_delay: config.reorder_delay,
             delay: Delay {
-                base: ns(config.delay),
-                jitter: 0,
+                base: config.delay,
+                jitter: Duration::ZERO,
             },
             ..FaultConfig::default()
         };
@@ -179,7 +176,7 @@ impl<W: Write> Network<W> {
             b_to_a: base,
             seed: config.seed,
         };
-        let clock = VirtualClock::new(0);
+        let clock = VirtualClock::new(Instant::ZERO);
         let (dev_a, dev_b) = memory::pair(link, clock.clone())?;
         let (addrs, prefix) = if config.ipv6 {
             ([IP6_A, IP6_B], 64)
@@ -200,13 +197,13 @@ impl<W: Write> Network<W> {
             buf: vec![0; Host::max_frame_len()],
             dev_a,
             dev_b,
-            wire_free: [Time::ZERO; 2],
+            wire_free: [Instant::ZERO; 2],
             line_gbps: config.line_gbps,
             capture,
             capture_side,
             tap: None,
             steps_at_now: 0,
-            last_now: Time::ZERO,
+            last_now: Instant::ZERO,
             addrs,
         })
     }
@@ -219,8 +216,8 @@ impl<W: Write> Network<W> {
         }
     }
 
-    pub fn now(&self) -> Time {
-        Time::from_nanos(self.clock.now())
+    pub fn now(&self) -> Instant {
+        self.clock.now()
     }
 
     pub fn host(&mut self, side: Side) -> &mut Host {
@@ -261,7 +258,7 @@ impl<W: Write> Network<W> {
     /// Sends what the NICs may send now, moves time to the next event (a frame due, a timer,
     /// a wire becoming free, or the caller's `wake`) and handles it. False when nothing is
     /// left to happen.
-    pub fn step(&mut self, wake: Option<Time>) -> Result<bool, NetError> {
+    pub fn step(&mut self, wake: Option<Instant>) -> Result<bool, NetError> {
         self.transmit()?;
         let now = self.now();
         let wires = self.wire_free.into_iter().filter(|&t| t > now);
@@ -273,14 +270,13 @@ impl<W: Write> Network<W> {
             .chain(
                 [self.dev_a.next_wakeup(), self.dev_b.next_wakeup()]
                     .into_iter()
-                    .flatten()
-                    .map(Time::from_nanos),
+                    .flatten(),
             )
             .min();
         let Some(next) = next else {
             return Ok(false);
         };
-        self.clock.advance_to(next.as_nanos());
+        self.clock.advance_to(next);
         let now = self.now();
         if now == self.last_now {
             self.steps_at_now += 1;
@@ -339,7 +335,7 @@ impl<W: Write> Network<W> {
                 if side == self.capture_side
                     && let Some(capture) = capture
                 {
-                    capture.record(CAPTURE_ORIGIN + now.as_nanos(), frame)?;
+                    capture.record(CAPTURE_ORIGIN + (now - Instant::ZERO), frame)?;
                 }
                 let carried = tap.as_mut().is_none_or(|t| t.on_frame(now, side, frame));
                 if carried {
@@ -354,7 +350,7 @@ impl<W: Write> Network<W> {
 
     fn deliver(&mut self) -> Result<(), NetError> {
         let now = self.now();
-        let at = CAPTURE_ORIGIN + now.as_nanos();
+        let at = CAPTURE_ORIGIN + (now - Instant::ZERO);
         let mut capture_error = None;
         let Network {
             a,

@@ -16,9 +16,10 @@ use thiserror::Error;
 
 use crate::endpoint::connect::{QpPath, connect};
 use crate::rng::Rng;
+use crate::time::Instant;
 use crate::transport::{
     Access, CqId, Engine, Event, MAX_RD_ATOMIC, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge,
-    Time, TransportError, WcStatus, WorkCompletion,
+    TransportError, WcStatus, WorkCompletion,
 };
 use crate::wire::{Psn, Qpn, RnrTimer};
 
@@ -209,7 +210,7 @@ pub struct Traffic {
     /// Receive slots B has posted, in order.
     receives: VecDeque<usize>,
     /// Receive slots B's application still holds, and when it posts each again.
-    held: VecDeque<(Time, usize)>,
+    held: VecDeque<(Instant, usize)>,
     started: [u64; 5],
     /// Sum of the values added so far: the next FETCH_ADD's expected result.
     added: u64,
@@ -299,12 +300,17 @@ impl Traffic {
     }
 
     /// When B's application next hands a receive back.
-    pub fn next_wakeup(&self) -> Option<Time> {
+    pub fn next_wakeup(&self) -> Option<Instant> {
         self.held.front().map(|&(at, _)| at)
     }
 
     /// Consumes completions (verifying each), then posts what the depth allows.
-    pub fn pump(&mut self, now: Time, a: &mut Engine, b: &mut Engine) -> Result<(), TrafficError> {
+    pub fn pump(
+        &mut self,
+        now: Instant,
+        a: &mut Engine,
+        b: &mut Engine,
+    ) -> Result<(), TrafficError> {
         for e in [&mut *a, &mut *b] {
             if let Some(Event::QpFatal { qpn }) = e.poll_event() {
                 return Err(TrafficError::QpFatal(qpn));
@@ -518,7 +524,7 @@ impl Traffic {
     /// A receive completed on host B: the oldest SEND arrived.
     fn complete_b(
         &mut self,
-        now: Time,
+        now: Instant,
         a: &Engine,
         b: &mut Engine,
         wc: &WorkCompletion,

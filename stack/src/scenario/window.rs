@@ -6,8 +6,8 @@
 use std::collections::VecDeque;
 use std::io::{self, Write};
 
-use crate::fault::Nanos;
 use crate::io::pcap::PcapWriter;
+use crate::time::Instant;
 
 /// How many frames to keep from each end of the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub struct CaptureSummary {
 pub struct WindowedCapture<W: Write> {
     writer: PcapWriter<W>,
     window: CaptureWindow,
-    tail: VecDeque<(Nanos, Vec<u8>)>,
+    tail: VecDeque<(Instant, Vec<u8>)>,
     summary: CaptureSummary,
 }
 
@@ -64,7 +64,7 @@ impl<W: Write> WindowedCapture<W> {
     }
 
     /// Offers one frame seen at `at` (nanoseconds since the Unix epoch).
-    pub fn record(&mut self, at: Nanos, frame: &[u8]) -> io::Result<()> {
+    pub fn record(&mut self, at: Instant, frame: &[u8]) -> io::Result<()> {
         self.summary.seen += 1;
         if self.summary.seen <= self.window.first {
             self.summary.written += 1;
@@ -109,7 +109,8 @@ mod tests {
         let window = CaptureWindow { first: 3, last: 2 };
         let mut cap = WindowedCapture::new(Vec::new(), window).unwrap();
         for i in 0..10u8 {
-            cap.record(u64::from(i) * 1000, &[i; 60]).unwrap();
+            cap.record(Instant::from_micros(u64::from(i)), &[i; 60])
+                .unwrap();
         }
         let (summary, bytes) = cap.finish().unwrap();
         assert_eq!(
@@ -131,7 +132,7 @@ mod tests {
     #[test]
     fn a_short_run_is_written_whole() {
         let mut cap = WindowedCapture::new(Vec::new(), CaptureWindow::default()).unwrap();
-        cap.record(0, &[1; 60]).unwrap();
+        cap.record(Instant::ZERO, &[1; 60]).unwrap();
         let (summary, _) = cap.finish().unwrap();
         assert_eq!((summary.written, summary.skipped), (1, 0));
     }

@@ -15,8 +15,8 @@ use super::mr::{
 use super::qp::{Ctx, QpInit, QpUsage, QueuePair};
 use super::qp_table::QpTable;
 use super::srq::{Srq, SrqAttrs, SrqId, SrqInit};
-use super::time::Time;
 use super::wr::{RecvWr, SendOp, SendWr};
+use crate::time::Instant;
 use crate::wire::{IbPacketRepr, Opcode, Qpn};
 
 /// A sans-IO RDMA transport engine (one RoCE device's worth of state).
@@ -353,7 +353,7 @@ impl Engine {
     fn with_qp<R>(
         &mut self,
         qpn: Qpn,
-        now: Time,
+        now: Instant,
         f: impl FnOnce(&mut QueuePair, &mut Ctx<'_>) -> R,
     ) -> Result<R, TransportError> {
         let Engine {
@@ -382,17 +382,17 @@ impl Engine {
     /// `ibv_modify_qp`: checks the transition and attributes (IBA 10.3.1, 11.2.4.2), then
     /// applies them; a refused modification changes nothing.
     pub fn modify_qp(&mut self, qpn: Qpn, modify: &ModifyQp) -> Result<(), TransportError> {
-        self.with_qp(qpn, Time::ZERO, |qp, ctx| qp.modify(ctx, modify))?
+        self.with_qp(qpn, Instant::ZERO, |qp, ctx| qp.modify(ctx, modify))?
     }
 
     /// `ibv_post_send`. In ERR and SQE the request completes at once with WR_FLUSH_ERR.
     pub fn post_send(&mut self, qpn: Qpn, wr: SendWr) -> Result<(), TransportError> {
-        self.with_qp(qpn, Time::ZERO, |qp, ctx| qp.post_send(ctx, wr))?
+        self.with_qp(qpn, Instant::ZERO, |qp, ctx| qp.post_send(ctx, wr))?
     }
 
     /// `ibv_post_recv`. In ERR the request completes at once with WR_FLUSH_ERR.
     pub fn post_recv(&mut self, qpn: Qpn, wr: RecvWr) -> Result<(), TransportError> {
-        self.with_qp(qpn, Time::ZERO, |qp, ctx| qp.post_recv(ctx, wr))?
+        self.with_qp(qpn, Instant::ZERO, |qp, ctx| qp.post_recv(ctx, wr))?
     }
 
     // ---- the wire ----
@@ -401,7 +401,7 @@ impl Engine {
     /// the ICRC), `src` is the sender's IP address. A dropped packet changes nothing.
     pub fn handle_packet(
         &mut self,
-        now: Time,
+        now: Instant,
         src: IpAddr,
         packet: &[u8],
     ) -> Result<(), DropReason> {
@@ -413,7 +413,7 @@ impl Engine {
         result
     }
 
-    fn dispatch(&mut self, now: Time, src: IpAddr, packet: &[u8]) -> Result<(), DropReason> {
+    fn dispatch(&mut self, now: Instant, src: IpAddr, packet: &[u8]) -> Result<(), DropReason> {
         let pkt = IbPacketRepr::parse(packet)?;
         if pkt.bth.tver != 0 {
             return Err(DropReason::UnsupportedVersion(pkt.bth.tver));
@@ -432,7 +432,7 @@ impl Engine {
     /// within one, responses and requests take turns when both are waiting.
     ///
     /// [`MAX_PACKET_LEN`]: super::MAX_PACKET_LEN
-    pub fn poll_transmit(&mut self, now: Time, buf: &mut [u8]) -> Option<Transmit> {
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         self.poll_transmit_gated(now, buf, |_| true)
     }
 
@@ -441,7 +441,7 @@ impl Engine {
     /// they take their turn again once it lets them.
     pub fn poll_transmit_gated(
         &mut self,
-        now: Time,
+        now: Instant,
         buf: &mut [u8],
         mut may_send: impl FnMut(Qpn) -> bool,
     ) -> Option<Transmit> {
@@ -466,7 +466,7 @@ impl Engine {
     }
 
     /// The earliest time [`Engine::handle_timeout`] has work to do.
-    pub fn poll_timeout(&self) -> Option<Time> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         self.active
             .iter()
             .filter_map(|&q| self.qps.get(q))
@@ -475,7 +475,7 @@ impl Engine {
     }
 
     /// Runs every timer due at or before `now`.
-    pub fn handle_timeout(&mut self, now: Time) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         for i in 0..self.active.len() {
             let qpn = self.active[i];
             let _ = self.with_qp(qpn, now, |qp, ctx| {

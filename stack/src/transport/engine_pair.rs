@@ -18,11 +18,11 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::{
-    Access, CqId, Engine, MAX_PACKET_LEN, ModifyQp, Mtu, QpInit, QpState, QpType, Time,
-    TransportConfig,
+    Access, CqId, Engine, MAX_PACKET_LEN, ModifyQp, Mtu, QpInit, QpState, QpType, TransportConfig,
 };
 use crate::fault::{Delay, Fate, FaultConfig, FaultError, FaultyLink};
 use crate::rng::Rng;
+use crate::time::Instant;
 use crate::wire::builder::RoceRepr;
 use crate::wire::encap::Ecn;
 use crate::wire::packet::RocePacket;
@@ -62,8 +62,8 @@ impl LinkConfig {
             gbps: 100.0,
             faults: FaultConfig {
                 delay: Delay {
-                    base: 1_000,
-                    jitter: 0,
+                    base: Duration::from_micros(1),
+                    jitter: Duration::ZERO,
                 },
                 ..FaultConfig::default()
             },
@@ -139,7 +139,7 @@ impl Side {
 /// One packet a side sent, for tests that look at the exchange.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Captured {
-    pub time: Time,
+    pub time: Instant,
     pub from: Side,
     pub src_qp: Qpn,
     /// BTH through pad.
@@ -178,10 +178,10 @@ const IB_OFFSET: usize = 42;
 pub struct Pair {
     pub a: Engine,
     pub b: Engine,
-    now: Time,
+    now: Instant,
     link: LinkConfig,
     /// Per direction (A to B, B to A): when the wire is free, and the fault model.
-    free_at: [Time; 2],
+    free_at: [Instant; 2],
     lines: [FaultyLink; 2],
     /// Corruption draws of [`Framing::Ib`].
     rng: Rng,
@@ -251,9 +251,9 @@ impl Pair {
         Ok(Pair {
             a: Engine::new(config),
             b: Engine::new(config),
-            now: Time::ZERO,
+            now: Instant::ZERO,
             link,
-            free_at: [Time::ZERO; 2],
+            free_at: [Instant::ZERO; 2],
             lines,
             rng: Rng::new(seed ^ 0xc0ff_ee00),
             pool: Vec::new(),
@@ -276,7 +276,7 @@ impl Pair {
         ])
     }
 
-    pub fn now(&self) -> Time {
+    pub fn now(&self) -> Instant {
         self.now
     }
 
@@ -347,10 +347,10 @@ impl Pair {
             .into_iter()
             .flatten()
             .min();
-        let mut consider = |t: Time| next = Some(next.map_or(t, |n: Time| n.min(t)));
+        let mut consider = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
         for d in 0..2 {
             if let Some(at) = self.lines[d].next_delivery() {
-                consider(Time::from_nanos(at));
+                consider(at);
             }
             if self.free_at[d] > self.now {
                 consider(self.free_at[d]);
@@ -372,7 +372,7 @@ impl Pair {
     }
 
     /// Steps until `done` holds (true), nothing is left to happen or `limit` passes (false).
-    pub fn run_until(&mut self, limit: Time, mut done: impl FnMut(&mut Pair) -> bool) -> bool {
+    pub fn run_until(&mut self, limit: Instant, mut done: impl FnMut(&mut Pair) -> bool) -> bool {
         loop {
             if done(self) {
                 return true;
@@ -384,7 +384,7 @@ impl Pair {
     }
 
     /// Steps until nothing is left to happen or `limit` passes; true if it went idle.
-    pub fn run_idle(&mut self, limit: Time) -> bool {
+    pub fn run_idle(&mut self, limit: Instant) -> bool {
         while self.now <= limit {
             if !self.step() {
                 return true;
@@ -462,7 +462,7 @@ impl Pair {
             self.pool.push(frame);
             Fate::Dropped
         } else {
-            self.lines[d].send(self.free_at[d].as_nanos(), frame)
+            self.lines[d].send(self.free_at[d], frame)
         };
         if let (Some(capture), Some(bytes)) = (&mut self.capture, copy) {
             capture.push(Captured {
@@ -489,7 +489,7 @@ impl Pair {
         for to in [Side::B, Side::A] {
             let d = to.peer().index();
             let now = self.now;
-            while let Some(frame) = self.lines[d].poll(now.as_nanos()) {
+            while let Some(frame) = self.lines[d].poll(now) {
                 self.receive(to, &frame);
                 self.pool.push(frame);
             }

@@ -20,9 +20,10 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::{
-    Access, Engine, MAX_PACKET_LEN, ModifyQp, Mtu, QpInit, QpState, QpType, RecvWr, Sge, Time,
+    Access, Engine, MAX_PACKET_LEN, ModifyQp, Mtu, QpInit, QpState, QpType, RecvWr, Sge,
     TransportConfig,
 };
+use crate::time::Instant;
 use crate::wire::opcode::op;
 use crate::wire::{
     AtomicEthRepr, BthRepr, DethRepr, ExtHeaders, IbPacketRepr, IethRepr, ImmDtRepr, Opcode, PKey,
@@ -183,14 +184,16 @@ pub fn responder(data: &[u8]) -> super::Stats {
             &built[..len]
         };
         now += 1_000;
-        let _ = t.engine.handle_packet(Time::from_nanos(now), PEER, packet);
+        let _ = t
+            .engine
+            .handle_packet(Instant::from_nanos(now), PEER, packet);
         if head & 0x20 != 0 {
             now += 50_000_000;
-            t.engine.handle_timeout(Time::from_nanos(now));
+            t.engine.handle_timeout(Instant::from_nanos(now));
         }
         let hold = head & 0x90 == 0x90;
         while let Some(tx) = (!hold)
-            .then(|| t.engine.poll_transmit(Time::from_nanos(now), &mut buf))
+            .then(|| t.engine.poll_transmit(Instant::from_nanos(now), &mut buf))
             .flatten()
         {
             let sent = IbPacketRepr::parse(&buf[..tx.len]).expect("the engine sends valid packets");
@@ -395,13 +398,13 @@ pub fn completer(data: &[u8]) -> super::Stats {
     while !input.0.is_empty() {
         now += 1_000;
         while engine
-            .poll_transmit(Time::from_nanos(now), &mut buf)
+            .poll_transmit(Instant::from_nanos(now), &mut buf)
             .is_some()
         {}
         let head = input.byte();
         if head & 0x20 != 0 {
             now += 2_000_000;
-            engine.handle_timeout(Time::from_nanos(now));
+            engine.handle_timeout(Instant::from_nanos(now));
         }
         let packet: &[u8] = if head & 0x80 == 0 {
             input.take(usize::from(head & 0x3f) * 4)
@@ -438,7 +441,7 @@ pub fn completer(data: &[u8]) -> super::Stats {
                 .unwrap_or(0);
             &built[..len]
         };
-        let _ = engine.handle_packet(Time::from_nanos(now), PEER, packet);
+        let _ = engine.handle_packet(Instant::from_nanos(now), PEER, packet);
         // Completions are left queued now and then, to see that they do not pile up.
         let queued = engine.cq(cq).map_or(0, |q| q.len());
         assert!(

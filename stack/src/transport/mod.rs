@@ -85,7 +85,6 @@ mod mr;
 mod qp;
 mod qp_table;
 mod srq;
-mod time;
 mod wr;
 
 pub mod engine_pair;
@@ -103,7 +102,6 @@ pub use mr::{
 };
 pub use qp::{GRH_LEN, QpInit, QpUsage, local_ack_timeout};
 pub use srq::{SrqAttrs, SrqError, SrqId, SrqInit};
-pub use time::Time;
 pub use wr::{RecvWr, SendOp, SendWr, Sge, UdDest};
 
 #[cfg(test)]

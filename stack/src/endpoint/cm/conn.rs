@@ -5,7 +5,8 @@ use core::time::Duration;
 use std::net::IpAddr;
 
 use super::params::ListenerId;
-use crate::transport::{Mtu, QpType, Time};
+use crate::time::Instant;
+use crate::transport::{Mtu, QpType};
 use crate::wire::{Psn, Qpn};
 
 /// The states of IBA Figure 150/151 the manager keeps (the transient ones, REP received and
@@ -111,7 +112,7 @@ pub(super) struct Connection {
     pub max_retries: u8,
     pub pending: Option<Pending>,
     /// When the pending MAD is due again, or time-wait ends.
-    pub deadline: Option<Time>,
+    pub deadline: Option<Instant>,
     /// The last answer sent, repeated for a duplicate of what it answered (REP for a REQ,
     /// RTU for a REP, DREP for a DREQ, SIDR_REP for a SIDR_REQ).
     pub last_answer: Option<Vec<u8>>,

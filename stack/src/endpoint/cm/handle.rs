@@ -11,7 +11,8 @@ use super::{
 };
 use crate::endpoint::connect;
 use crate::endpoint::gid::{GidTable, gid_to_ip};
-use crate::transport::{Engine, ModifyQp, QpState, QpType, Time};
+use crate::time::Instant;
+use crate::transport::{Engine, ModifyQp, QpState, QpType};
 use crate::wire::FixedHeader;
 use crate::wire::cm::{
     CmAttribute, CmMadRepr, CmMessage, DrepRepr, DreqRepr, IpCmHeaderRepr, MraRepr, PortSpace,
@@ -25,7 +26,7 @@ impl ConnectionManager {
     /// `gids` says which addresses are ours; `engine` holds the QPs connections move.
     pub fn handle_mad(
         &mut self,
-        now: Time,
+        now: Instant,
         from: IpAddr,
         mad: &[u8],
         gids: &GidTable,
@@ -132,7 +133,7 @@ impl ConnectionManager {
 
     // ---- passive side ----
 
-    fn on_req(&mut self, now: Time, from: IpAddr, tid: u64, req: &ReqRepr, gids: &GidTable) {
+    fn on_req(&mut self, now: Instant, from: IpAddr, tid: u64, req: &ReqRepr, gids: &GidTable) {
         let key = RemoteKey {
             peer: from,
             id: req.local_comm_id,
@@ -315,7 +316,7 @@ impl ConnectionManager {
     /// A REQ again: MRA while the consumer decides, the REP again once it accepted, a stale
     /// REJ after close; an established connection ignores it (Linux's cm_dup_req_handler,
     /// with the REP resent rather than left to its timer).
-    fn duplicate_req(&mut self, now: Time, id: u32, from: IpAddr, tid: u64, req: &ReqRepr) {
+    fn duplicate_req(&mut self, now: Instant, id: u32, from: IpAddr, tid: u64, req: &ReqRepr) {
         self.stats.duplicates += 1;
         let service_timeout = self.config.mra_service_timeout;
         let Some(c) = self.conns.get_mut(&id) else {
@@ -469,7 +470,7 @@ impl ConnectionManager {
 
     /// An MRA: the peer needs more time for our REQ or REP; wait its Service Timeout before
     /// sending again (IBA 12.6.6).
-    fn on_mra(&mut self, now: Time, from: IpAddr, mra: &MraRepr) {
+    fn on_mra(&mut self, now: Instant, from: IpAddr, mra: &MraRepr) {
         let Some(c) = self
             .conns
             .get(&mra.remote_comm_id)
@@ -495,7 +496,7 @@ impl ConnectionManager {
         self.set_deadline(id, Some(now + wait));
     }
 
-    fn on_rej(&mut self, now: Time, from: IpAddr, r: &RejRepr, engine: &mut Engine) {
+    fn on_rej(&mut self, now: Instant, from: IpAddr, r: &RejRepr, engine: &mut Engine) {
         self.stats.rejects_received += 1;
         let id = if r.reason == reject_reason::TIMEOUT {
             // The peer gave up on us: it names itself by its ID (and CA GUID in the ARI).
@@ -551,7 +552,14 @@ impl ConnectionManager {
 
     // ---- release ----
 
-    fn on_dreq(&mut self, now: Time, from: IpAddr, tid: u64, dreq: &DreqRepr, engine: &mut Engine) {
+    fn on_dreq(
+        &mut self,
+        now: Instant,
+        from: IpAddr,
+        tid: u64,
+        dreq: &DreqRepr,
+        engine: &mut Engine,
+    ) {
         let drep = |local, remote| {
             CmMessage::Drep(DrepRepr {
                 local_comm_id: local,
@@ -588,7 +596,7 @@ impl ConnectionManager {
         }
     }
 
-    fn on_drep(&mut self, now: Time, from: IpAddr, drep: &DrepRepr) {
+    fn on_drep(&mut self, now: Instant, from: IpAddr, drep: &DrepRepr) {
         match self.lookup(from, drep.remote_comm_id, drep.local_comm_id) {
             Some(id) if self.conns[&id].state == State::DreqSent => {
                 self.events
@@ -602,7 +610,7 @@ impl ConnectionManager {
 
     // ---- SIDR ----
 
-    fn on_sidr_req(&mut self, now: Time, from: IpAddr, tid: u64, req: &SidrReqRepr) {
+    fn on_sidr_req(&mut self, now: Instant, from: IpAddr, tid: u64, req: &SidrReqRepr) {
         let key = RemoteKey {
             peer: from,
             id: req.request_id,

@@ -48,7 +48,8 @@ use params::rd_atomic;
 use super::connect::{self, QpPath};
 use super::gid::ip_to_gid;
 use crate::rng::Rng;
-use crate::transport::{Access, Engine, ModifyQp, Mtu, QpState, QpType, Time};
+use crate::time::Instant;
+use crate::transport::{Access, Engine, ModifyQp, Mtu, QpState, QpType};
 use crate::wire::cm::{
     CmMadRepr, CmMessage, DreqRepr, IpCmHeaderRepr, PortSpace, RejRepr, ReqRepr, SidrRepRepr,
     SidrReqRepr, cm_time, message_code, reject_reason, sidr_status,
@@ -125,7 +126,7 @@ pub struct ConnectionManager {
     /// Passive connections whose REP waits for an RTU, by our QP: the first packet on the QP
     /// stands for the RTU (IBA 12.9.6: communication established).
     awaiting_rtu: HashMap<Qpn, u32>,
-    timers: BTreeSet<(Time, u32)>,
+    timers: BTreeSet<(Instant, u32)>,
     /// Connections whose state is half-open (see [`State::is_half_open`]).
     half_open: usize,
     outgoing: VecDeque<Outgoing>,
@@ -216,7 +217,7 @@ impl ConnectionManager {
     /// to RTS. Events: `Established`, `Rejected` or `TimedOut`.
     pub fn connect(
         &mut self,
-        now: Time,
+        now: Instant,
         params: ConnectParams,
         engine: &mut Engine,
     ) -> Result<ConnId, CmError> {
@@ -294,7 +295,7 @@ impl ConnectionManager {
     /// client's QPN, PSN and path, and the REP goes out. `Established` follows the RTU.
     pub fn accept(
         &mut self,
-        now: Time,
+        now: Instant,
         id: ConnId,
         params: AcceptParams,
         engine: &mut Engine,
@@ -338,7 +339,7 @@ impl ConnectionManager {
 
     /// Refuses a connect request (`rdma_reject`): REJ "consumer defined" with the private
     /// data.
-    pub fn reject(&mut self, now: Time, id: ConnId, private_data: &[u8]) -> Result<(), CmError> {
+    pub fn reject(&mut self, now: Instant, id: ConnId, private_data: &[u8]) -> Result<(), CmError> {
         check_private(private_data, 148, "REJ")?;
         let c = self.conn_in(id, &[State::ReqRcvd, State::MraReqSent], "reject")?;
         // Linux leaves its Local Communication ID out of a REJ of a REQ it has not MRAed.
@@ -367,7 +368,7 @@ impl ConnectionManager {
     /// DREP, or the DREQ's last retry. Closing a closed connection does nothing.
     pub fn disconnect(
         &mut self,
-        now: Time,
+        now: Instant,
         id: ConnId,
         engine: &mut Engine,
     ) -> Result<(), CmError> {
@@ -400,7 +401,7 @@ impl ConnectionManager {
     /// Asks a server which UD QP serves `params.port` in the UDP port space
     /// (`rdma_resolve_route` on a UDP id). Events: `SidrResolved`, `SidrFailed` or
     /// `TimedOut`.
-    pub fn resolve(&mut self, now: Time, params: SidrParams) -> Result<ConnId, CmError> {
+    pub fn resolve(&mut self, now: Instant, params: SidrParams) -> Result<ConnId, CmError> {
         check_private(&params.private_data, SIDR_REQ_USER_DATA, "SIDR_REQ")?;
         self.check_room()?;
         let id = self.new_id();
@@ -430,7 +431,7 @@ impl ConnectionManager {
     /// answer until `time_wait` passes.
     pub fn sidr_reply(
         &mut self,
-        now: Time,
+        now: Instant,
         id: ConnId,
         qpn: Qpn,
         qkey: u32,
@@ -441,13 +442,13 @@ impl ConnectionManager {
     }
 
     /// Refuses a SIDR request (status "rejected").
-    pub fn sidr_reject(&mut self, now: Time, id: ConnId) -> Result<(), CmError> {
+    pub fn sidr_reject(&mut self, now: Instant, id: ConnId) -> Result<(), CmError> {
         self.sidr_answer(now, id, sidr_status::REJECTED, Qpn::new(0), 0, &[])
     }
 
     fn sidr_answer(
         &mut self,
-        now: Time,
+        now: Instant,
         id: ConnId,
         status: u8,
         qpn: Qpn,
@@ -471,7 +472,7 @@ impl ConnectionManager {
 
     /// Forgets a connection at once (`rdma_destroy_id`): an established one is closed first
     /// (its DREQ goes out once, unanswered DREPs are not waited for).
-    pub fn destroy(&mut self, now: Time, id: ConnId, engine: &mut Engine) {
+    pub fn destroy(&mut self, now: Instant, id: ConnId, engine: &mut Engine) {
         if self
             .conns
             .get(&id.0)
@@ -497,12 +498,12 @@ impl ConnectionManager {
     }
 
     /// When [`ConnectionManager::handle_timeout`] has work next.
-    pub fn poll_timeout(&self) -> Option<Time> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.first().map(|&(t, _)| t)
     }
 
     /// Resends what is unanswered, gives up after the last retry, ends time-waits.
-    pub fn handle_timeout(&mut self, now: Time, engine: &mut Engine) {
+    pub fn handle_timeout(&mut self, now: Instant, engine: &mut Engine) {
         while let Some(&(at, id)) = self.timers.first() {
             if at > now {
                 break;
@@ -607,7 +608,7 @@ impl ConnectionManager {
     }
 
     /// Sends `mad` for connection `id` and keeps it to send again until answered.
-    fn send_expecting(&mut self, now: Time, id: u32, mad: Vec<u8>) {
+    fn send_expecting(&mut self, now: Instant, id: u32, mad: Vec<u8>) {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
@@ -623,7 +624,7 @@ impl ConnectionManager {
         self.set_deadline(id, Some(now + interval));
     }
 
-    fn set_deadline(&mut self, id: u32, at: Option<Time>) {
+    fn set_deadline(&mut self, id: u32, at: Option<Instant>) {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
@@ -637,7 +638,7 @@ impl ConnectionManager {
     }
 
     /// Closes connection `id` and keeps it for `time_wait` to answer late duplicates.
-    fn enter_time_wait(&mut self, now: Time, id: u32) {
+    fn enter_time_wait(&mut self, now: Instant, id: u32) {
         self.set_state(id, State::TimeWait);
         let Some(c) = self.conns.get_mut(&id) else {
             return;
@@ -686,7 +687,7 @@ impl ConnectionManager {
     }
 
     /// The last retry of connection `id`'s pending MAD went unanswered.
-    fn give_up(&mut self, now: Time, id: u32, engine: &mut Engine) {
+    fn give_up(&mut self, now: Instant, id: u32, engine: &mut Engine) {
         let Some(c) = self.conns.get(&id) else {
             return;
         };

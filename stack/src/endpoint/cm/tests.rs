@@ -57,7 +57,7 @@ impl Side {
 }
 
 /// A MAD on the wire: when it arrives, whether it goes to B, and its bytes.
-type InFlight = (Time, bool, Vec<u8>);
+type InFlight = (Instant, bool, Vec<u8>);
 
 /// Decides the fate of each MAD: true to drop it. Sees the direction (true: A to B) and
 /// the message.
@@ -66,7 +66,7 @@ type Fate = Box<dyn FnMut(bool, CmAttribute) -> bool>;
 struct Pair {
     a: Side,
     b: Side,
-    now: Time,
+    now: Instant,
     wire: Vec<InFlight>,
     fate: Fate,
     /// Every MAD sent: (direction, message), dropped ones included.
@@ -78,7 +78,7 @@ impl Pair {
         Pair {
             a: Side::new("10.0.0.1", 1),
             b: Side::new("10.0.0.2", 2),
-            now: Time::ZERO,
+            now: Instant::ZERO,
             wire: Vec::new(),
             fate: Box::new(|_, _| false),
             log: Vec::new(),

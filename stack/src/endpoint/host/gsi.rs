@@ -14,7 +14,7 @@ use crate::endpoint::cm::{
     AcceptParams, CmError, CmEvent, ConnId, ConnectParams, ConnectionManager, ListenParams,
     ListenerId, SidrParams,
 };
-use crate::transport::Time;
+use crate::time::Instant;
 use crate::wire::mad::{MAD_LEN, gsi_packet};
 use crate::wire::opcode::op;
 use crate::wire::{DethRepr, Opcode, Psn, Qpn, RocePacket, RoceRepr, Transport};
@@ -31,7 +31,7 @@ pub enum HostCmError {
 impl Host {
     /// A packet for QP1: checked as the GSI checks (UD SEND of a whole MAD, the GSI Q_Key, our
     /// partition), then given to the connection manager.
-    pub(super) fn handle_gsi(&mut self, now: Time, packet: &RocePacket<'_>) {
+    pub(super) fn handle_gsi(&mut self, now: Instant, packet: &RocePacket<'_>) {
         let bth = packet.bth();
         let drops = &mut self.stats.drops;
         let Some(deth) = packet.ext().deth else {
@@ -61,7 +61,7 @@ impl Host {
     }
 
     /// Frames the connection manager's MADs; true if any went out or was queued.
-    pub(super) fn transmit_mads(&mut self, now: Time) -> bool {
+    pub(super) fn transmit_mads(&mut self, now: Instant) -> bool {
         let mut any = false;
         while let Some(o) = self.cm.poll_transmit() {
             any = true;
@@ -100,7 +100,7 @@ impl Host {
     /// address towards the server, whose MAC starts being resolved.
     pub fn cm_connect(
         &mut self,
-        now: Time,
+        now: Instant,
         mut params: ConnectParams,
     ) -> Result<ConnId, HostCmError> {
         params.src = self
@@ -114,7 +114,7 @@ impl Host {
     /// Accepts a connect request (`rdma_accept`).
     pub fn cm_accept(
         &mut self,
-        now: Time,
+        now: Instant,
         id: ConnId,
         params: AcceptParams,
     ) -> Result<(), HostCmError> {
@@ -124,7 +124,7 @@ impl Host {
     /// Refuses a connect request (`rdma_reject`).
     pub fn cm_reject(
         &mut self,
-        now: Time,
+        now: Instant,
         id: ConnId,
         private_data: &[u8],
     ) -> Result<(), HostCmError> {
@@ -132,17 +132,21 @@ impl Host {
     }
 
     /// Closes a connection (`rdma_disconnect`).
-    pub fn cm_disconnect(&mut self, now: Time, id: ConnId) -> Result<(), HostCmError> {
+    pub fn cm_disconnect(&mut self, now: Instant, id: ConnId) -> Result<(), HostCmError> {
         Ok(self.cm.disconnect(now, id, &mut self.engine)?)
     }
 
     /// Forgets a connection (`rdma_destroy_id`), closing it first if it is up.
-    pub fn cm_destroy(&mut self, now: Time, id: ConnId) {
+    pub fn cm_destroy(&mut self, now: Instant, id: ConnId) {
         self.cm.destroy(now, id, &mut self.engine);
     }
 
     /// Resolves a UD service of a server (SIDR; rdma_cm's UDP port space).
-    pub fn cm_resolve(&mut self, now: Time, mut params: SidrParams) -> Result<ConnId, HostCmError> {
+    pub fn cm_resolve(
+        &mut self,
+        now: Instant,
+        mut params: SidrParams,
+    ) -> Result<ConnId, HostCmError> {
         params.src = self
             .gids
             .source_for(params.dest)
@@ -154,7 +158,7 @@ impl Host {
     /// Answers a SIDR request with our UD QP and Q_Key.
     pub fn cm_sidr_reply(
         &mut self,
-        now: Time,
+        now: Instant,
         id: ConnId,
         qpn: Qpn,
         qkey: u32,
@@ -164,7 +168,7 @@ impl Host {
     }
 
     /// Refuses a SIDR request.
-    pub fn cm_sidr_reject(&mut self, now: Time, id: ConnId) -> Result<(), HostCmError> {
+    pub fn cm_sidr_reject(&mut self, now: Instant, id: ConnId) -> Result<(), HostCmError> {
         Ok(self.cm.sidr_reject(now, id)?)
     }
 

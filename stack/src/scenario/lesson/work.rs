@@ -5,9 +5,8 @@ use std::net::IpAddr;
 
 use super::{ATOMIC_AT, ATOMIC_START, End, GenError, Lesson, Q_KEY, VA_A, VA_B};
 use crate::endpoint::Host;
-use crate::transport::{
-    Access, PdId, RecvWr, SendOp, SendWr, Sge, Time, UdDest, WcStatus, inc_rkey,
-};
+use crate::time::Instant;
+use crate::transport::{Access, PdId, RecvWr, SendOp, SendWr, Sge, UdDest, WcStatus, inc_rkey};
 
 /// One lesson's work.
 pub struct Work {
@@ -17,7 +16,7 @@ pub struct Work {
     pub want_a: usize,
     pub want_b: usize,
     /// A receive B posts only at this time (the RNR lesson).
-    pub late_recv: Option<(Time, RecvWr)>,
+    pub late_recv: Option<(Instant, RecvWr)>,
     /// Where the lesson's data must have landed when it is over.
     pub lands: Option<Landing>,
     /// The status every completion at A, and at B, must have.
@@ -191,7 +190,7 @@ pub fn plan(
         }
         Lesson::Rnr => Work {
             want_b: 1,
-            late_recv: Some((Time::ZERO + Duration::from_micros(150), recv(b))),
+            late_recv: Some((Instant::ZERO + Duration::from_micros(150), recv(b))),
             ..work(vec![wr(a, SendOp::Send, VA_A, 1500)], vec![])
         },
         Lesson::NakAccess => {

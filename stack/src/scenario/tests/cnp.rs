@@ -66,15 +66,15 @@ fn run_capture() -> (Vec<u8>, Qpn) {
     )
     .unwrap();
     let mut marking = true;
-    while net.now() < Time::ZERO + RUN_ENDS {
-        if marking && net.now() >= Time::ZERO + MARKING_ENDS {
+    while net.now() < Instant::ZERO + RUN_ENDS {
+        if marking && net.now() >= Instant::ZERO + MARKING_ENDS {
             net.set_bottleneck(None).unwrap();
             marking = false;
         }
         traffic
             .pump(net.now(), net.a.engine_mut(), net.b.engine_mut())
             .unwrap();
-        let wake = [traffic.next_wakeup(), Some(Time::ZERO + MARKING_ENDS)]
+        let wake = [traffic.next_wakeup(), Some(Instant::ZERO + MARKING_ENDS)]
             .into_iter()
             .flatten()
             .filter(|&t| t > net.now())

@@ -101,7 +101,7 @@ fn undelivered_data_fails_verification() {
         addrs,
     )
     .unwrap();
-    t.pump(Time::ZERO, net.a.engine_mut(), net.b.engine_mut())
+    t.pump(Instant::ZERO, net.a.engine_mut(), net.b.engine_mut())
         .unwrap();
     let err = t
         .complete_first_unchecked(net.a.engine(), net.b.engine())

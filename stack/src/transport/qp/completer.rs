@@ -20,9 +20,9 @@
 use core::time::Duration;
 
 use super::{Ctx, QueuePair};
+use crate::time::Instant;
 use crate::transport::attrs::{QpState, QpType};
 use crate::transport::cq::WcStatus;
-use crate::transport::time::Time;
 use crate::transport::wr::SendOp;
 use crate::wire::opcode::op;
 use crate::wire::{IbPacketRepr, NakCode, Psn, RnrTimer, Syndrome};
@@ -74,11 +74,11 @@ impl Completer {
 #[derive(Debug, Default)]
 struct Timers {
     /// The spec's local ACK timeout.
-    ack: Option<Time>,
+    ack: Option<Instant>,
     /// The fast retransmit timer.
-    fast: Option<Time>,
+    fast: Option<Instant>,
     /// Waiting out an RNR NAK; nothing is sent until then.
-    rnr: Option<Time>,
+    rnr: Option<Instant>,
     retry_left: u8,
     rnr_left: u8,
     /// Tail-loss probes sent since the last progress.
@@ -88,7 +88,7 @@ struct Timers {
     srtt: Option<Duration>,
     rttvar: Duration,
     /// A packet with AckReq being timed (Karn: never a retransmitted one).
-    sample: Option<(Psn, Time)>,
+    sample: Option<(Psn, Instant)>,
 }
 
 const MAX_BACKOFF: u8 = 16;
@@ -171,7 +171,7 @@ impl QueuePair {
     }
 
     /// The earliest deadline of this requester.
-    pub(crate) fn next_deadline(&self) -> Option<Time> {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
         if self.init.qp_type != QpType::Rc || !matches!(self.state, QpState::Rts | QpState::Sqd) {
             return None;
         }

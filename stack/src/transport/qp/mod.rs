@@ -16,19 +16,19 @@ use requester::{SendQueue, SendWqe};
 use responder::Responder;
 pub use responder::{GRH_LEN, QpUsage};
 
+use crate::time::Instant;
 use crate::transport::attrs::{ModifyError, ModifyQp, QpAttrs, QpState, QpType, check_modify};
 use crate::transport::config::{Event, Stats, Transmit, TransportConfig};
 use crate::transport::cq::{CompletionQueue, CqId, WcOpcode, WcStatus, WorkCompletion};
 use crate::transport::error::{DropReason, TransportError};
 use crate::transport::mr::{Accessor, MrTable, PdId};
 use crate::transport::srq::{Srq, SrqId};
-use crate::transport::time::Time;
 use crate::transport::wr::{RecvWr, SendOp, SendWr};
 use crate::wire::{IbPacketRepr, Qpn, Transport};
 
 /// Everything of the engine a queue pair touches while it works, borrowed for one call.
 pub(crate) struct Ctx<'a> {
-    pub now: Time,
+    pub now: Instant,
     pub mrs: &'a mut MrTable,
     pub cqs: &'a mut [CompletionQueue],
     pub stats: &'a mut Stats,

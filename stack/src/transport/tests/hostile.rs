@@ -5,8 +5,9 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use crate::time::Instant;
 use crate::transport::{
-    Access, Engine, MAX_PACKET_LEN, ModifyQp, Mtu, QpInit, QpState, QpType, QpUsage, Time,
+    Access, Engine, MAX_PACKET_LEN, ModifyQp, Mtu, QpInit, QpState, QpType, QpUsage,
     TransportConfig,
 };
 use crate::wire::opcode::op;
@@ -69,7 +70,7 @@ impl Responder {
         self.now += 1_000;
         let _ = self
             .engine
-            .handle_packet(Time::from_nanos(self.now), PEER, &buf[..len]);
+            .handle_packet(Instant::from_nanos(self.now), PEER, &buf[..len]);
     }
 
     /// A new READ of `len` bytes at `offset`; returns its PSN.
@@ -140,7 +141,7 @@ impl Responder {
         let mut out = Vec::new();
         while let Some(tx) = self
             .engine
-            .poll_transmit(Time::from_nanos(self.now), &mut buf)
+            .poll_transmit(Instant::from_nanos(self.now), &mut buf)
         {
             let p = IbPacketRepr::parse(&buf[..tx.len]).unwrap();
             let nak = p.ext.aeth.and_then(|a| match a.syndrome {
@@ -301,7 +302,7 @@ fn a_write_over_queued_reads_keeps_only_what_it_overwrites() {
     // Every READ returns the memory as it executed, before both WRITEs.
     let mut buf = vec![0u8; MAX_PACKET_LEN];
     let mut got = Vec::new();
-    while let Some(tx) = r.engine.poll_transmit(Time::from_nanos(r.now), &mut buf) {
+    while let Some(tx) = r.engine.poll_transmit(Instant::from_nanos(r.now), &mut buf) {
         let p = IbPacketRepr::parse(&buf[..tx.len]).unwrap();
         got.extend_from_slice(p.payload);
     }

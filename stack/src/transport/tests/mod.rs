@@ -15,8 +15,9 @@ mod verbs;
 use core::time::Duration;
 
 use super::engine_pair::{ConnectOptions, Connection, LinkConfig, Pair, Side};
-use super::{Access, QpType, RecvWr, SendOp, SendWr, Sge, Time, TransportConfig, WorkCompletion};
+use super::{Access, QpType, RecvWr, SendOp, SendWr, Sge, TransportConfig, WorkCompletion};
 use crate::rng::Rng;
+use crate::time::Instant;
 use crate::wire::IbPacketRepr;
 
 /// Virtual addresses of the regions every side registers.
@@ -191,6 +192,6 @@ pub fn drop_first(
 }
 
 /// Time far enough ahead for any test to finish.
-pub fn later(pair: &Pair, secs: u64) -> Time {
+pub fn later(pair: &Pair, secs: u64) -> Instant {
     pair.now() + Duration::from_secs(secs)
 }

@@ -82,10 +82,10 @@ fn faults() -> impl Strategy<Value = FaultConfig> {
             loss,
             duplicate,
             reorder,
-            reorder_delay: 3_000,
+            reorder_delay: Duration::from_nanos(3_000),
             delay: Delay {
-                base: 2_000,
-                jitter: 500,
+                base: Duration::from_nanos(2_000),
+                jitter: Duration::from_nanos(500),
             },
             corrupt,
             ce_mark: CeMarking::Probability(ce_mark),

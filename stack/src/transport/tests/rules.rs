@@ -467,7 +467,7 @@ fn a_slow_peer_fires_the_fast_timer_a_few_times_only() {
     write_64k_messages(&mut s, 48, 4, |s, done| {
         if done == 8 {
             let mut slow = *s.pair.link();
-            slow.faults.delay.base = 300_000;
+            slow.faults.delay.base = Duration::from_micros(300);
             s.pair.set_link(slow, 22).unwrap();
         }
     });
