@@ -32,6 +32,7 @@ commands! {
     Demo(cmd::demo::DemoArgs) => cmd::demo::run,
     Pingpong(cmd::pingpong::PingpongArgs) => cmd::pingpong::run,
     Perf(cmd::perf::PerfArgs) => cmd::perf::run,
+    Rping(cmd::rping::RpingArgs) => cmd::rping::run,
     Gen(cmd::teach::GenArgs) => cmd::teach::run,
     View(cmd::view::ViewArgs) => cmd::view::run,
 }

@@ -10,6 +10,7 @@ use roce::endpoint::dcqcn::DcqcnHook;
 use roce::endpoint::{Backend, Host, HostConfig, IpCidr, Runtime, RuntimeConfig};
 use roce::wire::Ecn;
 
+/// The options of a command whose peer is found through an out-of-band TCP exchange.
 #[derive(Debug, Args)]
 pub struct EndpointArgs {
     /// The server to connect to (TCP, the out-of-band exchange); without it, be the server.
@@ -17,6 +18,21 @@ pub struct EndpointArgs {
     /// TCP port of the exchange (default 18515).
     #[arg(short = 'p', long)]
     pub port: Option<u16>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+impl std::ops::Deref for EndpointArgs {
+    type Target = DeviceArgs;
+    fn deref(&self) -> &DeviceArgs {
+        &self.device
+    }
+}
+
+/// The options of every command that runs an endpoint: its device, addresses, capture,
+/// timeout and counters.
+#[derive(Debug, Args)]
+pub struct DeviceArgs {
     /// The device: tap:NAME (created if absent), xdp:IFNAME (an existing interface) or
     /// pcap:IN.pcap (frames read from a capture).
     #[arg(long = "iface", value_name = "BACKEND")]
@@ -54,7 +70,7 @@ pub struct EndpointArgs {
     pub line_gbps: f64,
 }
 
-impl EndpointArgs {
+impl DeviceArgs {
     /// With `--stats`, the counters of `rt`'s host and engine as one line on stderr.
     pub fn print_stats(&self, rt: &Runtime) {
         if self.stats {
@@ -151,9 +167,25 @@ fn stats_line(host: &Host) -> String {
     } else {
         drops.join(", ")
     };
+    let c = host.cm().stats();
+    let cm = if c.mads_received + c.mads_sent == 0 {
+        String::new()
+    } else {
+        format!(
+            "; CM MADs received {}, sent {} ({} resent, {} duplicates answered, {} REJ sent, \
+             {} REJ received, {} dropped)",
+            c.mads_received,
+            c.mads_sent,
+            c.retransmitted,
+            c.duplicates,
+            c.rejects_sent,
+            c.rejects_received,
+            c.malformed + c.bad_version + c.unexpected + c.half_open_full,
+        )
+    };
     format!(
         "roce: stats: frames received {}, sent {}; RoCE received {}, sent {}; \
-         retransmitted {}; CE marks {}, CNPs received {}, sent {}; dropped: {drops}",
+         retransmitted {}; CE marks {}, CNPs received {}, sent {}; dropped: {drops}{cm}",
         h.frames_received,
         h.frames_sent,
         h.roce_received,

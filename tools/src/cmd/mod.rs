@@ -7,6 +7,7 @@ pub mod endpoint;
 pub mod ladder;
 pub mod perf;
 pub mod pingpong;
+pub mod rping;
 pub mod sim;
 pub mod teach;
 pub mod view;

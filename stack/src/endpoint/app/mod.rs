@@ -1,7 +1,8 @@
 //! The programs the `roce` command runs on a [`Runtime`]: the rdma-core pingpong examples
 //! ([`pingpong`]) and perftest's bandwidth tests ([`perf`]), each speaking its tool's
-//! out-of-band exchange and printing its tool's lines, so that either side can be the
-//! original tool on rdma_rxe.
+//! out-of-band exchange and printing its tool's lines, and librdmacm's rping ([`rping`]),
+//! which connects through rdma_cm ([`cm_app`]), so that either side can be the original tool
+//! on rdma_rxe.
 
 use core::time::Duration;
 use std::net::{IpAddr, Ipv6Addr};
@@ -13,8 +14,10 @@ use super::oob::OobError;
 use super::runtime::{Runtime, RuntimeError};
 use crate::transport::{Mtu, WcStatus, WorkCompletion};
 
+pub mod cm_app;
 pub mod perf;
 pub mod pingpong;
+pub mod rping;
 
 #[cfg(test)]
 mod testing;
@@ -47,6 +50,23 @@ pub enum AppError {
     Stalled { after: Duration, progress: String },
     #[error("{0}")]
     Usage(String),
+    /// rdma_cm: the peer answered our REQ (or SIDR_REQ) with a refusal.
+    #[error("{peer} port {port} refused the connection: REJ reason {reason} ({meaning}){hint}")]
+    Rejected {
+        peer: IpAddr,
+        port: u16,
+        reason: u16,
+        meaning: &'static str,
+        hint: &'static str,
+    },
+    /// rdma_cm: the peer never answered, every retry spent.
+    #[error("{peer} port {port} did not answer: no {what} after {retries} retries")]
+    Unreachable {
+        peer: IpAddr,
+        port: u16,
+        what: &'static str,
+        retries: u8,
+    },
 }
 
 /// `enum ibv_wc_status` numbers, which the tools print beside the name.

@@ -75,7 +75,9 @@ pub(super) struct Pending {
 pub(super) struct Path {
     pub qp_type: QpType,
     pub mtu: Mtu,
+    /// The Starting PSN of our REQ or REP: what our responder expects first.
     pub local_psn: Psn,
+    /// The peer's Starting PSN: what we send from.
     pub remote_psn: Psn,
     /// Our responder's READ/atomic resources (the QP's max_dest_rd_atomic).
     pub responder_resources: u8,

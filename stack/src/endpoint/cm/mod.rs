@@ -229,7 +229,7 @@ impl ConnectionManager {
         }
         check_private(&params.private_data, REQ_USER_DATA, "REQ")?;
         self.check_room()?;
-        to_init(engine, params.qpn, params.qp_type)?;
+        init_qp(engine, params.qpn, params.qp_type)?;
         let id = self.new_id();
         let port = self.ephemeral_port();
         let psn = self.random_psn();
@@ -312,7 +312,7 @@ impl ConnectionManager {
             rd_atomic(params.responder_resources.min(path.responder_resources));
         path.initiator_depth = rd_atomic(params.initiator_depth.min(path.initiator_depth));
         path.local_psn = psn;
-        to_init(engine, params.qpn, path.qp_type)?;
+        init_qp(engine, params.qpn, path.qp_type)?;
         let qp_path = qp_path(c.peer, c.remote_qpn, &path, min_rnr_timer);
         connect::to_rts(engine, params.qpn, &qp_path)?;
         let mut rep = crate::wire::cm::RepRepr::parse_unchecked(&[0; 232]);
@@ -788,9 +788,10 @@ pub fn mtu_of_code(code: u8) -> Option<Mtu> {
     Mtu::from_bytes(128 << code)
 }
 
-/// RESET -> INIT with every remote access (rdma_cm: `cma_init_conn_qp`); a QP already
-/// further along is left as it is.
-fn to_init(engine: &mut Engine, qpn: Qpn, qp_type: QpType) -> Result<(), CmError> {
+/// RESET -> INIT with every remote access, UD QPs with rdma_cm's Q_Key (what
+/// `rdma_create_qp` does: `cma_init_conn_qp`, `cma_init_ud_qp`), so that receives can be
+/// posted before the connection is made; a QP already further along is left as it is.
+pub fn init_qp(engine: &mut Engine, qpn: Qpn, qp_type: QpType) -> Result<(), CmError> {
     let (state, _) = engine.query_qp(qpn)?;
     if state == QpState::Reset {
         let mut path = QpPath::new(
@@ -809,6 +810,11 @@ fn to_init(engine: &mut Engine, qpn: Qpn, qp_type: QpType) -> Result<(), CmError
 }
 
 /// The QP attributes of a connection's path (`ib_cm_init_qp_attr` for RTR and RTS).
+///
+/// The Starting PSN a side puts in its REQ or REP is the PSN its own responder expects,
+/// so the peer sends from it: Linux's CM sets the receive PSN from its own message and the
+/// send PSN from the peer's (`cm_init_qp_rtr_attr`, `cm_init_qp_rts_attr`), and rxe's rping
+/// capture shows the client's first SEND carrying the REP's PSN.
 fn qp_path(
     peer: IpAddr,
     remote_qpn: Qpn,
@@ -819,8 +825,8 @@ fn qp_path(
         p.qp_type,
         peer,
         remote_qpn,
-        p.remote_psn,
         p.local_psn,
+        p.remote_psn,
         p.mtu,
     );
     path.access = Access::ALL;

@@ -248,6 +248,13 @@ fn connect_accept_disconnect_moves_both_qps() {
     assert_eq!((attrs_a.dest_qp, attrs_b.dest_qp), (qp_b, qp_a));
     assert_eq!(attrs_a.rq_psn, attrs_b.sq_psn);
     assert_eq!(attrs_b.rq_psn, attrs_a.sq_psn);
+    // As Linux: a side's Starting PSN is what its responder expects (the client of
+    // pcaps/rdma_cm_rping.pcap sends its first SEND with the REP's PSN).
+    let path = p.b.cm.conns[&b_id.0].path.unwrap();
+    assert_eq!(
+        (attrs_b.rq_psn, attrs_b.sq_psn),
+        (path.local_psn, path.remote_psn)
+    );
     assert_eq!((attrs_a.dest_addr, attrs_b.dest_addr), (p.b.addr, p.a.addr));
     assert_eq!(attrs_a.path_mtu, Mtu::M1024);
     assert_eq!(

@@ -7,11 +7,19 @@ use std::time::Instant;
 
 use super::{Runtime, RuntimeError};
 use crate::endpoint::cm::{
-    AcceptParams, CmEvent, ConnId, ConnectParams, ListenParams, ListenerId, SidrParams,
+    AcceptParams, CmEvent, ConnId, ConnectParams, ListenParams, ListenerId, SidrParams, init_qp,
 };
+use crate::transport::QpType;
 use crate::wire::Qpn;
 
 impl Runtime {
+    /// Moves a new QP to INIT as `rdma_create_qp` does (every remote access; UD QPs with
+    /// rdma_cm's Q_Key), so that receives can be posted before connecting.
+    pub fn cm_init_qp(&mut self, qpn: Qpn, qp_type: QpType) -> Result<(), RuntimeError> {
+        let engine = self.host.engine_mut();
+        init_qp(engine, qpn, qp_type).map_err(|e| RuntimeError::Cm(e.into()))
+    }
+
     /// Listens on a port (`rdma_listen`).
     pub fn cm_listen(&mut self, params: ListenParams) -> Result<ListenerId, RuntimeError> {
         Ok(self.host.cm_listen(params)?)
