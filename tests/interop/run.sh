@@ -10,7 +10,9 @@
 # ibv_rc_pingpong over IPv6; path MTU 4096 (guest MTU 9000) besides the default 1024, the
 # capture checked for 4096-byte payloads; write/read/send again with 2% loss on the bridge
 # (`softroce-lab loss 20`); write and send with DCQCN on at our end (ECT(0) data, which rxe
-# ignores). A case passes when both sides exit 0.
+# ignores). rdma_cm cases: rping over IPv4 and IPv6, and a refused connection (no listener:
+# REJ reason 8 from rxe's CM or ours), both ways. A case passes when both sides exit 0 (and,
+# for the refused ones, the failing side said why).
 #
 # Needs root and QEMU (tools/softroce-lab setup installs the rest). Prints each case's command
 # lines and result, then `interop: N passed, M failed`; ROCE_INTEROP_ONLY=REGEX runs only the
@@ -84,7 +86,8 @@ wait_for() {
 
 # The lines worth showing from a side's output: summaries, result rows, errors.
 summary() {
-  tr -d '\r\0' <"$1" | grep -aE 'bytes in|iters in|^ [0-9]+ +[0-9]+ |roce:|Failed|Couldn|rror|peer: exit|LAB-FAIL' |
+  tr -d '\r\0' <"$1" |
+    grep -aE 'bytes in|iters in|^ [0-9]+ +[0-9]+ |roce:|Failed|Couldn|rror|peer: exit|LAB-FAIL|DISCONNECT|cma event|refused|expected' |
     grep -av '^\[' | sed 's/^/      /'
 }
 
@@ -108,6 +111,8 @@ run_case() {
       ((SECONDS - t > CASE_LIMIT)); do
       sleep 0.5
     done
+    # An rdma_cm server refuses connections until it listens: give it a moment to start.
+    sleep "${SETTLE:-0}"
     timeout "$CASE_LIMIT" "${ours_cmd[@]}" >"$dir/ours.log" 2>&1
     ours_rc=$?
     wait_for "$peer_pid" 90
@@ -115,7 +120,10 @@ run_case() {
   else
     timeout "$CASE_LIMIT" "${ours_cmd[@]}" >"$dir/ours.log" 2>&1 &
     ours_pid=$!
-    until ip netns exec "$NS" ss -Hltn 'sport = :18515' 2>/dev/null | grep -q . ||
+    # Our server is ready when it listens: on TCP 18515 (the out-of-band exchange), or, for
+    # rdma_cm programs, when its log matches $READY.
+    until { [[ -n ${READY:-} ]] && grep -qE "$READY" "$dir/ours.log" 2>/dev/null; } ||
+      { [[ -z ${READY:-} ]] && ip netns exec "$NS" ss -Hltn 'sport = :18515' 2>/dev/null | grep -q .; } ||
       ! kill -0 "$ours_pid" 2>/dev/null || ((SECONDS - t > 20)); do
       sleep 0.2
     done
@@ -127,7 +135,15 @@ run_case() {
   peer_pid=""
   ours_pid=""
   local verdict=PASS why=""
-  if [[ $ours_rc -ne 0 || $peer_rc -ne 0 ]]; then
+  if [[ -n ${OURS_FAILS:-} ]]; then
+    # A case where our side must fail, with a line matching $OURS_FAILS.
+    if [[ $ours_rc -eq 0 ]] || ! grep -qE "$OURS_FAILS" "$dir/ours.log"; then
+      ours_rc="$ours_rc, expected a failure saying '$OURS_FAILS'"
+    else
+      ours_rc=0
+    fi
+  fi
+  if [[ $ours_rc != 0 || $peer_rc -ne 0 ]]; then
     verdict=FAIL
     why=" (ours exit $ours_rc, peer exit $peer_rc)"
   elif [[ -n $check ]] && ! why=$($check "$dir/ours.pcap"); then
@@ -207,6 +223,63 @@ for role in client server; do
   done
 done
 
+# rdma_cm: the connection is made with CM MADs on QP1 (REQ, REP, RTU; DREQ, DREP at the
+# end), no TCP. Passes if the capture holds the handshake and the release, and every RC frame
+# of the connection, both directions, leaves from one UDP port (rxe derives it from the flow
+# label rdma_cm puts in the REQ, and so must we).
+cm_rc() {
+  local msgs ports m
+  msgs=$("$roce" decode --json "$1" 2>/dev/null | grep -o '"message":"[A-Z_]*"' | sort -u | tr '\n' ' ')
+  for m in REQ REP RTU DREQ DREP; do
+    [[ $msgs == *"\"$m\""* ]] || { echo "no CM $m in the capture (saw $msgs)"; return 1; }
+  done
+  ports=$("$roce" decode --json "$1" 2>/dev/null | grep '"opcode":"RC_' | grep -o '"udp_src_port":[0-9]*' | sort -u)
+  [[ -n $ports && $(wc -l <<<"$ports") -eq 1 ]] && return 0
+  echo "RC UDP source ports differ: $(tr '\n' ' ' <<<"$ports")"
+  return 1
+}
+
+# Passes if we sent a REJ with reason 8 (invalid service ID: nothing listens on the port).
+rej8_from_us() {
+  "$roce" decode --json "$1" 2>/dev/null | grep '"src":"10.77.0.2"' | grep -q '"reject_reason":8' && return 0
+  echo "no REJ reason 8 from our endpoint in the capture"
+  return 1
+}
+
+# case_rping NAME ROLE PEER_ADDR OUR_ADDR ROCE_ARGS...: rping (rdma-core's librdmacm example)
+# with ours; PEER_ADDR is the guest's address (a variable that expands there), OUR_ADDR ours.
+RPING="-C 10 -S 200 -v -V"
+case_rping() {
+  local name=$1 role=$2 peer_addr=$3 our_addr=$4 server_addr=$5
+  shift 5
+  # shellcheck disable=SC2086  # $RPING is several words
+  if [[ $role == client ]]; then
+    SETTLE=3 run_case "$name" client "" "rping -s -a $peer_addr $RPING" cm_rc \
+      rping -c -a "$server_addr" $RPING "$@"
+  else
+    READY=listening run_case "$name" server "" "rping -c -a $our_addr $RPING" cm_rc \
+      rping -s $RPING "$@"
+  fi
+}
+
+for role in client server; do
+  # shellcheck disable=SC2016  # $SELF and $SELF6 expand in the guest
+  case_rping "rping-ipv4-$role" $role '$SELF' 10.77.0.2 $PEER "${OURS[@]}"
+  # shellcheck disable=SC2016
+  case_rping "rping-ipv6-$role" $role '$SELF6' fd00:77::2 fd00:77::11 "${OURS6[@]}"
+done
+
+# A refused connection: nothing listens on the port, and the kernel's CM (or ours) answers
+# the REQ with REJ reason 8. Our client must say so in one line and fail; rxe's rping client
+# must print the rejection (and fail).
+OURS_FAILS='refused the connection: REJ reason 8 \(invalid service ID\)' SETTLE=3 \
+  run_case "refused-client" client "" "sleep 20" "" rping -c -a $PEER -C 1 "${OURS[@]}"
+# Ours listens on 7999; rping asks for 7174. Our server then gives up waiting (fails).
+# shellcheck disable=SC2016
+OURS_FAILS='timed out' READY=listening run_case "refused-server" server "" \
+  'rping -c -a 10.77.0.2 -C 1 >/tmp/out 2>&1; cat /tmp/out; grep -q "RDMA_CM_EVENT_REJECTED, error 8" /tmp/out' \
+  rej8_from_us rping -s -p 7999 --iface tap:roce0 --ip 10.77.0.2/24 --stats --timeout 25
+
 # DCQCN on at our end: our data goes out ECT(0); rxe neither sends nor heeds CNPs, and the
 # transfers must finish all the same.
 ect0_data() {
@@ -231,6 +304,9 @@ for role in client server; do
   for test in write read send; do
     case_bw "ib_${test}_bw-loss2pct-$role" $role $test ""
   done
+  # CM MADs are lost too: the REQ, REP, RTU, DREQ and DREP retries must carry the setup.
+  # shellcheck disable=SC2016  # $SELF expands in the guest
+  RPING="-C 50 -S 200 -V" case_rping "rping-loss2pct-$role" $role '$SELF' 10.77.0.2 $PEER "${OURS[@]}"
 done
 "$lab" loss 0 || fatal "cannot remove the loss rule"
 
