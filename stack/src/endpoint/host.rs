@@ -25,6 +25,7 @@ use crate::time::Instant;
 use crate::transport::{
     DropReason, Engine, MAX_PACKET_LEN, Transmit, TransportConfig, TransportError,
 };
+use crate::wire::builder::MAX_UNTAGGED_OVERHEAD;
 use crate::wire::{
     BthRepr, CnpRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, Psn, Qpn, RocePacket, RoceRepr,
     Transport, UdpRepr,
@@ -34,9 +35,6 @@ use crate::wire::{
 /// flood of requests while the device takes nothing cannot grow the queue (the asker asks
 /// again, RFC 826 and RFC 4861 7.2.2).
 const MAX_WAITING_FOR_ANSWERS: usize = 1024;
-
-/// Ethernet + IPv6 + UDP + ICRC around the engine's packet: the most a frame adds.
-const FRAME_OVERHEAD: usize = 14 + 40 + 8 + 4;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostConfig {
@@ -227,7 +225,7 @@ impl Host {
 
     /// The buffer [`Host::poll_transmit`] needs for any frame.
     pub const fn max_frame_len() -> usize {
-        MAX_PACKET_LEN + FRAME_OVERHEAD
+        MAX_PACKET_LEN + MAX_UNTAGGED_OVERHEAD
     }
 
     /// The peer's MAC, if resolved.

@@ -11,13 +11,11 @@ use etherparse::{
     Icmpv6Type, IpNumber, Ipv6FlowLabel, Ipv6Header,
 };
 
+use crate::wire::encap::{
+    ETHERNET_HEADER_LEN, ETHERNET_MIN_FRAME_LEN, ETHERTYPE_ARP, ETHERTYPE_IPV6, IPV6_HEADER_LEN,
+};
+
 pub const BROADCAST_MAC: [u8; 6] = [0xff; 6];
-const ETHERTYPE_ARP: u16 = 0x0806;
-const ETHERTYPE_IPV6: u16 = 0x86dd;
-const ETH_LEN: usize = 14;
-const IPV6_LEN: usize = 40;
-/// Ethernet's minimum frame without FCS: shorter frames are padded (IEEE 802.3 3.1.1).
-const MIN_FRAME: usize = 60;
 /// RFC 4861 7.1: a node accepts NDP messages only with hop limit 255, which proves they
 /// were not forwarded by a router.
 const NDP_HOP_LIMIT: u8 = 255;
@@ -48,7 +46,7 @@ pub enum Ignored {
     Malformed(&'static str),
 }
 
-fn ethernet(src: [u8; 6], dst: [u8; 6], ethertype: u16) -> [u8; ETH_LEN] {
+fn ethernet(src: [u8; 6], dst: [u8; 6], ethertype: u16) -> [u8; ETHERNET_HEADER_LEN] {
     Ethernet2Header {
         source: src,
         destination: dst,
@@ -61,7 +59,7 @@ fn ethernet(src: [u8; 6], dst: [u8; 6], ethertype: u16) -> [u8; ETH_LEN] {
 /// nor ICMPv6.
 pub fn parse(frame: &[u8]) -> Option<Result<Resolution, Ignored>> {
     let ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
-    let body = &frame[ETH_LEN..];
+    let body = &frame[ETHERNET_HEADER_LEN..];
     match ethertype {
         ETHERTYPE_ARP => Some(parse_arp(body)),
         ETHERTYPE_IPV6 if body.get(6) == Some(&58) => Some(parse_ndp(frame, body)),
@@ -94,9 +92,9 @@ fn parse_ndp(frame: &[u8], ip: &[u8]) -> Result<Resolution, Ignored> {
     let header = Ipv6Header::from_slice(ip)
         .map_err(|_| Ignored::Malformed("IPv6: truncated"))?
         .0;
-    let end = IPV6_LEN + usize::from(header.payload_length);
+    let end = IPV6_HEADER_LEN + usize::from(header.payload_length);
     let icmp = ip
-        .get(IPV6_LEN..end)
+        .get(IPV6_HEADER_LEN..end)
         .ok_or(Ignored::Malformed("IPv6: payload length beyond the frame"))?;
     let icmp = Icmpv6Slice::from_slice(icmp).map_err(|_| Ignored::Malformed("ICMPv6: short"))?;
     let kind = icmp.type_u8();
@@ -180,10 +178,10 @@ fn arp(op: ArpOperation, src: ([u8; 6], Ipv4Addr), dst: ([u8; 6], Ipv4Addr)) -> 
         target_mac: dst.0,
         target_ipv4: dst.1.octets(),
     };
-    let mut frame = Vec::with_capacity(MIN_FRAME);
+    let mut frame = Vec::with_capacity(ETHERNET_MIN_FRAME_LEN);
     frame.extend_from_slice(&ethernet(src.0, eth_dst, ETHERTYPE_ARP));
     frame.extend_from_slice(&packet.to_bytes());
-    frame.resize(MIN_FRAME, 0);
+    frame.resize(ETHERNET_MIN_FRAME_LEN, 0);
     frame
 }
 
@@ -246,7 +244,7 @@ fn ndp(
         source: src.1.octets(),
         destination: dst.1.octets(),
     };
-    let mut frame = Vec::with_capacity(ETH_LEN + IPV6_LEN + 32);
+    let mut frame = Vec::with_capacity(ETHERNET_HEADER_LEN + IPV6_HEADER_LEN + 32);
     frame.extend_from_slice(&ethernet(src.0, dst.0, ETHERTYPE_IPV6));
     frame.extend_from_slice(&ip.to_bytes());
     frame.extend_from_slice(&icmp);
@@ -354,7 +352,7 @@ mod tests {
             }))
         );
         let mut bad = na.clone();
-        bad[ETH_LEN + 7] = 64;
+        bad[ETHERNET_HEADER_LEN + 7] = 64;
         assert!(matches!(parse(&bad), Some(Err(Ignored::Malformed(_)))));
         let mut bad = na;
         let last = bad.len() - 1;

@@ -16,6 +16,7 @@ use thiserror::Error;
 
 use crate::fault::FaultError;
 use crate::time::Instant;
+use crate::wire::encap::{ETHERNET_HEADER_LEN, VLAN_TAG_LEN};
 
 /// Writes the `Device` methods a middleware passes straight to its `inner` device.
 macro_rules! forward_to_inner {
@@ -56,9 +57,6 @@ pub use fault::FaultInjector;
 pub use recorder::PcapRecorder;
 pub use trace::{FrameSummary, Tracer};
 
-/// Ethernet header without a VLAN tag.
-pub const ETHERNET_HEADER_LEN: usize = 14;
-
 /// What a device can do; the endpoint sizes its path MTU and buffers from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capabilities {
@@ -76,7 +74,7 @@ pub struct Capabilities {
 impl Capabilities {
     /// The largest Ethernet frame (without FCS), allowing one 802.1Q tag.
     pub fn max_frame_len(&self) -> usize {
-        self.mtu + ETHERNET_HEADER_LEN + 4
+        self.mtu + ETHERNET_HEADER_LEN + VLAN_TAG_LEN
     }
 }
 

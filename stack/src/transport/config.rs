@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use super::attrs::Mtu;
 use super::srq::SrqId;
-use crate::wire::Qpn;
+use crate::wire::{IbPacketRepr, Qpn};
 
 /// How the engine's requesters pace themselves and recover from loss. None of these is on
 /// the wire: any peer that follows the spec (rdma_rxe included) interoperates with any value.
@@ -128,5 +128,5 @@ pub struct Transmit {
 }
 
 /// A buffer of this size holds any packet the engine writes: BTH, the largest extension
-/// header set (RETH + ImmDt, or AtomicETH), 4096 bytes of payload and pad.
-pub const MAX_PACKET_LEN: usize = 12 + 28 + 4096 + 4;
+/// header set, a payload of the largest path MTU (4096) and pad.
+pub const MAX_PACKET_LEN: usize = IbPacketRepr::max_len(Mtu::M4096.bytes() as usize);

@@ -24,7 +24,11 @@ use crate::fault::{Delay, Fate, FaultConfig, FaultError, FaultyLink};
 use crate::rng::Rng;
 use crate::time::Instant;
 use crate::wire::builder::RoceRepr;
-use crate::wire::encap::Ecn;
+use crate::wire::encap::{
+    ETHERNET_FCS_LEN, ETHERNET_HEADER_LEN, ETHERNET_PREAMBLE_AND_GAP_LEN, Ecn, IPV4_HEADER_LEN,
+    UDP_HEADER_LEN,
+};
+use crate::wire::icrc::ICRC_LEN;
 use crate::wire::packet::RocePacket;
 use crate::wire::{IbPacketRepr, Psn, Qpn, RnrTimer};
 
@@ -33,9 +37,14 @@ pub const ADDR_B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
 pub const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
 pub const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
 
-/// Bytes a RoCEv2 packet adds on the wire around the IB part: ICRC 4, UDP 8, IPv4 20,
-/// Ethernet 14 + FCS 4, preamble and inter-frame gap 20.
-pub const WIRE_OVERHEAD: usize = 70;
+/// Bytes a RoCEv2 packet adds on the wire around the IB part: ICRC, UDP, IPv4, Ethernet and
+/// its FCS, preamble and inter-frame gap (70).
+pub const WIRE_OVERHEAD: usize = ICRC_LEN
+    + UDP_HEADER_LEN
+    + IPV4_HEADER_LEN
+    + ETHERNET_HEADER_LEN
+    + ETHERNET_FCS_LEN
+    + ETHERNET_PREAMBLE_AND_GAP_LEN;
 
 /// What travels on the simulated link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,9 +179,9 @@ impl Captured {
 /// lose exactly the packets a rule is about.
 pub type Filter = Box<dyn FnMut(Side, &[u8]) -> bool>;
 
-/// Where the IB part starts in the frames of [`Framing::Ethernet`] (Ethernet 14, IPv4 20,
-/// UDP 8): the engine writes there and the headers are filled in front.
-const IB_OFFSET: usize = 42;
+/// Where the IB part starts in the frames of [`Framing::Ethernet`] (Ethernet, IPv4, UDP): the
+/// engine writes there and the headers are filled in front.
+const IB_OFFSET: usize = ETHERNET_HEADER_LEN + IPV4_HEADER_LEN + UDP_HEADER_LEN;
 
 /// Two engines, A and B, and the link between them.
 pub struct Pair {
@@ -399,7 +408,7 @@ impl Pair {
             while self.free_at[d] <= self.now {
                 let now = self.now;
                 let mut buf = self.pool.pop().unwrap_or_default();
-                buf.resize(IB_OFFSET + MAX_PACKET_LEN + 4, 0);
+                buf.resize(IB_OFFSET + MAX_PACKET_LEN + ICRC_LEN, 0);
                 let written = match self.link.framing {
                     Framing::Ib => self.engine(from).poll_transmit(now, &mut buf),
                     Framing::Ethernet => {
@@ -451,7 +460,7 @@ impl Pair {
             self.link.framing == Framing::Ib && self.rng.chance(self.link.faults.corrupt);
         let ib = match self.link.framing {
             Framing::Ib => &frame[..],
-            Framing::Ethernet => &frame[IB_OFFSET..frame.len().saturating_sub(4)],
+            Framing::Ethernet => &frame[IB_OFFSET..frame.len().saturating_sub(ICRC_LEN)],
         };
         let filtered = match &mut self.filter {
             Some(keep) => !keep(from, ib),

@@ -8,8 +8,13 @@
 use core::fmt;
 
 use super::FixedHeader;
-use super::field::{self, Msn};
+use super::field::{self, FieldInfo, Msn};
 use super::header::header_view;
+
+mod field_at {
+    pub const SYNDROME: usize = 0;
+    pub const MSN: usize = 1;
+}
 
 header_view!(
     /// A view over the 4 bytes of an AETH.
@@ -19,10 +24,10 @@ header_view!(
 
 impl<T: AsRef<[u8]>> Aeth<T> {
     pub fn syndrome(&self) -> Syndrome {
-        Syndrome::from_byte(self.bytes()[0])
+        Syndrome::from_byte(self.bytes()[field_at::SYNDROME])
     }
     pub fn msn(&self) -> Msn {
-        Msn::new(field::read_u24(self.bytes(), 1))
+        Msn::new(field::read_u24(self.bytes(), field_at::MSN))
     }
 }
 
@@ -196,6 +201,26 @@ impl AethRepr {
     }
 }
 
+impl AethRepr {
+    /// The fields in wire order (IBA 9.3.5), for decoders.
+    pub const FIELDS: [FieldInfo; 2] = [
+        FieldInfo::new(
+            "Syndrome",
+            field_at::SYNDROME,
+            0,
+            8,
+            "ACK, RNR NAK or NAK, and its credit count, timer or code",
+        ),
+        FieldInfo::new(
+            "MSN",
+            field_at::MSN,
+            0,
+            24,
+            "message sequence number: requests the responder completed",
+        ),
+    ];
+}
+
 impl FixedHeader for AethRepr {
     const NAME: &'static str = "AETH";
     const LEN: usize = 4;
@@ -209,15 +234,15 @@ impl FixedHeader for AethRepr {
     }
 
     fn emit_unchecked(&self, buf: &mut [u8]) {
-        buf[0] = self.syndrome.to_byte();
-        field::write_u24(buf, 1, self.msn.value());
+        buf[field_at::SYNDROME] = self.syndrome.to_byte();
+        field::write_u24(buf, field_at::MSN, self.msn.value());
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::header::round_trip_proptest;
+    use crate::wire::header::{fields_proptest, round_trip_proptest};
 
     #[test]
     fn syndromes() {
@@ -270,4 +295,9 @@ mod tests {
     }
 
     round_trip_proptest!(AethRepr);
+
+    fields_proptest!(AethRepr, |r: &AethRepr| vec![
+        u64::from(r.syndrome.to_byte()),
+        u64::from(r.msn.value())
+    ]);
 }

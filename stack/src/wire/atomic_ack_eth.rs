@@ -2,7 +2,7 @@
 //! held before the atomic operation, returned in ATOMIC_ACKNOWLEDGE after the AETH.
 
 use super::FixedHeader;
-use super::field;
+use super::field::{self, FieldInfo};
 use super::header::header_view;
 
 header_view!(
@@ -23,6 +23,17 @@ pub struct AtomicAckEthRepr {
     pub orig: u64,
 }
 
+impl AtomicAckEthRepr {
+    /// The one field (IBA 9.3.6), for decoders.
+    pub const FIELDS: [FieldInfo; 1] = [FieldInfo::new(
+        "Orig Remote Data",
+        0,
+        0,
+        64,
+        "the word's value before the atomic operation",
+    )];
+}
+
 impl FixedHeader for AtomicAckEthRepr {
     const NAME: &'static str = "AtomicAckETH";
     const LEN: usize = 8;
@@ -41,7 +52,7 @@ impl FixedHeader for AtomicAckEthRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::header::round_trip_proptest;
+    use crate::wire::header::{fields_proptest, round_trip_proptest};
 
     #[test]
     fn fixture() {
@@ -50,4 +61,6 @@ mod tests {
     }
 
     round_trip_proptest!(AtomicAckEthRepr);
+
+    fields_proptest!(AtomicAckEthRepr, |r: &AtomicAckEthRepr| vec![r.orig]);
 }

@@ -9,8 +9,15 @@
 //! ```
 
 use super::FixedHeader;
-use super::field;
+use super::field::{self, FieldInfo};
 use super::header::header_view;
+
+mod field_at {
+    pub const VA: usize = 0;
+    pub const RKEY: usize = 8;
+    pub const SWAP_ADD: usize = 12;
+    pub const COMPARE: usize = 20;
+}
 
 header_view!(
     /// A view over the 28 bytes of an AtomicETH.
@@ -20,16 +27,16 @@ header_view!(
 
 impl<T: AsRef<[u8]>> AtomicEth<T> {
     pub fn va(&self) -> u64 {
-        field::read_u64(self.bytes(), 0)
+        field::read_u64(self.bytes(), field_at::VA)
     }
     pub fn rkey(&self) -> u32 {
-        field::read_u32(self.bytes(), 8)
+        field::read_u32(self.bytes(), field_at::RKEY)
     }
     pub fn swap_add(&self) -> u64 {
-        field::read_u64(self.bytes(), 12)
+        field::read_u64(self.bytes(), field_at::SWAP_ADD)
     }
     pub fn compare(&self) -> u64 {
-        field::read_u64(self.bytes(), 20)
+        field::read_u64(self.bytes(), field_at::COMPARE)
     }
 }
 
@@ -39,6 +46,40 @@ pub struct AtomicEthRepr {
     pub rkey: u32,
     pub swap_add: u64,
     pub compare: u64,
+}
+
+impl AtomicEthRepr {
+    /// The fields in wire order (IBA 9.3.4), for decoders.
+    pub const FIELDS: [FieldInfo; 4] = [
+        FieldInfo::new(
+            "VA",
+            field_at::VA,
+            0,
+            64,
+            "address of the 8-byte-aligned remote word",
+        ),
+        FieldInfo::new(
+            "R_Key",
+            field_at::RKEY,
+            0,
+            32,
+            "remote key that grants access to it",
+        ),
+        FieldInfo::new(
+            "Swap/Add Data",
+            field_at::SWAP_ADD,
+            0,
+            64,
+            "value to swap in (COMPARE_SWAP) or add (FETCH_ADD)",
+        ),
+        FieldInfo::new(
+            "Compare Data",
+            field_at::COMPARE,
+            0,
+            64,
+            "COMPARE_SWAP swaps only if the word equals this",
+        ),
+    ];
 }
 
 impl FixedHeader for AtomicEthRepr {
@@ -56,17 +97,17 @@ impl FixedHeader for AtomicEthRepr {
     }
 
     fn emit_unchecked(&self, buf: &mut [u8]) {
-        field::write_u64(buf, 0, self.va);
-        field::write_u32(buf, 8, self.rkey);
-        field::write_u64(buf, 12, self.swap_add);
-        field::write_u64(buf, 20, self.compare);
+        field::write_u64(buf, field_at::VA, self.va);
+        field::write_u32(buf, field_at::RKEY, self.rkey);
+        field::write_u64(buf, field_at::SWAP_ADD, self.swap_add);
+        field::write_u64(buf, field_at::COMPARE, self.compare);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::header::round_trip_proptest;
+    use crate::wire::header::{fields_proptest, round_trip_proptest};
 
     #[test]
     fn fixture() {
@@ -88,4 +129,11 @@ mod tests {
     }
 
     round_trip_proptest!(AtomicEthRepr);
+
+    fields_proptest!(AtomicEthRepr, |r: &AtomicEthRepr| vec![
+        r.va,
+        u64::from(r.rkey),
+        r.swap_add,
+        r.compare
+    ]);
 }

@@ -11,7 +11,7 @@
 //! ```
 
 use super::FixedHeader;
-use super::field::{self, PKey, Psn, Qpn};
+use super::field::{self, FieldInfo, PKey, Psn, Qpn};
 use super::header::header_view;
 use super::opcode::Opcode;
 
@@ -125,6 +125,72 @@ pub struct BthRepr {
 }
 
 impl BthRepr {
+    /// The fields in wire order (IBA 9.2; FECN and BECN as RoCEv2 uses them, Annex A17), for
+    /// decoders; the accessors above read the same bits.
+    pub const FIELDS: [FieldInfo; 13] = [
+        FieldInfo::new(
+            "OpCode",
+            field_at::OPCODE,
+            0,
+            8,
+            "transport (bits 7-5) and operation (bits 4-0)",
+        ),
+        FieldInfo::new("SE", field_at::FLAGS, 0, 1, "solicited event"),
+        FieldInfo::new(
+            "M",
+            field_at::FLAGS,
+            1,
+            1,
+            "MigReq: automatic path migration state",
+        ),
+        FieldInfo::new(
+            "PadCnt",
+            field_at::FLAGS,
+            2,
+            2,
+            "pad bytes between the payload and the ICRC",
+        ),
+        FieldInfo::new(
+            "TVer",
+            field_at::FLAGS,
+            4,
+            4,
+            "transport header version (0)",
+        ),
+        FieldInfo::new("P_Key", field_at::PKEY, 0, 16, "partition key"),
+        FieldInfo::new(
+            "FECN",
+            field_at::ECN,
+            0,
+            1,
+            "forward congestion notification; masked in the ICRC",
+        ),
+        FieldInfo::new(
+            "BECN",
+            field_at::ECN,
+            1,
+            1,
+            "backward congestion notification (set in a CNP); masked",
+        ),
+        FieldInfo::new("Resv6", field_at::ECN, 2, 6, "reserved; masked in the ICRC"),
+        FieldInfo::new("DestQP", field_at::DEST_QP, 0, 24, "destination queue pair"),
+        FieldInfo::new(
+            "A",
+            field_at::ACK_REQ,
+            0,
+            1,
+            "AckReq: the responder must acknowledge",
+        ),
+        FieldInfo::new("Resv7", field_at::ACK_REQ, 1, 7, "reserved"),
+        FieldInfo::new(
+            "PSN",
+            field_at::PSN,
+            0,
+            24,
+            "packet sequence number: orders and detects loss (24 bits, wraps)",
+        ),
+    ];
+
     /// A header for sending: version 0, default P_Key, no pad, no flags.
     pub fn new(opcode: Opcode, dest_qp: Qpn, psn: Psn) -> BthRepr {
         BthRepr {
@@ -186,7 +252,7 @@ impl FixedHeader for BthRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::header::round_trip_proptest;
+    use crate::wire::header::{fields_proptest, round_trip_proptest};
 
     /// An RC SEND_ONLY from an rxe capture: SE=0, M=0, pad 2, P_Key 0xffff, QP 0x11, AckReq, PSN 0x9a2b3c.
     const SEND_ONLY: [u8; 12] = [
@@ -241,4 +307,20 @@ mod tests {
     }
 
     round_trip_proptest!(BthRepr);
+
+    fields_proptest!(BthRepr, |r: &BthRepr| vec![
+        u64::from(r.opcode.value()),
+        u64::from(r.solicited),
+        u64::from(r.mig_req),
+        u64::from(r.pad_count),
+        u64::from(r.tver),
+        u64::from(r.pkey.0),
+        u64::from(r.fecn),
+        u64::from(r.becn),
+        u64::from(r.resv6),
+        u64::from(r.dest_qp.value()),
+        u64::from(r.ack_req),
+        u64::from(r.resv7),
+        u64::from(r.psn.value())
+    ]);
 }

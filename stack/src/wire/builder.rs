@@ -11,13 +11,19 @@ use etherparse::{
 };
 
 use super::encap::{
-    ETHERNET_HEADER_LEN, ETHERTYPE_VLAN, Ecn, EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr,
-    UDP_HEADER_LEN, UdpRepr, VLAN_TAG_LEN,
+    ETHERNET_HEADER_LEN, ETHERTYPE_VLAN, Ecn, EthernetRepr, IPV6_HEADER_LEN, IpRepr, Ipv4Repr,
+    Ipv6Repr, UDP_HEADER_LEN, UdpRepr, VLAN_TAG_LEN,
 };
 use super::error::{Result, WireError, check_len};
 use super::ext::IbPacketRepr;
 use super::field::Qpn;
 use super::icrc::{self, ICRC_LEN};
+
+/// The most the builder writes around an IB packet (BTH through pad) in an untagged frame:
+/// Ethernet, the longer of the two IP headers it writes (IPv6), UDP and the ICRC. An 802.1Q tag
+/// adds [`VLAN_TAG_LEN`].
+pub const MAX_UNTAGGED_OVERHEAD: usize =
+    ETHERNET_HEADER_LEN + IPV6_HEADER_LEN + UDP_HEADER_LEN + ICRC_LEN;
 
 /// Everything that makes up a RoCEv2 frame, from the Ethernet header to the pad; the ICRC is
 /// computed on emit.

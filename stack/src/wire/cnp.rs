@@ -3,6 +3,7 @@
 //! traffic arrived CE-marked; the reaction point slows that QP down.
 
 use super::FixedHeader;
+use super::field::FieldInfo;
 use super::header::header_view;
 
 header_view!(
@@ -15,6 +16,17 @@ header_view!(
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct CnpRepr {
     pub reserved: [u8; 16],
+}
+
+impl CnpRepr {
+    /// The one field (Annex A17.9.2), for decoders.
+    pub const FIELDS: [FieldInfo; 1] = [FieldInfo::new(
+        "Reserved",
+        0,
+        0,
+        128,
+        "reserved; the receiver ignores them",
+    )];
 }
 
 impl FixedHeader for CnpRepr {
@@ -35,7 +47,7 @@ impl FixedHeader for CnpRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::header::round_trip_proptest;
+    use crate::wire::header::{fields_proptest, round_trip_proptest};
 
     #[test]
     fn zero_body() {
@@ -44,4 +56,6 @@ mod tests {
     }
 
     round_trip_proptest!(CnpRepr);
+
+    fields_proptest!(CnpRepr, |_: &CnpRepr| vec![]);
 }

@@ -7,8 +7,14 @@
 //! ```
 
 use super::FixedHeader;
-use super::field::{self, Qpn};
+use super::field::{self, FieldInfo, Qpn};
 use super::header::header_view;
+
+mod field_at {
+    pub const QKEY: usize = 0;
+    pub const RESV: usize = 4;
+    pub const SRC_QP: usize = 5;
+}
 
 header_view!(
     /// A view over the 8 bytes of a DETH.
@@ -18,13 +24,13 @@ header_view!(
 
 impl<T: AsRef<[u8]>> Deth<T> {
     pub fn qkey(&self) -> u32 {
-        field::read_u32(self.bytes(), 0)
+        field::read_u32(self.bytes(), field_at::QKEY)
     }
     pub fn resv(&self) -> u8 {
-        self.bytes()[4]
+        self.bytes()[field_at::RESV]
     }
     pub fn src_qp(&self) -> Qpn {
-        Qpn::new(field::read_u24(self.bytes(), 5))
+        Qpn::new(field::read_u24(self.bytes(), field_at::SRC_QP))
     }
 }
 
@@ -40,6 +46,25 @@ impl DethRepr {
     /// Q_Keys with the high bit set are controlled: only privileged consumers may send them
     /// (IBA 10.2.4); QP1 uses the well-known 0x80010000.
     pub const GSI_QKEY: u32 = 0x8001_0000;
+
+    /// The fields in wire order (IBA 9.3.2), for decoders.
+    pub const FIELDS: [FieldInfo; 3] = [
+        FieldInfo::new(
+            "Q_Key",
+            field_at::QKEY,
+            0,
+            32,
+            "the receiving UD QP drops packets whose Q_Key differs",
+        ),
+        FieldInfo::new("Reserved", field_at::RESV, 0, 8, "reserved"),
+        FieldInfo::new(
+            "SrcQP",
+            field_at::SRC_QP,
+            0,
+            24,
+            "the sending QP: replies go there",
+        ),
+    ];
 }
 
 impl FixedHeader for DethRepr {
@@ -56,16 +81,16 @@ impl FixedHeader for DethRepr {
     }
 
     fn emit_unchecked(&self, buf: &mut [u8]) {
-        field::write_u32(buf, 0, self.qkey);
-        buf[4] = self.resv;
-        field::write_u24(buf, 5, self.src_qp.value());
+        field::write_u32(buf, field_at::QKEY, self.qkey);
+        buf[field_at::RESV] = self.resv;
+        field::write_u24(buf, field_at::SRC_QP, self.src_qp.value());
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::header::round_trip_proptest;
+    use crate::wire::header::{fields_proptest, round_trip_proptest};
 
     #[test]
     fn fixture() {
@@ -76,4 +101,10 @@ mod tests {
     }
 
     round_trip_proptest!(DethRepr);
+
+    fields_proptest!(DethRepr, |r: &DethRepr| vec![
+        u64::from(r.qkey),
+        u64::from(r.resv),
+        u64::from(r.src_qp.value())
+    ]);
 }

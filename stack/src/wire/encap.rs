@@ -13,17 +13,38 @@ pub const ROCEV2_UDP_PORT: u16 = 4791;
 /// TTL / hop limit rxe sends with.
 pub const DEFAULT_TTL: u8 = 64;
 
+/// Ethernet II header: destination and source MAC, EtherType (IEEE 802.3 3.1.1).
 pub const ETHERNET_HEADER_LEN: usize = 14;
+/// The frame check sequence that ends every Ethernet frame on the wire (devices and most
+/// captures leave it out).
+pub const ETHERNET_FCS_LEN: usize = 4;
+/// The shortest Ethernet frame without FCS: shorter frames are padded (IEEE 802.3 3.1.1).
+pub const ETHERNET_MIN_FRAME_LEN: usize = 60;
+/// What each frame costs on the wire besides its own bytes: preamble and start delimiter (8)
+/// and the minimum inter-packet gap (12), IEEE 802.3 4.4.2.
+pub const ETHERNET_PREAMBLE_AND_GAP_LEN: usize = 20;
+/// One 802.1Q tag: TPID and TCI.
 pub const VLAN_TAG_LEN: usize = 4;
+/// An IPv4 header without options (RFC 791), as RoCEv2 senders write it.
 pub const IPV4_HEADER_LEN: usize = 20;
+/// The IPv4 header with the most options: IHL 15.
+pub const IPV4_MAX_HEADER_LEN: usize = 60;
+/// The fixed IPv6 header (RFC 8200).
 pub const IPV6_HEADER_LEN: usize = 40;
+/// The UDP header (RFC 768).
 pub const UDP_HEADER_LEN: usize = 8;
 
+/// EtherType of IPv4.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
+/// EtherType of ARP (RFC 826).
+pub const ETHERTYPE_ARP: u16 = 0x0806;
+/// EtherType of IPv6.
 pub const ETHERTYPE_IPV6: u16 = 0x86dd;
+/// EtherType (TPID) of an 802.1Q tag.
 pub const ETHERTYPE_VLAN: u16 = 0x8100;
 /// RoCE v1: the IB GRH directly over Ethernet, without IP/UDP.
 pub const ETHERTYPE_ROCE_V1: u16 = 0x8915;
+/// IP protocol number of UDP.
 pub const IP_PROTOCOL_UDP: u8 = 17;
 
 /// The UDP source port rxe gives a QP when it creates it: `0xC000 + (hash_32(qpn, 14) & 0x3fff)`

@@ -54,6 +54,10 @@ fn headers_of(opcode: Opcode) -> Result<Headers> {
 }
 
 impl ExtHeaders {
+    /// The most any opcode carries: an AtomicETH (28 bytes; RETH + ImmDt is 20, DETH + ImmDt
+    /// 12, FETH + RETH 20).
+    pub const MAX_LEN: usize = AtomicEthRepr::LEN;
+
     /// Total size of the headers `opcode` carries, or an error for an unknown opcode.
     pub fn len_for(opcode: Opcode) -> Result<usize> {
         let set = headers_of(opcode)?;
@@ -139,6 +143,12 @@ pub struct IbPacketRepr<'a> {
 }
 
 impl<'a> IbPacketRepr<'a> {
+    /// The longest packet (BTH through pad) with at most `payload` bytes of payload: the BTH,
+    /// the largest set of extension headers, the payload and its pad, in whole 4-byte words.
+    pub const fn max_len(payload: usize) -> usize {
+        (BthRepr::LEN + ExtHeaders::MAX_LEN + payload + 3).next_multiple_of(4)
+    }
+
     /// A packet to send: the BTH's pad count is set from the payload length.
     pub fn new(mut bth: BthRepr, ext: ExtHeaders, payload: &'a [u8]) -> IbPacketRepr<'a> {
         bth.pad_count = pad_for(payload.len());
@@ -195,6 +205,16 @@ mod tests {
 
     fn bth(op: u8) -> BthRepr {
         BthRepr::new(Opcode(op), Qpn::new(0x11), Psn::new(100))
+    }
+
+    #[test]
+    fn max_len_bounds_every_opcode() {
+        let longest = (0..=255u8)
+            .filter_map(|op| ExtHeaders::len_for(Opcode(op)).ok())
+            .max();
+        assert_eq!(longest, Some(ExtHeaders::MAX_LEN));
+        assert_eq!(IbPacketRepr::max_len(4096), 12 + 28 + 4096 + 4);
+        assert_eq!(IbPacketRepr::max_len(1), 12 + 28 + 4);
     }
 
     #[test]

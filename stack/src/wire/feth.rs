@@ -7,7 +7,7 @@
 //! ```
 
 use super::FixedHeader;
-use super::field;
+use super::field::{self, FieldInfo};
 use super::header::header_view;
 
 header_view!(
@@ -56,6 +56,25 @@ impl FethRepr {
     pub const fn placement_type(self) -> u8 {
         (self.raw & 0xf) as u8
     }
+
+    /// The fields in wire order (IBA 9.3.9), for decoders.
+    pub const FIELDS: [FieldInfo; 3] = [
+        FieldInfo::new("Reserved", 0, 0, 26, "reserved"),
+        FieldInfo::new(
+            "SelectivityLevel",
+            3,
+            2,
+            2,
+            "0: the RETH's range; 1: the whole memory region",
+        ),
+        FieldInfo::new(
+            "PlacementType",
+            3,
+            4,
+            4,
+            "bit 0: global visibility; bit 1: persistence",
+        ),
+    ];
 }
 
 impl FixedHeader for FethRepr {
@@ -76,7 +95,7 @@ impl FixedHeader for FethRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::header::round_trip_proptest;
+    use crate::wire::header::{fields_proptest, round_trip_proptest};
 
     #[test]
     fn fields() {
@@ -86,4 +105,10 @@ mod tests {
     }
 
     round_trip_proptest!(FethRepr);
+
+    fields_proptest!(FethRepr, |r: &FethRepr| vec![
+        u64::from(r.raw >> 6),
+        u64::from(r.selectivity_level()),
+        u64::from(r.placement_type())
+    ]);
 }

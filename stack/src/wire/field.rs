@@ -139,6 +139,87 @@ impl fmt::Display for PKey {
     }
 }
 
+/// Where one field of a header lies and what the spec calls it: declared once beside the
+/// header's accessors, listed in wire order by each header's `FIELDS` for decoders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldInfo {
+    /// The spec's name of the field.
+    pub name: &'static str,
+    /// Byte of the header where the field starts (for a CM message, of the MAD data after
+    /// the 24-byte MAD header).
+    pub byte: usize,
+    /// First bit within that byte, 0 being the most significant.
+    pub bit: u32,
+    /// Width in bits.
+    pub width: u32,
+    /// What the field means (the field's documentation).
+    pub doc: &'static str,
+}
+
+impl FieldInfo {
+    /// A field of `width` bits from bit `bit` (0 = most significant) of byte `byte`.
+    pub const fn new(
+        name: &'static str,
+        byte: usize,
+        bit: u32,
+        width: u32,
+        doc: &'static str,
+    ) -> FieldInfo {
+        FieldInfo {
+            name,
+            byte,
+            bit,
+            width,
+            doc,
+        }
+    }
+
+    /// The field's bits as a number, for fields up to 64 bits wide; `None` for wider ones
+    /// (GIDs, private data) or a header shorter than the field.
+    pub fn read(&self, message: &[u8]) -> Option<u64> {
+        if self.width > 64 || message.len() < self.end_byte() {
+            return None;
+        }
+        Some(read_bits(message, self.byte, self.bit, self.width))
+    }
+
+    /// The field's bytes, for byte-aligned fields of whole bytes.
+    pub fn bytes<'a>(&self, message: &'a [u8]) -> Option<&'a [u8]> {
+        if self.bit != 0 || self.width % 8 != 0 {
+            return None;
+        }
+        message.get(self.byte..self.end_byte())
+    }
+
+    /// The first bit of the field counted from the start of the message.
+    pub const fn first_bit(&self) -> usize {
+        self.byte * 8 + self.bit as usize
+    }
+
+    fn end_byte(&self) -> usize {
+        (self.first_bit() + self.width as usize).div_ceil(8)
+    }
+}
+
+/// Test helper: the fields tile a header (or message) of `len` bytes exactly (no gap, no overlap, in
+/// order), so that `emit` writes every bit `parse` read.
+#[cfg(test)]
+pub(crate) fn assert_fields_tile_len(fields: &[FieldInfo], len: usize) {
+    let mut next = 0;
+    for f in fields {
+        assert_eq!(
+            f.first_bit(),
+            next,
+            "{} starts where the last field ended",
+            f.name
+        );
+        assert!(f.width > 0 && (f.width <= 64 || f.bit == 0 && f.width % 8 == 0));
+        assert!(!f.doc.is_empty(), "{} is documented", f.name);
+        next += f.width as usize;
+    }
+    assert_eq!(next, len * 8, "fields cover the message");
+}
+
 // Big-endian accessors. Callers have checked the buffer length first (the `new_checked`
 // constructors), so these index without further checks; a short buffer here is a bug in the
 // caller, not bad input.

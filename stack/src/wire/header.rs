@@ -135,3 +135,41 @@ macro_rules! round_trip_proptest {
 
 #[cfg(test)]
 pub(crate) use round_trip_proptest;
+
+/// Test helper: `fields` cover the header's bits exactly once, in wire order, and read from
+/// `raw` what the `Repr` parsed (`values`, one per field up to 64 bits wide).
+#[cfg(test)]
+pub(crate) fn assert_fields<H: FixedHeader>(
+    fields: &[super::field::FieldInfo],
+    raw: &[u8],
+    values: &[u64],
+) {
+    super::field::assert_fields_tile_len(fields, H::LEN);
+    let read: Vec<u64> = fields.iter().filter_map(|f| f.read(raw)).collect();
+    assert_eq!(
+        read,
+        values,
+        "{}'s fields read what the accessors read",
+        H::NAME
+    );
+}
+
+/// Declares the proptest that `$repr::FIELDS` say where the accessors read (see
+/// [`assert_fields`]); `$values` maps a parsed `Repr` to its field values in wire order.
+#[cfg(test)]
+macro_rules! fields_proptest {
+    ($repr:ty, $values:expr) => {
+        proptest::proptest! {
+            #[test]
+            fn fields_say_where_the_accessors_read(raw in proptest::collection::vec(
+                    proptest::prelude::any::<u8>(), <$repr as $crate::wire::FixedHeader>::LEN)) {
+                let repr = <$repr as $crate::wire::FixedHeader>::parse(&raw).unwrap();
+                let values: Vec<u64> = ($values)(&repr);
+                $crate::wire::header::assert_fields::<$repr>(&<$repr>::FIELDS, &raw, &values);
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+pub(crate) use fields_proptest;

@@ -23,12 +23,12 @@ const NAME: &str = "ICRC";
 /// Size of the ICRC trailer.
 pub const ICRC_LEN: usize = 4;
 
-const UDP_LEN: usize = 8;
-const BTH_LEN: usize = 12;
+const UDP_LEN: usize = super::encap::UDP_HEADER_LEN;
+const BTH_LEN: usize = <super::bth::BthRepr as super::FixedHeader>::LEN;
 /// BTH bytes up to and including byte 4 (FECN, BECN, Resv6), the last masked one.
 const BTH_MASKED_PREFIX: usize = 5;
-const MAX_IPV4_HEADER: usize = 60;
-const IPV6_HEADER: usize = 40;
+const MAX_IPV4_HEADER: usize = super::encap::IPV4_MAX_HEADER_LEN;
+const IPV6_HEADER: usize = super::encap::IPV6_HEADER_LEN;
 
 /// CRC-32 of the eight 0xFF bytes of the pseudo-LRH, in crc32fast's (complemented) form: the
 /// raw register 0xDEBB20E3 that rxe starts from, inverted.

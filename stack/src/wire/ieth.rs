@@ -2,7 +2,7 @@
 //! SEND_*_WITH_INVALIDATE asks the responder to invalidate once the message is received.
 
 use super::FixedHeader;
-use super::field;
+use super::field::{self, FieldInfo};
 use super::header::header_view;
 
 header_view!(
@@ -20,6 +20,17 @@ impl<T: AsRef<[u8]>> Ieth<T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IethRepr {
     pub rkey: u32,
+}
+
+impl IethRepr {
+    /// The one field (IBA 9.3.8), for decoders.
+    pub const FIELDS: [FieldInfo; 1] = [FieldInfo::new(
+        "R_Key",
+        0,
+        0,
+        32,
+        "the responder invalidates this remote key",
+    )];
 }
 
 impl FixedHeader for IethRepr {
@@ -40,7 +51,7 @@ impl FixedHeader for IethRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::header::round_trip_proptest;
+    use crate::wire::header::{fields_proptest, round_trip_proptest};
 
     #[test]
     fn fixture() {
@@ -48,4 +59,6 @@ mod tests {
     }
 
     round_trip_proptest!(IethRepr);
+
+    fields_proptest!(IethRepr, |r: &IethRepr| vec![u64::from(r.rkey)]);
 }

@@ -3,7 +3,7 @@
 //! transport; shown in network byte order, as ibv_wc.imm_data carries it.
 
 use super::FixedHeader;
-use super::field;
+use super::field::{self, FieldInfo};
 use super::header::header_view;
 
 header_view!(
@@ -21,6 +21,17 @@ impl<T: AsRef<[u8]>> ImmDt<T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ImmDtRepr {
     pub imm: u32,
+}
+
+impl ImmDtRepr {
+    /// The one field (IBA 9.3.7), for decoders.
+    pub const FIELDS: [FieldInfo; 1] = [FieldInfo::new(
+        "Immediate Data",
+        0,
+        0,
+        32,
+        "handed to the receiver in its completion",
+    )];
 }
 
 impl FixedHeader for ImmDtRepr {
@@ -41,7 +52,7 @@ impl FixedHeader for ImmDtRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::header::round_trip_proptest;
+    use crate::wire::header::{fields_proptest, round_trip_proptest};
 
     #[test]
     fn fixture() {
@@ -52,4 +63,6 @@ mod tests {
     }
 
     round_trip_proptest!(ImmDtRepr);
+
+    fields_proptest!(ImmDtRepr, |r: &ImmDtRepr| vec![u64::from(r.imm)]);
 }

@@ -113,13 +113,7 @@ pub struct MadHeaderRepr {
 }
 
 const fn at(name: &'static str, byte: usize, bit: u32, width: u32, doc: &'static str) -> FieldInfo {
-    FieldInfo {
-        name,
-        byte,
-        bit,
-        width,
-        doc,
-    }
+    FieldInfo::new(name, byte, bit, width, doc)
 }
 
 impl MadHeaderRepr {

@@ -8,8 +8,14 @@
 //! ```
 
 use super::FixedHeader;
-use super::field;
+use super::field::{self, FieldInfo};
 use super::header::header_view;
+
+mod field_at {
+    pub const VA: usize = 0;
+    pub const RKEY: usize = 8;
+    pub const DMA_LEN: usize = 12;
+}
 
 header_view!(
     /// A view over the 16 bytes of a RETH.
@@ -19,13 +25,13 @@ header_view!(
 
 impl<T: AsRef<[u8]>> Reth<T> {
     pub fn va(&self) -> u64 {
-        field::read_u64(self.bytes(), 0)
+        field::read_u64(self.bytes(), field_at::VA)
     }
     pub fn rkey(&self) -> u32 {
-        field::read_u32(self.bytes(), 8)
+        field::read_u32(self.bytes(), field_at::RKEY)
     }
     pub fn dma_len(&self) -> u32 {
-        field::read_u32(self.bytes(), 12)
+        field::read_u32(self.bytes(), field_at::DMA_LEN)
     }
 }
 
@@ -34,6 +40,33 @@ pub struct RethRepr {
     pub va: u64,
     pub rkey: u32,
     pub dma_len: u32,
+}
+
+impl RethRepr {
+    /// The fields in wire order (IBA 9.3.3), for decoders.
+    pub const FIELDS: [FieldInfo; 3] = [
+        FieldInfo::new(
+            "VA",
+            field_at::VA,
+            0,
+            64,
+            "virtual address in the responder's memory region",
+        ),
+        FieldInfo::new(
+            "R_Key",
+            field_at::RKEY,
+            0,
+            32,
+            "remote key that grants access to that region",
+        ),
+        FieldInfo::new(
+            "DMA Length",
+            field_at::DMA_LEN,
+            0,
+            32,
+            "bytes of the whole operation, not of this packet",
+        ),
+    ];
 }
 
 impl FixedHeader for RethRepr {
@@ -50,16 +83,16 @@ impl FixedHeader for RethRepr {
     }
 
     fn emit_unchecked(&self, buf: &mut [u8]) {
-        field::write_u64(buf, 0, self.va);
-        field::write_u32(buf, 8, self.rkey);
-        field::write_u32(buf, 12, self.dma_len);
+        field::write_u64(buf, field_at::VA, self.va);
+        field::write_u32(buf, field_at::RKEY, self.rkey);
+        field::write_u32(buf, field_at::DMA_LEN, self.dma_len);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::header::round_trip_proptest;
+    use crate::wire::header::{fields_proptest, round_trip_proptest};
 
     #[test]
     fn fixture() {
@@ -82,4 +115,10 @@ mod tests {
     }
 
     round_trip_proptest!(RethRepr);
+
+    fields_proptest!(RethRepr, |r: &RethRepr| vec![
+        r.va,
+        u64::from(r.rkey),
+        u64::from(r.dma_len)
+    ]);
 }

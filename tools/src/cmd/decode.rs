@@ -4,6 +4,7 @@ pub(crate) mod explain;
 mod fields;
 pub(crate) mod json;
 pub(crate) mod mad;
+pub(crate) mod section;
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;

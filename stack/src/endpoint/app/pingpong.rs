@@ -14,12 +14,10 @@ use std::time::Instant;
 
 use super::{AppError, check, check_mtu, local_gid, peer_addr, random_psn};
 use crate::endpoint::connect::QpPath;
-use crate::endpoint::oob::pingpong::{
-    Dest, ServerExchange, Tool, UD_GRH_LEN, UD_QKEY, client_exchange,
-};
+use crate::endpoint::oob::pingpong::{Dest, ServerExchange, Tool, UD_QKEY, client_exchange};
 use crate::endpoint::oob::{accept, connect, listen};
 use crate::endpoint::runtime::Runtime;
-use crate::transport::{Access, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, UdDest};
+use crate::transport::{Access, GRH_LEN, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, UdDest};
 use crate::wire::Qpn;
 
 const RECV_WRID: u64 = 1;
@@ -122,7 +120,10 @@ pub fn run(
     if !ud {
         check_mtu(rt, opts.mtu)?;
     }
-    let grh = if ud { UD_GRH_LEN as u32 } else { 0 };
+    // ibv_ud_pingpong reserves the GRH's bytes before the payload in its buffer: receives
+    // land the GRH there (for RoCEv2 over IPv4, the IPv4 header in its last 20 bytes), so a
+    // receive of `size` payload bytes completes with `size + GRH_LEN` bytes.
+    let grh = if ud { GRH_LEN as u32 } else { 0 };
     let buf_len = (opts.size + grh) as usize;
     let key = rt.register_mr(BUF_VA, vec![0x7b; buf_len], Access::LOCAL_WRITE)?;
     let cq = rt.create_cq(opts.rx_depth as usize + 1);

@@ -50,10 +50,6 @@ pub const FORMAT: &str = "LLLL:QQQQQQ:PPPPPP:GID";
 
 /// Q_Key that `ibv_ud_pingpong` gives its QP and puts in every send.
 pub const UD_QKEY: u32 = 0x1111_1111;
-/// Bytes `ibv_ud_pingpong` reserves before the payload in its buffer: receives land the
-/// 40-byte GRH there (for RoCEv2 over IPv4, the IPv4 header in its last 20 bytes), so a
-/// receive of `size` payload bytes completes with `size + 40` bytes.
-pub const UD_GRH_LEN: usize = 40;
 
 /// One side's address: what a QP needs to reach the other (`struct pingpong_dest`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

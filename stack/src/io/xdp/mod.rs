@@ -29,7 +29,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 
 use super::netdev::Netdev;
-use super::{Capabilities, Device, DeviceError, ETHERNET_HEADER_LEN, check_frame_len};
+use super::{Capabilities, Device, DeviceError, check_frame_len};
+use crate::wire::encap::{ETHERNET_HEADER_LEN, VLAN_TAG_LEN};
 
 mod bpf;
 #[allow(unsafe_code)]
@@ -317,7 +318,9 @@ impl XdpDevice {
             mtu: if multi_buffer {
                 if_mtu
             } else {
-                if_mtu.min(CHUNK_SIZE as usize - XDP_PACKET_HEADROOM - ETHERNET_HEADER_LEN - 4)
+                if_mtu.min(
+                    CHUNK_SIZE as usize - XDP_PACKET_HEADROOM - ETHERNET_HEADER_LEN - VLAN_TAG_LEN,
+                )
             },
             mac,
             mode,

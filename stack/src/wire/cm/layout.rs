@@ -7,48 +7,7 @@ use core::net::Ipv6Addr;
 
 use crate::wire::field::{self, PKey, Psn, Qpn};
 
-/// One field of a CM message, as the decoder lists it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FieldInfo {
-    /// The spec's name of the field.
-    pub name: &'static str,
-    /// Byte of the message (after the 24-byte MAD header) where the field starts.
-    pub byte: usize,
-    /// First bit within that byte, 0 being the most significant.
-    pub bit: u32,
-    /// Width in bits.
-    pub width: u32,
-    /// What the field means (the field's documentation).
-    pub doc: &'static str,
-}
-
-impl FieldInfo {
-    /// The field's bits as a number, for fields up to 64 bits wide; `None` for wider ones
-    /// (GIDs, private data) or a message shorter than the field.
-    pub fn read(&self, message: &[u8]) -> Option<u64> {
-        if self.width > 64 || message.len() < self.end_byte() {
-            return None;
-        }
-        Some(field::read_bits(message, self.byte, self.bit, self.width))
-    }
-
-    /// The field's bytes, for byte-aligned fields of whole bytes.
-    pub fn bytes<'a>(&self, message: &'a [u8]) -> Option<&'a [u8]> {
-        if self.bit != 0 || self.width % 8 != 0 {
-            return None;
-        }
-        message.get(self.byte..self.end_byte())
-    }
-
-    /// The first bit of the field counted from the start of the message.
-    pub const fn first_bit(&self) -> usize {
-        self.byte * 8 + self.bit as usize
-    }
-
-    fn end_byte(&self) -> usize {
-        (self.first_bit() + self.width as usize).div_ceil(8)
-    }
-}
+pub use crate::wire::field::FieldInfo;
 
 /// A field's place: byte, first bit, width.
 #[derive(Debug, Clone, Copy)]
@@ -202,24 +161,8 @@ macro_rules! cm_message {
 
 pub(crate) use cm_message;
 
-/// Test helper: the fields tile a message of `len` bytes exactly (no gap, no overlap, in
-/// order), so that `emit` writes every bit `parse` read.
 #[cfg(test)]
-pub(crate) fn assert_fields_tile_len(fields: &[FieldInfo], len: usize) {
-    let mut next = 0;
-    for f in fields {
-        assert_eq!(
-            f.first_bit(),
-            next,
-            "{} starts where the last field ended",
-            f.name
-        );
-        assert!(f.width > 0 && (f.width <= 64 || f.bit == 0 && f.width % 8 == 0));
-        assert!(!f.doc.is_empty(), "{} is documented", f.name);
-        next += f.width as usize;
-    }
-    assert_eq!(next, len * 8, "fields cover the message");
-}
+pub(crate) use crate::wire::field::assert_fields_tile_len;
 
 /// [`assert_fields_tile_len`] for a CM message: the 232 bytes of MAD data.
 #[cfg(test)]

@@ -1,10 +1,14 @@
 //! The InfiniBand transport headers explained field by field (IBA Vol. 1 chapter 9; RoCEv2
 //! Annex A17 for the CNP).
 
+use roce::wire::field::FieldInfo;
 use roce::wire::opcode::op;
-use roce::wire::{BthRepr, ExtHeaders, FixedHeader, NakCode, Opcode, Syndrome, Transport};
+use roce::wire::{
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, CnpRepr, DethRepr, ExtHeaders, FethRepr,
+    FixedHeader, IethRepr, ImmDtRepr, NakCode, Opcode, RethRepr, Syndrome, Transport,
+};
 
-use super::explain::{Field, Section, field};
+use super::section::{Field, Section};
 
 fn flag(b: bool) -> u8 {
     u8::from(b)
@@ -83,10 +87,24 @@ pub fn bth_fields(b: &BthRepr) -> Vec<Field> {
             ""
         }
     );
+    let [
+        opcode,
+        se,
+        m,
+        pad,
+        tver,
+        pkey,
+        fecn,
+        becn,
+        resv6,
+        dest_qp,
+        ack_req,
+        resv7,
+        psn,
+    ] = &BthRepr::FIELDS;
     vec![
         field(
-            (0, 8),
-            "OpCode",
+            opcode,
             format!("{:#04x}", op.value()),
             format!(
                 "{op}\nbits 7-5 = {:03b}: {}\nbits 4-0 = {:05b}: {}",
@@ -97,8 +115,7 @@ pub fn bth_fields(b: &BthRepr) -> Vec<Field> {
             ),
         ),
         field(
-            (8, 1),
-            "SE",
+            se,
             flag(b.solicited),
             if b.solicited {
                 "solicited event: wake the receiver"
@@ -106,42 +123,20 @@ pub fn bth_fields(b: &BthRepr) -> Vec<Field> {
                 "no solicited event"
             },
         ),
+        field(m, flag(b.mig_req), m.doc),
+        field(pad, b.pad_count, pad_meaning(b.pad_count)),
+        field(tver, b.tver, tver.doc),
+        field(pkey, format!("{:#06x}", b.pkey.0), pkey_meaning),
+        field(fecn, flag(b.fecn), fecn.doc),
+        field(becn, flag(b.becn), becn.doc),
+        field(resv6, b.resv6, resv6.doc),
         field(
-            (9, 1),
-            "M",
-            flag(b.mig_req),
-            "MigReq: automatic path migration state",
-        ),
-        field((10, 2), "PadCnt", b.pad_count, pad_meaning(b.pad_count)),
-        field((12, 4), "TVer", b.tver, "transport header version (0)"),
-        field(
-            (16, 16),
-            "P_Key",
-            format!("{:#06x}", b.pkey.0),
-            pkey_meaning,
-        ),
-        field(
-            (32, 1),
-            "FECN",
-            flag(b.fecn),
-            "forward congestion notification; masked in the ICRC",
-        ),
-        field(
-            (33, 1),
-            "BECN",
-            flag(b.becn),
-            "backward congestion notification (set in a CNP); masked",
-        ),
-        field((34, 6), "Resv6", b.resv6, "reserved; masked in the ICRC"),
-        field(
-            (40, 24),
-            "DestQP",
+            dest_qp,
             hex24(b.dest_qp.value()),
             format!("destination queue pair {}", b.dest_qp),
         ),
         field(
-            (64, 1),
-            "A",
+            ack_req,
             flag(b.ack_req),
             if b.ack_req {
                 "AckReq: the responder must acknowledge"
@@ -149,13 +144,8 @@ pub fn bth_fields(b: &BthRepr) -> Vec<Field> {
                 "AckReq clear: an ACK may be coalesced"
             },
         ),
-        field((65, 7), "Resv7", b.resv7, "reserved"),
-        field(
-            (72, 24),
-            "PSN",
-            b.psn,
-            "packet sequence number: orders and detects loss (24 bits, wraps)",
-        ),
+        field(resv7, b.resv7, resv7.doc),
+        field(psn, b.psn, psn.doc),
     ]
 }
 
@@ -211,174 +201,123 @@ pub fn ext_sections(ext: &ExtHeaders, mut start: usize) -> Vec<Section> {
         push(
             "DETH: Datagram Extended Transport Header (IBA Vol. 1 9.3.2)",
             h.buffer_len(),
-            vec![
-                field(
-                    (0, 32),
-                    "Q_Key",
-                    hex32(h.qkey),
-                    "the receiving UD QP drops packets whose Q_Key differs",
-                ),
-                field((32, 8), "Reserved", h.resv, "reserved"),
-                field(
-                    (40, 24),
-                    "SrcQP",
-                    hex24(h.src_qp.value()),
-                    "the sending QP: replies go there",
-                ),
-            ],
+            {
+                let [qkey, resv, src_qp] = &DethRepr::FIELDS;
+                vec![
+                    field(qkey, hex32(h.qkey), qkey.doc),
+                    field(resv, h.resv, resv.doc),
+                    field(src_qp, hex24(h.src_qp.value()), src_qp.doc),
+                ]
+            },
         );
     }
     if let Some(h) = ext.feth {
         push(
             "FETH: FLUSH Extended Transport Header (IBA Vol. 1 9.3.9)",
             h.buffer_len(),
-            vec![
-                field((0, 26), "Reserved", h.raw >> 6, "reserved"),
-                field(
-                    (26, 2),
-                    "SelectivityLevel",
-                    h.selectivity_level(),
-                    "0: the RETH's range; 1: the whole memory region",
-                ),
-                field(
-                    (28, 4),
-                    "PlacementType",
-                    h.placement_type(),
-                    "bit 0: global visibility; bit 1: persistence",
-                ),
-            ],
+            {
+                let [resv, level, placement] = &FethRepr::FIELDS;
+                vec![
+                    field(resv, h.raw >> 6, resv.doc),
+                    field(level, h.selectivity_level(), level.doc),
+                    field(placement, h.placement_type(), placement.doc),
+                ]
+            },
         );
     }
     if let Some(h) = ext.reth {
         push(
             "RETH: RDMA Extended Transport Header (IBA Vol. 1 9.3.3)",
             h.buffer_len(),
-            vec![
-                field(
-                    (0, 64),
-                    "VA",
-                    hex64(h.va),
-                    "virtual address in the responder's memory region",
-                ),
-                field(
-                    (64, 32),
-                    "R_Key",
-                    hex32(h.rkey),
-                    "remote key that grants access to that region",
-                ),
-                field(
-                    (96, 32),
-                    "DMA Length",
-                    h.dma_len,
-                    "bytes of the whole operation, not of this packet",
-                ),
-            ],
+            {
+                let [va, rkey, dma_len] = &RethRepr::FIELDS;
+                vec![
+                    field(va, hex64(h.va), va.doc),
+                    field(rkey, hex32(h.rkey), rkey.doc),
+                    field(dma_len, h.dma_len, dma_len.doc),
+                ]
+            },
         );
     }
     if let Some(h) = ext.atomic_eth {
         push(
             "AtomicETH: Atomic Extended Transport Header (IBA Vol. 1 9.3.4)",
             h.buffer_len(),
-            vec![
-                field(
-                    (0, 64),
-                    "VA",
-                    hex64(h.va),
-                    "address of the 8-byte-aligned remote word",
-                ),
-                field(
-                    (64, 32),
-                    "R_Key",
-                    hex32(h.rkey),
-                    "remote key that grants access to it",
-                ),
-                field(
-                    (96, 64),
-                    "Swap/Add Data",
-                    hex64(h.swap_add),
-                    "value to swap in (COMPARE_SWAP) or add (FETCH_ADD)",
-                ),
-                field(
-                    (160, 64),
-                    "Compare Data",
-                    hex64(h.compare),
-                    "COMPARE_SWAP swaps only if the word equals this",
-                ),
-            ],
+            {
+                let [va, rkey, swap_add, compare] = &AtomicEthRepr::FIELDS;
+                vec![
+                    field(va, hex64(h.va), va.doc),
+                    field(rkey, hex32(h.rkey), rkey.doc),
+                    field(swap_add, hex64(h.swap_add), swap_add.doc),
+                    field(compare, hex64(h.compare), compare.doc),
+                ]
+            },
         );
     }
     if let Some(h) = ext.aeth {
         push(
             "AETH: ACK Extended Transport Header (IBA Vol. 1 9.3.5)",
             h.buffer_len(),
-            vec![
-                field(
-                    (0, 8),
-                    "Syndrome",
-                    format!("{:#04x}", h.syndrome.to_byte()),
-                    syndrome_meaning(h.syndrome),
-                ),
-                field(
-                    (8, 24),
-                    "MSN",
-                    h.msn,
-                    "message sequence number: requests the responder completed",
-                ),
-            ],
+            {
+                let [syndrome, msn] = &AethRepr::FIELDS;
+                vec![
+                    field(
+                        syndrome,
+                        format!("{:#04x}", h.syndrome.to_byte()),
+                        syndrome_meaning(h.syndrome),
+                    ),
+                    field(msn, h.msn, msn.doc),
+                ]
+            },
         );
     }
     if let Some(h) = ext.atomic_ack_eth {
         push(
             "AtomicAckETH: Atomic Acknowledge ETH (IBA Vol. 1 9.3.6)",
             h.buffer_len(),
-            vec![field(
-                (0, 64),
-                "Orig Remote Data",
-                hex64(h.orig),
-                "the word's value before the atomic operation",
-            )],
+            {
+                let [orig] = &AtomicAckEthRepr::FIELDS;
+                vec![field(orig, hex64(h.orig), orig.doc)]
+            },
         );
     }
     if let Some(h) = ext.immdt {
         push(
             "ImmDt: Immediate Data Extended Transport Header (IBA Vol. 1 9.3.7)",
             h.buffer_len(),
-            vec![field(
-                (0, 32),
-                "Immediate Data",
-                hex32(h.imm),
-                "handed to the receiver in its completion",
-            )],
+            {
+                let [imm] = &ImmDtRepr::FIELDS;
+                vec![field(imm, hex32(h.imm), imm.doc)]
+            },
         );
     }
     if let Some(h) = ext.ieth {
         push(
             "IETH: Invalidate Extended Transport Header (IBA Vol. 1 9.3.8)",
             h.buffer_len(),
-            vec![field(
-                (0, 32),
-                "R_Key",
-                hex32(h.rkey),
-                "the responder invalidates this remote key",
-            )],
+            {
+                let [rkey] = &IethRepr::FIELDS;
+                vec![field(rkey, hex32(h.rkey), rkey.doc)]
+            },
         );
     }
     if let Some(h) = ext.cnp {
         let zero = h.reserved.iter().all(|&b| b == 0);
-        push(
-            "CNP body (IBA Annex A17.9.2)",
-            h.buffer_len(),
-            vec![field(
-                (0, 128),
-                "Reserved",
-                if zero {
-                    "16 zero bytes".to_string()
-                } else {
-                    "16 bytes, not all zero".to_string()
-                },
-                "reserved; the receiver ignores them",
-            )],
-        );
+        push("CNP body (IBA Annex A17.9.2)", h.buffer_len(), {
+            let [reserved] = &CnpRepr::FIELDS;
+            let value = if zero {
+                "16 zero bytes"
+            } else {
+                "16 bytes, not all zero"
+            };
+            vec![field(reserved, value, reserved.doc)]
+        });
     }
     out
+}
+
+/// A field where the wire layer declares it (its bits and the spec's name), with its value
+/// and what that value means.
+fn field(at: &FieldInfo, value: impl ToString, meaning: impl ToString) -> Field {
+    super::section::field((at.first_bit(), at.width as usize), at.name, value, meaning)
 }

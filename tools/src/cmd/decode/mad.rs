@@ -12,7 +12,7 @@ use roce::wire::mad::{MAD_LEN, MGMT_CLASS_CM, MadHeaderRepr};
 use roce::wire::{FixedHeader, Qpn, RocePacket};
 use serde::Serialize;
 
-use super::explain::{Section, field};
+use super::section::{Section, field};
 
 /// The MAD a packet carries: a UD SEND to QP1 with at least a MAD header of payload.
 pub fn mad_payload<'a>(p: &RocePacket<'a>) -> Option<&'a [u8]> {

@@ -10,7 +10,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::cmd::decode::Dissected;
-use crate::cmd::decode::explain::{self, Section, bits_label};
+use crate::cmd::decode::explain;
+use crate::cmd::decode::section::{Section, bits_label};
 
 /// Frames longer than this keep their first [`HEAD_BYTES`] and last [`TAIL_BYTES`] bytes in the
 /// page (the headers, the start of the payload, the pad and ICRC).
