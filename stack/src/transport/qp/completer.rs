@@ -31,9 +31,12 @@ use crate::wire::{IbPacketRepr, NakCode, Psn, RnrTimer, Syndrome};
 #[derive(Debug, Default)]
 pub(super) struct Completer {
     timers: Timers,
-    /// Where the requester last went back to; a NAK or implied NAK asking for the same PSN
-    /// again before any progress is an echo of the same loss and is not acted on twice.
-    last_rewind: Option<Psn>,
+    /// Where the requester last went back, and until when answers to what it had sent before
+    /// going back can still arrive (a round trip after its last transmission then). A NAK or
+    /// implied NAK asking for the same PSN again before then, and before any progress, is an
+    /// echo of the same loss and is not acted on twice; one after it means that what was
+    /// sent again was lost again.
+    last_rewind: Option<(Psn, Instant)>,
     /// An error NAK that arrived before the responses to earlier READs or atomics: it takes
     /// effect once they are in (see [`QueuePair::on_error_nak`]).
     pending_error: Option<(Psn, NakCode)>,
@@ -85,6 +88,8 @@ struct Timers {
     probes: u8,
     /// Doublings of the fast retransmit timer since the last progress.
     backoff: u8,
+    /// When the last request packet left.
+    last_sent: Option<Instant>,
     srtt: Option<Duration>,
     rttvar: Duration,
     /// A packet with AckReq being timed (Karn: never a retransmitted one).
@@ -140,15 +145,22 @@ impl QueuePair {
         local_ack_timeout(self.attrs.timeout)
     }
 
-    /// The fast retransmit timeout, with backoff, never beyond the local ACK timeout.
-    fn fast_rto(&self, ctx: &Ctx<'_>) -> Duration {
+    /// One round trip with its variation (the fast retransmit timeout before backoff): how
+    /// long answers to packets sent before going back can keep arriving.
+    fn round_trip(&self, ctx: &Ctx<'_>) -> Duration {
         let t = &self.comp.timers;
         let base = match t.srtt {
             Some(srtt) => srtt + t.rttvar * 4,
             None => ctx.config.initial_fast_rto,
         };
-        let rto = base
-            .max(ctx.config.min_fast_rto)
+        base.max(ctx.config.min_fast_rto)
+    }
+
+    /// The fast retransmit timeout, with backoff, never beyond the local ACK timeout.
+    fn fast_rto(&self, ctx: &Ctx<'_>) -> Duration {
+        let t = &self.comp.timers;
+        let rto = self
+            .round_trip(ctx)
             .checked_mul(1u32 << t.backoff.min(MAX_BACKOFF))
             .unwrap_or(Duration::MAX);
         match self.ack_timeout() {
@@ -165,6 +177,7 @@ impl QueuePair {
         let t = &mut self.comp.timers;
         t.fast = Some(fast);
         t.ack = t.ack.or(ack);
+        t.last_sent = Some(now);
         if timed && t.sample.is_none() {
             t.sample = Some((psn, now));
         }
@@ -181,18 +194,20 @@ impl QueuePair {
 
     /// Go-back-N to `psn` after a loss.
     fn go_back(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
-        if self.rewind(psn) {
+        if self.rewind(ctx, psn) {
             ctx.stats.rewinds += 1;
             self.shrink_window(ctx);
         }
     }
 
     /// The requester goes back to `psn`; the round trip being timed no longer can be.
-    fn rewind(&mut self, psn: Psn) -> bool {
+    fn rewind(&mut self, ctx: &Ctx<'_>, psn: Psn) -> bool {
         if !self.sq.rewind(psn) {
             return false;
         }
-        self.comp.last_rewind = Some(psn);
+        // After a timer, everything sent before has been answered or lost: no echoes come.
+        let sent = self.comp.timers.last_sent.unwrap_or(ctx.now);
+        self.comp.last_rewind = Some((psn, sent + self.round_trip(ctx)));
         self.comp.timers.sample = None;
         true
     }
@@ -289,9 +304,19 @@ impl QueuePair {
         }
     }
 
+    /// A NAK or implied NAK for `psn` repeats the one the requester already went back for.
+    /// Without the time limit, a READ whose request or first response is lost again after
+    /// going back would wait for the local ACK timeout each time (the implied NAKs that
+    /// report the new loss taken for echoes) and spend `retry_cnt` on every such loss.
+    fn echoes_last_rewind(&self, ctx: &Ctx<'_>, psn: Psn) -> bool {
+        self.comp
+            .last_rewind
+            .is_some_and(|(p, until)| p == psn && ctx.now < until)
+    }
+
     fn implied_nak(&mut self, ctx: &mut Ctx<'_>) {
         let una = self.sq.una();
-        if self.comp.last_rewind != Some(una) {
+        if !self.echoes_last_rewind(ctx, una) {
             ctx.stats.implied_naks += 1;
             self.go_back(ctx, una);
         }
@@ -304,7 +329,7 @@ impl QueuePair {
         }
         // The responder NAKs a gap once; a second NAK for the same PSN is a duplicate packet
         // or older than a retransmission already under way.
-        if self.comp.last_rewind != Some(psn) {
+        if !self.echoes_last_rewind(ctx, psn) {
             self.go_back(ctx, psn);
         }
     }
@@ -347,7 +372,7 @@ impl QueuePair {
             self.comp.timers.rnr_left -= 1;
         }
         // Not a loss: the window stays.
-        if self.rewind(psn) {
+        if self.rewind(ctx, psn) {
             ctx.stats.rewinds += 1;
         }
         let t = &mut self.comp.timers;
@@ -457,7 +482,11 @@ impl QueuePair {
                 t.sample = None;
                 t.backoff = 0;
             }
-            if self.comp.last_rewind.is_some_and(|n| n.distance(una) < 0) {
+            if self
+                .comp
+                .last_rewind
+                .is_some_and(|(n, _)| n.distance(una) < 0)
+            {
                 self.comp.last_rewind = None;
             }
             t.ack = None;

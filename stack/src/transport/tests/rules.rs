@@ -256,6 +256,36 @@ fn implied_nak_from_an_ack_past_a_read() {
     assert_eq!(s.a_bytes(s.dst_a)[..500], s.b_bytes(s.dst_b)[..500]);
 }
 
+/// After the requester went back on a timer, nothing sent before is still in flight: an
+/// implied NAK that follows reports a new loss (here the READ's response, lost again) and is
+/// acted on at once, not taken for an echo of the first and left to the timers (which, when
+/// they have backed off, cost a local ACK timeout and a retry each).
+#[test]
+fn implied_nak_after_going_back_on_a_timer_is_a_new_loss() {
+    let mut s = Setup::rc();
+    drop_first(&mut s, Side::B, 2, |p| {
+        p.bth.opcode.low() == op::RDMA_READ_RESPONSE_ONLY
+    });
+    let op = s.read_op(0);
+    s.post_a(1, op, 0, 500);
+    let limit = s.pair.now() + Duration::from_secs(1);
+    let timed_out = s
+        .pair
+        .run_until(limit, |p| p.a.stats().fast_retransmits == 1);
+    assert!(timed_out, "the fast timer went back to the READ");
+    // Posted now, the SEND leaves right after the READ sent again; its ACK arrives while
+    // the READ's second response is missing.
+    s.recv_b(1, 0, 100);
+    s.post_a(2, SendOp::Send, 0, 100);
+    let wc = s.completions_a(2);
+    assert!(wc.iter().all(|w| w.status == WcStatus::Success));
+    let stats = s.pair.a.stats();
+    assert_eq!(stats.implied_naks, 1, "{stats:?}");
+    assert_eq!(stats.fast_retransmits, 1, "{stats:?}");
+    assert_eq!(stats.local_ack_timeouts, 0, "{stats:?}");
+    assert_eq!(s.a_bytes(s.dst_a)[..500], s.b_bytes(s.dst_b)[..500]);
+}
+
 #[test]
 fn bad_rkey_is_a_remote_access_error() {
     let mut s = Setup::rc();
