@@ -1,5 +1,10 @@
 //! Per-flow state: one direction of traffic to one QP, (source IP, destination IP, DestQP).
-//! Everything here has a fixed size, so memory grows with the number of flows only.
+//!
+//! A flow starts small (a few hundred bytes: a capture of one-packet flows must not cost
+//! kilobytes each, issue 14) and takes on more only as its packets need it: counts for the
+//! opcodes and NAK codes it actually carries, goodput buckets once it carries payload, and a
+//! requester once it carries requests. Nothing grows with the number of packets beyond the
+//! capped lists of `requester.rs`.
 
 use core::hash::{BuildHasherDefault, Hasher};
 use core::net::IpAddr;
@@ -55,6 +60,7 @@ impl Hasher for FlowHasher {
 }
 
 pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FlowHasher>>;
+pub(crate) type FastSet<K> = std::collections::HashSet<K, BuildHasherDefault<FlowHasher>>;
 
 /// A rate measurement waiting for the packets after its signal.
 #[derive(Debug, Clone, Copy)]
@@ -114,6 +120,60 @@ impl RateTracker {
     }
 }
 
+/// Counts by a small key (an opcode, a NAK code): the few keys a flow uses inline, a table
+/// of all of them once it uses more.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Counts {
+    few: [(u8, u64); FEW],
+    used: u8,
+    all: Option<Box<[u64; 256]>>,
+}
+
+/// Keys counted inline: a flow rarely carries more opcodes than this.
+const FEW: usize = 4;
+
+impl Counts {
+    #[inline]
+    pub(crate) fn add(&mut self, key: u8) {
+        if let Some(all) = &mut self.all {
+            all[usize::from(key)] += 1;
+            return;
+        }
+        let used = usize::from(self.used);
+        if let Some(slot) = self.few[..used].iter_mut().find(|(k, _)| *k == key) {
+            slot.1 += 1;
+        } else if used < FEW {
+            self.few[used] = (key, 1);
+            self.used += 1;
+        } else {
+            let mut all = Box::new([0u64; 256]);
+            for &(k, n) in &self.few {
+                all[usize::from(k)] = n;
+            }
+            all[usize::from(key)] += 1;
+            self.all = Some(all);
+        }
+    }
+
+    /// (key, count) for every key counted, in key order.
+    pub(crate) fn iter(&self) -> Vec<(u8, u64)> {
+        let mut out: Vec<(u8, u64)> = match &self.all {
+            Some(all) => (0..=255u8)
+                .zip(all.iter().copied())
+                .filter(|&(_, n)| n > 0)
+                .collect(),
+            None => self.few[..usize::from(self.used)].to_vec(),
+        };
+        out.sort_unstable();
+        out
+    }
+
+    /// Heap bytes held.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.all.as_ref().map_or(0, |_| 256 * 8)
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Flow {
     pub(crate) src: IpAddr,
@@ -121,10 +181,10 @@ pub(crate) struct Flow {
     pub(crate) dest_qp: Qpn,
     pub(crate) udp_src_port: u16,
     pub(crate) packets: u64,
-    pub(crate) opcodes: Box<[u64; 256]>,
+    pub(crate) opcodes: Counts,
     pub(crate) retransmitted: u64,
     /// NAKs by code (0-31).
-    pub(crate) naks: [u64; 32],
+    pub(crate) naks: Counts,
     pub(crate) rnr_naks: u64,
     pub(crate) cnps: u64,
     pub(crate) ecn_ce: u64,
@@ -133,9 +193,12 @@ pub(crate) struct Flow {
     pub(crate) first_ts: u64,
     pub(crate) last_ts: u64,
     pub(crate) reverse: Option<u32>,
+    /// While unpaired: the flows before and after it in its hosts' unpaired list.
+    pub(crate) unpaired: (u32, u32),
     /// The requester whose requests this flow carries (RC and UC).
     pub(crate) requester: Option<Box<Requester>>,
-    pub(crate) goodput: Goodput,
+    /// From the first payload byte on.
+    pub(crate) goodput: Option<Box<Goodput>>,
     pub(crate) spacing: Spacing,
     pub(crate) rate: RateTracker,
 }
@@ -148,9 +211,9 @@ impl Flow {
             dest_qp,
             udp_src_port,
             packets: 0,
-            opcodes: Box::new([0; 256]),
+            opcodes: Counts::default(),
             retransmitted: 0,
-            naks: [0; 32],
+            naks: Counts::default(),
             rnr_naks: 0,
             cnps: 0,
             ecn_ce: 0,
@@ -159,8 +222,9 @@ impl Flow {
             first_ts: ts,
             last_ts: ts,
             reverse: None,
+            unpaired: (u32::MAX, u32::MAX),
             requester: None,
-            goodput: Goodput::default(),
+            goodput: None,
             spacing: Spacing::default(),
             rate: RateTracker::default(),
         }
@@ -169,5 +233,18 @@ impl Flow {
     pub(crate) fn requester(&mut self) -> &mut Requester {
         self.requester
             .get_or_insert_with(|| Box::new(Requester::new()))
+    }
+
+    /// Bytes this flow holds, on the heap included (for limits and tests).
+    pub(crate) fn bytes(&self) -> usize {
+        core::mem::size_of::<Flow>()
+            + self.opcodes.heap_bytes()
+            + self.naks.heap_bytes()
+            + self
+                .goodput
+                .as_ref()
+                .map_or(0, |_| core::mem::size_of::<Goodput>())
+            + self.rate.events.capacity() * core::mem::size_of::<RateChange>()
+            + self.requester.as_ref().map_or(0, |r| r.bytes())
     }
 }

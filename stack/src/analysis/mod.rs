@@ -12,6 +12,13 @@
 //! A flow's requests are followed by a [`requester`] state fed with the responses of the
 //! reverse flow; the two directions of a connection are paired by the CM handshake when the
 //! capture has it, otherwise by the responses' PSNs (see [`Analyzer::reverse_of`]).
+//!
+//! What it holds is bounded whatever the capture (issue 14): a flow starts at a few hundred
+//! bytes and grows only with what its packets need (`flow.rs`), at most
+//! [`Limits::max_flows`] flows are followed (packets of later ones are counted, and the flows
+//! too, in [`Untracked`]), finding a reverse flow looks at [`REVERSE_CANDIDATES`] flows at
+//! most, and rdma_cm connections are found by an index and capped ([`cm`]). Every step costs
+//! the same however many flows or connections came before.
 
 pub mod cm;
 mod flow;
@@ -33,9 +40,9 @@ use crate::wire::{
 };
 
 use cm::{CmMessage, CmTracker};
-use flow::{FastMap, Flow, FlowKey, addr_bits};
+use flow::{FastMap, FastSet, Flow, FlowKey, addr_bits};
 use report::Signal;
-pub use report::{InputProblems, Report};
+pub use report::{InputProblems, Report, Untracked};
 use requester::Response;
 pub use requester::Verdict;
 use sketch::GoodputClock;
@@ -54,6 +61,42 @@ pub enum Outcome {
     /// Meant for UDP 4791 but not a well-formed RoCEv2 packet.
     Malformed,
     Roce(PacketNote),
+    /// RoCEv2, of a flow beyond [`Limits::max_flows`]: counted, not followed.
+    Untracked,
+}
+
+/// Flows followed by default: about 500 MB of one-packet flows (`roce analyze --max-flows`).
+pub const DEFAULT_MAX_FLOWS: usize = 500_000;
+/// Flows of the other direction looked at, the most recent first, when a response or a CNP
+/// needs its flow's reverse (see [`Analyzer::reverse_of`]).
+pub const REVERSE_CANDIDATES: usize = 64;
+/// Distinct untracked flows counted exactly; beyond, "at least" this many.
+const UNTRACKED_COUNTED: usize = 1 << 20;
+
+/// How much the analyser may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Flows followed; the packets of any further flow are counted only.
+    pub max_flows: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_flows: DEFAULT_MAX_FLOWS,
+        }
+    }
+}
+
+/// No flow (the end of an unpaired list).
+const NONE: u32 = u32::MAX;
+
+/// The flows one way between two hosts not yet paired with a reverse, oldest to newest,
+/// linked through `Flow::unpaired`.
+#[derive(Debug, Clone, Copy)]
+struct Unpaired {
+    oldest: u32,
+    newest: u32,
 }
 
 /// A RoCEv2 packet as the analysis saw it.
@@ -98,8 +141,12 @@ pub struct Analyzer {
     index: FastMap<FlowKey, u32>,
     /// The flow of the previous packet: consecutive packets usually share one.
     last: Option<(FlowKey, u32)>,
-    /// Flows by (source, destination) address, to find a flow's reverse.
-    by_hosts: FastMap<(u128, u128), Vec<u32>>,
+    /// Unpaired flows by (source, destination) address, to find a flow's reverse.
+    unpaired: FastMap<(u128, u128), Unpaired>,
+    limits: Limits,
+    untracked: Untracked,
+    /// Hashes of the untracked flows' keys, to count them (up to [`UNTRACKED_COUNTED`]).
+    untracked_keys: FastSet<u64>,
     /// Flow keys the CM handshake tied together, both ways.
     cm_pairs: FastMap<FlowKey, FlowKey>,
     cm: CmTracker,
@@ -117,6 +164,32 @@ pub struct Analyzer {
 impl Analyzer {
     pub fn new() -> Analyzer {
         Analyzer::default()
+    }
+
+    /// An analyser that holds at most what `limits` allow.
+    pub fn with_limits(limits: Limits) -> Analyzer {
+        Analyzer {
+            limits,
+            ..Analyzer::default()
+        }
+    }
+
+    /// Bytes the analyser's state takes, roughly (flows, their indexes, rdma_cm
+    /// connections), for limits checks.
+    pub fn state_bytes(&self) -> usize {
+        let entry = core::mem::size_of::<(FlowKey, u32)>() + 8;
+        self.flows.iter().map(Flow::bytes).sum::<usize>()
+            + (self.flows.capacity() - self.flows.len()) * core::mem::size_of::<Flow>()
+            + self.index.capacity() * entry
+            + self.unpaired.capacity() * 48
+            + self.cm_pairs.capacity() * 2 * entry
+            + self.untracked_keys.capacity() * 16
+            + self.cm.bytes()
+    }
+
+    /// Flows followed so far.
+    pub fn flows(&self) -> usize {
+        self.flows.len()
     }
 
     /// Analyses the next frame of the capture.
@@ -141,7 +214,7 @@ impl Analyzer {
         match &parsed {
             Ok(p) => {
                 let icrc_ok = Some(icrc.unwrap_or_else(|| p.icrc_ok()));
-                Outcome::Roce(self.packet(fields(p, ts, icrc_ok, p.payload())))
+                self.packet(fields(p, ts, icrc_ok, p.payload()))
             }
             Err(e) if e.is_not_roce() => Outcome::NotRoce,
             Err(e) => self.malformed(frame.index, e.to_string()),
@@ -170,7 +243,7 @@ impl Analyzer {
                 let kept = frame.data.len().saturating_sub(offset);
                 let payload = &p.payload()[..kept.min(p.payload().len())];
                 let f = fields(&p, frame.timestamp_ns, None, payload);
-                Outcome::Roce(self.packet(f))
+                self.packet(f)
             }
             Err(e) if e.is_not_roce() => Outcome::NotRoce,
             Err(e) => self.malformed(frame.index, e.to_string()),
@@ -192,7 +265,8 @@ impl Analyzer {
         self.input.damage = Some(reason);
     }
 
-    fn flow_id(&mut self, f: &Fields<'_>) -> u32 {
+    /// The flow of `f`'s packet, made if need be; `None` past [`Limits::max_flows`].
+    fn flow_id(&mut self, f: &Fields<'_>) -> Option<u32> {
         // Straight from the header's addresses: going through `IpAddr` here costs a store
         // the next load cannot forward from, on every packet.
         let (src, dst) = match f.ip {
@@ -210,20 +284,29 @@ impl Analyzer {
         if let Some((k, id)) = self.last
             && k == key
         {
-            return id;
+            return Some(id);
         }
         let id = match self.index.get(&key) {
             Some(&id) => id,
+            None if self.flows.len() >= self.limits.max_flows => {
+                self.untracked.packets += 1;
+                if self.untracked_keys.len() < UNTRACKED_COUNTED {
+                    use core::hash::BuildHasher;
+                    let hash =
+                        core::hash::BuildHasherDefault::<flow::FlowHasher>::default().hash_one(key);
+                    if self.untracked_keys.insert(hash) {
+                        self.untracked.flows += 1;
+                    }
+                }
+                return None;
+            }
             None => {
                 let id = self.flows.len() as u32;
                 let (src, dst) = (f.ip.src_addr(), f.ip.dst_addr());
                 self.flows
                     .push(Flow::new(src, dst, f.dest_qp, f.udp_src_port, f.ts));
                 self.index.insert(key, id);
-                self.by_hosts
-                    .entry((key.src, key.dst))
-                    .or_default()
-                    .push(id);
+                self.list_unpaired(id, (key.src, key.dst));
                 if let Some(other) = self.cm_pairs.get(&key).and_then(|k| self.index.get(k)) {
                     let other = *other;
                     self.link(id, other);
@@ -232,10 +315,52 @@ impl Analyzer {
             }
         };
         self.last = Some((key, id));
-        id
+        Some(id)
+    }
+
+    /// Appends a new flow to the unpaired list of its hosts.
+    fn list_unpaired(&mut self, id: u32, hosts: (u128, u128)) {
+        let list = self.unpaired.entry(hosts).or_insert(Unpaired {
+            oldest: NONE,
+            newest: NONE,
+        });
+        let newest = list.newest;
+        list.newest = id;
+        if newest == NONE {
+            list.oldest = id;
+        } else {
+            self.flows[newest as usize].unpaired.1 = id;
+        }
+        self.flows[id as usize].unpaired = (newest, NONE);
+    }
+
+    /// Takes a flow off its unpaired list (it found its reverse).
+    fn unlist(&mut self, id: u32) {
+        let flow = &self.flows[id as usize];
+        if flow.reverse.is_some() {
+            return; // already off
+        }
+        let (before, after) = flow.unpaired;
+        let hosts = (addr_bits(flow.src), addr_bits(flow.dst));
+        if before != NONE {
+            self.flows[before as usize].unpaired.1 = after;
+        }
+        if after != NONE {
+            self.flows[after as usize].unpaired.0 = before;
+        }
+        if let Some(list) = self.unpaired.get_mut(&hosts) {
+            if list.oldest == id {
+                list.oldest = after;
+            }
+            if list.newest == id {
+                list.newest = before;
+            }
+        }
     }
 
     fn link(&mut self, a: u32, b: u32) {
+        self.unlist(a);
+        self.unlist(b);
         self.flows[a as usize].reverse = Some(b);
         self.flows[b as usize].reverse = Some(a);
     }
@@ -243,11 +368,13 @@ impl Analyzer {
     /// The reverse flow of `id` (same connection, other direction), pairing it if need be.
     ///
     /// Without a CM handshake nothing on the wire names the requester's QP in its requests, so
-    /// the candidates are the unpaired flows between the same two hosts the other way. With
-    /// more than one, prefer the flow whose requests reached `psn` (the PSN a response
-    /// carries is the requester's), then one with an rxe UDP source port that fits (RC
-    /// flows of recent kernels use the same port both ways, derived from both QPNs; older
-    /// ones derive it from the sender's QPN, this flow's destination QP), then the busiest.
+    /// the candidates are the unpaired flows between the same two hosts the other way: the
+    /// [`REVERSE_CANDIDATES`] most recent of them, so that a capture of many unpaired flows
+    /// costs a bounded scan per packet (issue 14: every CNP rescanned them all). With more
+    /// than one, prefer the flow whose requests reached `psn` (the PSN a response carries is
+    /// the requester's), then one with an rxe UDP source port that fits (RC flows of recent
+    /// kernels use the same port both ways, derived from both QPNs; older ones derive it
+    /// from the sender's QPN, this flow's destination QP), then the busiest, then the newest.
     fn reverse_of(&mut self, id: u32, psn: Option<Psn>) -> Option<u32> {
         let flow = &self.flows[id as usize];
         if flow.reverse.is_some() {
@@ -255,37 +382,48 @@ impl Analyzer {
         }
         let back = (addr_bits(flow.dst), addr_bits(flow.src));
         let ports = [flow.udp_src_port, rxe_udp_src_port(flow.dest_qp)];
-        let candidates = self.by_hosts.get(&back)?;
-        let best = candidates
-            .iter()
-            .copied()
-            .filter(|&c| self.flows[c as usize].reverse.is_none() && c != id)
-            .max_by_key(|&c| {
-                let f = &self.flows[c as usize];
-                let reached = match (psn, f.requester.as_ref().and_then(|r| r.high())) {
-                    (Some(p), Some(h)) => (0..=seen::WINDOW as i32).contains(&h.distance(p)),
-                    _ => false,
-                };
-                (reached, ports.contains(&f.udp_src_port), f.packets)
-            })?;
+        let mut candidates = [NONE; REVERSE_CANDIDATES];
+        let mut found = 0;
+        let mut c = self.unpaired.get(&back)?.newest;
+        while c != NONE && found < REVERSE_CANDIDATES {
+            if c != id {
+                candidates[found] = c;
+                found += 1;
+            }
+            c = self.flows[c as usize].unpaired.0;
+        }
+        // Oldest first, so that among equals the newest wins, as it did over the whole list.
+        candidates[..found].reverse();
+        let best = candidates[..found].iter().copied().max_by_key(|&c| {
+            let f = &self.flows[c as usize];
+            let reached = match (psn, f.requester.as_ref().and_then(|r| r.high())) {
+                (Some(p), Some(h)) => (0..=seen::WINDOW as i32).contains(&h.distance(p)),
+                _ => false,
+            };
+            (reached, ports.contains(&f.udp_src_port), f.packets)
+        })?;
         self.link(id, best);
         Some(best)
     }
 
-    fn packet(&mut self, f: Fields<'_>) -> PacketNote {
+    fn packet(&mut self, f: Fields<'_>) -> Outcome {
         self.roce_packets += 1;
-        let id = self.flow_id(&f);
+        if f.icrc_ok == Some(false) {
+            self.icrc_errors += 1;
+        }
+        let Some(id) = self.flow_id(&f) else {
+            return Outcome::Untracked;
+        };
         let since_start = f.ts.saturating_sub(self.first_ts.unwrap_or(f.ts));
         let clock = self.clock;
         let transport_ok = f.icrc_ok != Some(false);
         let flow = &mut self.flows[id as usize];
         flow.packets += 1;
-        flow.opcodes[usize::from(f.opcode.value())] += 1;
+        flow.opcodes.add(f.opcode.value());
         flow.payload_bytes += u64::from(f.payload_len);
         flow.last_ts = f.ts;
         if f.icrc_ok == Some(false) {
             flow.icrc_errors += 1;
-            self.icrc_errors += 1;
         }
         if let Some(gap) = flow.spacing.packet(f.ts) {
             flow.rate.gap(gap);
@@ -330,7 +468,9 @@ impl Analyzer {
             }
             Transport::Cnp => {
                 flow.cnps += 1;
-                if let Some(target) = self.reverse_of(id, None) {
+                // A CNP whose ICRC is bad may not be one: it pairs nothing.
+                let target = transport_ok.then(|| self.reverse_of(id, None)).flatten();
+                if let Some(target) = target {
                     let t = &mut self.flows[target as usize];
                     let spacing = t.spacing.clone();
                     t.rate.signal(Signal::Cnp, f.ts, &spacing);
@@ -349,10 +489,13 @@ impl Analyzer {
         };
         if new_data && f.payload_len > 0 {
             let flow = &mut self.flows[id as usize];
-            flow.goodput
-                .add(clock, since_start, u64::from(f.payload_len));
+            flow.goodput.get_or_insert_with(Box::default).add(
+                clock,
+                since_start,
+                u64::from(f.payload_len),
+            );
         }
-        note
+        Outcome::Roce(note)
     }
 
     /// A response on flow `id` answers the requests of its reverse flow.
@@ -428,7 +571,7 @@ fn is_read_response(opcode: Opcode) -> bool {
 
 fn count_aeth(flow: &mut Flow, syndrome: Option<Syndrome>) {
     match syndrome {
-        Some(Syndrome::Nak(code)) => flow.naks[usize::from(code.code())] += 1,
+        Some(Syndrome::Nak(code)) => flow.naks.add(code.code()),
         Some(Syndrome::RnrNak { .. }) => flow.rnr_naks += 1,
         _ => {}
     }

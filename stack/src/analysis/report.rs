@@ -279,6 +279,24 @@ impl InputProblems {
     }
 }
 
+/// What the analyser counted but did not follow, because of its limits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Untracked {
+    /// Flows beyond `--max-flows` (exact up to 2^20, at least that many beyond).
+    pub flows: u64,
+    /// Their packets.
+    pub packets: u64,
+    /// rdma_cm connections beyond the tracker's limit.
+    pub cm_connections: u64,
+}
+
+impl Untracked {
+    /// True when something was not followed.
+    pub fn any(&self) -> bool {
+        self.flows > 0 || self.cm_connections > 0
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
     pub packets: u64,
@@ -291,4 +309,8 @@ pub struct Report {
     /// Width of every flow's goodput buckets.
     pub goodput_bucket_ns: u64,
     pub input: InputProblems,
+    /// What the analyser's limits left out.
+    pub untracked: Untracked,
+    /// The flow limit in force.
+    pub max_flows: usize,
 }

@@ -141,6 +141,18 @@ fn at_or_after(a: Psn, b: Psn) -> bool {
 }
 
 impl Requester {
+    /// Bytes this requester holds, on the heap included (for limits and tests).
+    pub(crate) fn bytes(&self) -> usize {
+        core::mem::size_of::<Requester>()
+            + self.seen.heap_bytes()
+            + self.rtt.heap_bytes()
+            + self.outstanding.capacity() * core::mem::size_of::<Message>()
+            + self.episodes.capacity() * core::mem::size_of::<Episode>()
+            + self.nak_events.capacity() * core::mem::size_of::<NakEvent>()
+            + self.rnr_events.capacity() * core::mem::size_of::<RnrEvent>()
+            + self.implied.capacity() * core::mem::size_of::<ImpliedNak>()
+    }
+
     pub(crate) fn new() -> Requester {
         Requester {
             seen: SeenWindow::new(),

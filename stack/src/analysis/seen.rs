@@ -6,17 +6,32 @@
 //! the highest seen so far (24-bit serial order, IBA 9.7.1). A PSN further behind than that is
 //! a new start (a QP reused with a new initial PSN), never a retransmission; no requester keeps
 //! that many packets outstanding. One bit per PSN in the window: 8 KiB per flow however long
-//! the capture.
+//! the capture, but only once the flow's PSNs spread over more than [`SMALL`]: until then 32
+//! bytes hold them (most flows of a capture of many short ones never need more).
 
 use crate::wire::Psn;
 
 /// PSNs remembered behind the highest one.
 pub const WINDOW: u32 = 1 << 16;
 const WORDS: usize = (WINDOW / 64) as usize;
+/// PSNs the small form holds, from its base.
+pub const SMALL: u32 = 256;
+const SMALL_WORDS: usize = (SMALL / 64) as usize;
+
+/// The bits: PSNs `base..base + SMALL` by their distance from `base`, or the whole window by
+/// `psn % WINDOW`.
+#[derive(Debug, Clone)]
+enum Bits {
+    Small {
+        base: Psn,
+        words: [u64; SMALL_WORDS],
+    },
+    Window(Box<[u64; WORDS]>),
+}
 
 #[derive(Debug, Clone)]
 pub(crate) struct SeenWindow {
-    bits: Box<[u64; WORDS]>,
+    bits: Bits,
     highest: Option<Psn>,
     /// The lowest PSN set since the last restart: every set bit lies from it to `highest`, so
     /// a restart clears only those words (a capture of many short-lived QPs restarts often).
@@ -28,7 +43,10 @@ pub(crate) struct SeenWindow {
 impl SeenWindow {
     pub(crate) fn new() -> SeenWindow {
         SeenWindow {
-            bits: Box::new([0; WORDS]),
+            bits: Bits::Small {
+                base: Psn::new(0),
+                words: [0; SMALL_WORDS],
+            },
             highest: None,
             lowest: None,
             wraps: 0,
@@ -43,21 +61,79 @@ impl SeenWindow {
         self.wraps
     }
 
+    /// Heap bytes held.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        match self.bits {
+            Bits::Small { .. } => 0,
+            Bits::Window(_) => WORDS * 8,
+        }
+    }
+
     fn slot(psn: Psn) -> (usize, u64) {
         let i = psn.value() % WINDOW;
         ((i / 64) as usize, 1 << (i % 64))
     }
 
+    /// Where `psn` lies in the small form, if it does.
+    fn small_slot(base: Psn, psn: Psn) -> Option<(usize, u64)> {
+        let off = psn.distance(base);
+        (0..SMALL as i32)
+            .contains(&off)
+            .then(|| ((off / 64) as usize, 1u64 << (off % 64)))
+    }
+
+    fn get(&self, psn: Psn) -> bool {
+        match &self.bits {
+            Bits::Small { base, words } => {
+                Self::small_slot(*base, psn).is_some_and(|(w, b)| words[w] & b != 0)
+            }
+            Bits::Window(bits) => {
+                let (w, b) = Self::slot(psn);
+                bits[w] & b != 0
+            }
+        }
+    }
+
     fn set(&mut self, psn: Psn) {
-        let (w, b) = Self::slot(psn);
-        self.bits[w] |= b;
+        if let Bits::Small { base, words } = &mut self.bits {
+            match Self::small_slot(*base, psn) {
+                Some((w, b)) => words[w] |= b,
+                None => {
+                    self.grow();
+                    return self.set(psn);
+                }
+            }
+        } else if let Bits::Window(bits) = &mut self.bits {
+            let (w, b) = Self::slot(psn);
+            bits[w] |= b;
+        }
         if self.lowest.is_none_or(|low| psn < low) {
             self.lowest = Some(psn);
         }
     }
 
+    /// From the small form to the whole window, keeping every bit.
+    fn grow(&mut self) {
+        let Bits::Small { base, words } = self.bits else {
+            return;
+        };
+        let mut bits = Box::new([0u64; WORDS]);
+        for (k, word) in words.iter().enumerate() {
+            for bit in 0..64 {
+                if word & (1 << bit) != 0 {
+                    let (w, b) = Self::slot(base.add((k * 64 + bit) as u32));
+                    bits[w] |= b;
+                }
+            }
+        }
+        self.bits = Bits::Window(bits);
+    }
+
     fn restart(&mut self, psn: Psn) {
         self.clear();
+        if let Bits::Small { base, .. } = &mut self.bits {
+            *base = psn;
+        }
         self.highest = Some(psn);
         self.lowest = None;
         self.set(psn);
@@ -65,17 +141,48 @@ impl SeenWindow {
 
     /// Clears every bit set since the last restart.
     fn clear(&mut self) {
+        let bits = match &mut self.bits {
+            Bits::Small { words, .. } => {
+                *words = [0; SMALL_WORDS];
+                return;
+            }
+            Bits::Window(bits) => bits,
+        };
         let (Some(low), Some(high)) = (self.lowest, self.highest) else {
             return;
         };
         let span = high.distance(low);
         if !(0..WINDOW as i32 - 64).contains(&span) {
-            self.bits.fill(0);
+            bits.fill(0);
             return;
         }
         let (first, _) = Self::slot(low);
         for k in 0..=(span as usize / 64 + 1) {
-            self.bits[(first + k) % WORDS] = 0;
+            bits[(first + k) % WORDS] = 0;
+        }
+    }
+
+    /// Clears the `count` PSNs after `from` (those entering the window held PSNs WINDOW
+    /// older), a word at a time where it can.
+    fn clear_after(&mut self, from: Psn, count: u32) {
+        let Bits::Window(bits) = &mut self.bits else {
+            // The small form holds no PSN WINDOW older than the highest.
+            return;
+        };
+        let mut p = from.next();
+        let mut left = count;
+        while left > 0 {
+            let (w, b) = Self::slot(p);
+            let bit = b.trailing_zeros();
+            if bit == 0 && left >= 64 {
+                bits[w] = 0;
+                p = p.add(64);
+                left -= 64;
+            } else {
+                bits[w] &= !b;
+                p = p.next();
+                left -= 1;
+            }
         }
     }
 
@@ -94,13 +201,7 @@ impl SeenWindow {
                 self.restart(psn);
                 return false;
             }
-            // The slots of the PSNs now entering the window held PSNs WINDOW older.
-            let mut p = highest;
-            for _ in 0..ahead {
-                p = p.next();
-                let (w, b) = Self::slot(p);
-                self.bits[w] &= !b;
-            }
+            self.clear_after(highest, ahead as u32);
             self.highest = Some(psn);
             self.set(psn);
             false
@@ -123,8 +224,7 @@ impl SeenWindow {
         if !(0..WINDOW as i32).contains(&behind) {
             return false;
         }
-        let (w, b) = Self::slot(psn);
-        self.bits[w] & b != 0
+        self.get(psn)
     }
 }
 
@@ -173,10 +273,25 @@ mod tests {
         assert!(w.observe(Psn::new(100)));
     }
 
+    #[test]
+    fn a_few_close_psns_stay_small_and_far_ones_take_the_window() {
+        let mut w = SeenWindow::new();
+        for p in (1000..1200).chain(1000..1100) {
+            w.observe(Psn::new(p));
+        }
+        assert_eq!(w.heap_bytes(), 0, "200 PSNs fit the small form");
+        assert!(w.observe(Psn::new(1150)));
+        assert!(!w.observe(Psn::new(1000 + SMALL)));
+        assert_eq!(w.heap_bytes(), WORDS * 8);
+        assert!(w.observe(Psn::new(1100)), "kept when growing");
+        assert!(!w.observe(Psn::new(999)));
+    }
+
     proptest! {
-        /// Within the window the bitmap agrees with an exact set of every PSN seen.
+        /// Within the window the bitmap agrees with an exact set of every PSN seen, in both
+        /// forms (steps of up to a few hundred make the small form grow now and then).
         #[test]
-        fn agrees_with_an_exact_set(start in 0u32..(1 << 24), steps in proptest::collection::vec(-40i32..60, 1..400)) {
+        fn agrees_with_an_exact_set(start in 0u32..(1 << 24), steps in proptest::collection::vec(-300i32..400, 1..150)) {
             let mut w = SeenWindow::new();
             let mut exact: HashSet<u32> = HashSet::new();
             let mut p = Psn::new(start);

@@ -8,18 +8,30 @@ const SUB: usize = 1 << SUB_BITS;
 const BUCKETS: usize = (64 - SUB_BITS as usize + 1) * SUB;
 
 /// A histogram of durations in nanoseconds, HDR-style: 16 linear buckets per power of two.
+/// The buckets used are listed while they are few (most flows' round trips fall in a
+/// handful), and spread into a table of all of them after [`FEW_BUCKETS`].
 #[derive(Debug, Clone)]
 pub struct LatencyHistogram {
-    counts: Box<[u32; BUCKETS]>,
+    counts: Counts,
     samples: u64,
     min: u64,
     max: u64,
 }
 
+/// Buckets listed before the table of all of them is made.
+const FEW_BUCKETS: usize = 32;
+
+#[derive(Debug, Clone)]
+enum Counts {
+    /// (bucket, count), unsorted.
+    Few(Vec<(u16, u32)>),
+    All(Box<[u32; BUCKETS]>),
+}
+
 impl Default for LatencyHistogram {
     fn default() -> Self {
         LatencyHistogram {
-            counts: Box::new([0; BUCKETS]),
+            counts: Counts::Few(Vec::new()),
             samples: 0,
             min: u64::MAX,
             max: 0,
@@ -49,7 +61,21 @@ fn bucket_range(b: usize) -> (u64, u64) {
 impl LatencyHistogram {
     pub fn record(&mut self, ns: u64) {
         let b = bucket_of(ns);
-        self.counts[b] = self.counts[b].saturating_add(1);
+        match &mut self.counts {
+            Counts::All(all) => all[b] = all[b].saturating_add(1),
+            Counts::Few(few) => match few.iter().position(|(k, _)| usize::from(*k) == b) {
+                Some(i) => few[i].1 = few[i].1.saturating_add(1),
+                None if few.len() < FEW_BUCKETS => few.push((b as u16, 1)),
+                None => {
+                    let mut all = Box::new([0u32; BUCKETS]);
+                    for &(k, n) in few.iter() {
+                        all[usize::from(k)] = n;
+                    }
+                    all[b] = 1;
+                    self.counts = Counts::All(all);
+                }
+            },
+        }
         self.samples += 1;
         self.min = self.min.min(ns);
         self.max = self.max.max(ns);
@@ -57,6 +83,14 @@ impl LatencyHistogram {
 
     pub fn samples(&self) -> u64 {
         self.samples
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        match &self.counts {
+            Counts::Few(few) => few.capacity() * 8,
+            Counts::All(_) => BUCKETS * 4,
+        }
     }
 
     /// The `q` quantile (0..=1): the middle of the bucket holding it, clamped to the exact
@@ -69,8 +103,17 @@ impl LatencyHistogram {
         if rank >= self.samples {
             return Some(self.max);
         }
+        let counts: Vec<(usize, u32)> = match &self.counts {
+            Counts::All(all) => all.iter().copied().enumerate().collect(),
+            Counts::Few(few) => {
+                let mut sorted: Vec<(usize, u32)> =
+                    few.iter().map(|&(b, n)| (usize::from(b), n)).collect();
+                sorted.sort_unstable();
+                sorted
+            }
+        };
         let mut seen = 0u64;
-        for (b, &c) in self.counts.iter().enumerate() {
+        for (b, c) in counts {
             seen += u64::from(c);
             if seen >= rank {
                 let (low, width) = bucket_range(b);
@@ -229,6 +272,32 @@ mod tests {
         assert!((p99 - 990_000.0).abs() / 990_000.0 < 1.0 / 16.0, "{p99}");
         assert_eq!(h.quantile(1.0), Some(1_000_000));
         assert_eq!(h.min(), Some(1000));
+    }
+
+    /// Few buckets listed or all of them in a table: the same quantiles.
+    #[test]
+    fn a_wide_spread_moves_to_the_table_with_the_same_answers() {
+        let mut few = LatencyHistogram::default();
+        for v in [900u64, 1000, 1000, 5000, 77, 1 << 30] {
+            few.record(v);
+        }
+        assert!(few.heap_bytes() <= FEW_BUCKETS * 8);
+        let mut table = few.clone();
+        if let Counts::Few(list) = &table.counts {
+            let mut all = Box::new([0u32; BUCKETS]);
+            for &(b, n) in list {
+                all[usize::from(b)] = n;
+            }
+            table.counts = Counts::All(all);
+        }
+        for q in [0.0, 0.2, 0.5, 0.7, 0.99, 1.0] {
+            assert_eq!(few.quantile(q), table.quantile(q), "q {q}");
+        }
+        for e in 0..40 {
+            few.record(1 << e);
+        }
+        assert_eq!(few.heap_bytes(), BUCKETS * 4, "spread into the table");
+        assert_eq!(few.samples(), 46);
     }
 
     #[test]

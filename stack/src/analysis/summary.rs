@@ -21,6 +21,11 @@ pub(super) fn report(a: &Analyzer) -> Report {
         connections: a.cm.connections().to_vec(),
         goodput_bucket_ns: a.clock.width_ns(),
         input: a.input.clone(),
+        untracked: super::Untracked {
+            cm_connections: a.cm.untracked(),
+            ..a.untracked
+        },
+        max_flows: a.limits.max_flows,
     }
 }
 
@@ -28,16 +33,14 @@ fn flow(f: &Flow, a: &Analyzer, capture_ns: u64) -> FlowReport {
     let opcodes = f
         .opcodes
         .iter()
-        .enumerate()
-        .filter(|(_, n)| **n > 0)
-        .map(|(op, &n)| (Opcode(op as u8).name(), n))
+        .into_iter()
+        .map(|(op, n)| (Opcode(op).name(), n))
         .collect();
     let naks = f
         .naks
         .iter()
-        .enumerate()
-        .filter(|(_, n)| **n > 0)
-        .map(|(code, &n)| (NakCode::from_code(code as u8).name(), n))
+        .into_iter()
+        .map(|(code, n)| (NakCode::from_code(code).name(), n))
         .collect();
     let mut rate = f.rate.clone();
     rate.finish();
@@ -58,7 +61,12 @@ fn flow(f: &Flow, a: &Analyzer, capture_ns: u64) -> FlowReport {
         first_ts: f.first_ts,
         last_ts: f.last_ts,
         reverse: f.reverse.map(|r| r as usize),
-        goodput: f.goodput.buckets(a.clock, capture_ns),
+        goodput: f
+            .goodput
+            .as_deref()
+            .cloned()
+            .unwrap_or_default()
+            .buckets(a.clock, capture_ns),
         rate_changes: rate.events,
         requester: f.requester.as_deref().map(requester),
     }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use roce::analysis::{Analyzer, Report, icrc_check};
+use roce::analysis::{Analyzer, Limits, Report, icrc_check};
 
 /// Exit status when the file is damaged (cut short or corrupt): frames up to the damage
 /// were analysed.
@@ -48,6 +48,10 @@ pub struct AnalyzeArgs {
     /// where there are two cores or more); 1: both on one thread. The report is the same.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=2))]
     pub threads: Option<u8>,
+    /// Flows followed at most (about 1 KB each when they are short); the packets of further
+    /// flows count in the totals, and the report says how many flows were left out.
+    #[arg(long, value_name = "N", default_value_t = roce::analysis::DEFAULT_MAX_FLOWS)]
+    pub max_flows: usize,
 }
 
 /// Two threads where there are two cores or more, else one.
@@ -57,8 +61,8 @@ pub fn default_threads() -> u8 {
 }
 
 /// Runs the analyser over a whole capture, on `threads` threads (1 or 2).
-pub fn analyse(file: &std::path::Path, threads: u8) -> anyhow::Result<Report> {
-    let mut analyzer = Analyzer::new();
+pub fn analyse(file: &std::path::Path, threads: u8, limits: Limits) -> anyhow::Result<Report> {
+    let mut analyzer = Analyzer::with_limits(limits);
     let damage = if threads >= 2 {
         super::replay_split(file, icrc_check, |frame, icrc| {
             analyzer.frame_checked(frame, icrc);
@@ -75,7 +79,14 @@ pub fn analyse(file: &std::path::Path, threads: u8) -> anyhow::Result<Report> {
 }
 
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
-    let report = analyse(&args.file, args.threads.unwrap_or_else(default_threads))?;
+    let limits = Limits {
+        max_flows: args.max_flows,
+    };
+    let report = analyse(
+        &args.file,
+        args.threads.unwrap_or_else(default_threads),
+        limits,
+    )?;
     let out = if args.json {
         json::render(&report)? + "\n"
     } else {

@@ -53,7 +53,7 @@ pub fn run(args: LadderArgs) -> anyhow::Result<ExitCode> {
         bail!("--count must be at least 1");
     }
     let threads = args.threads.unwrap_or_else(super::analyze::default_threads);
-    let report = super::analyze::analyse(&args.file, threads)?;
+    let report = super::analyze::analyse(&args.file, threads, Default::default())?;
     let flow = match args.flow {
         Some(f) if f < report.flows.len() => f,
         Some(f) => bail!(

@@ -261,7 +261,11 @@ pub fn build(args: &ViewArgs) -> anyhow::Result<View> {
     if let Some(flow) = args.flow {
         // Flow numbers and pairs come from the whole analysis: a first pass finds them (the
         // analysis is deterministic, so the second pass numbers flows the same way).
-        let report = super::analyze::analyse(&args.file, super::analyze::default_threads())?;
+        let report = super::analyze::analyse(
+            &args.file,
+            super::analyze::default_threads(),
+            Default::default(),
+        )?;
         let Some(f) = report.flows.get(flow) else {
             bail!(
                 "{}: no flow {flow} (the capture has {} flows; see roce analyze)",
@@ -438,6 +442,13 @@ fn push_row(
         }
         Outcome::Malformed => (-1, kind::MALFORMED, "malformed RoCEv2".into(), -1, None),
         Outcome::NotRoce => (-1, kind::NOT_ROCE, "not RoCEv2".into(), -1, None),
+        Outcome::Untracked => (
+            -1,
+            kind::NOT_ROCE,
+            "RoCEv2 of a flow beyond the analyser's flow limit".into(),
+            -1,
+            None,
+        ),
     };
     rows.fl.push(flow);
     rows.k.push(k);

@@ -20,6 +20,16 @@ struct Document {
     goodput_bucket_us: f64,
     connections: Vec<Connection>,
     input: Input,
+    /// What `--max-flows` and the rdma_cm tracker's limit left out.
+    untracked: Untracked,
+}
+
+#[derive(Serialize)]
+struct Untracked {
+    max_flows: usize,
+    flows: u64,
+    packets: u64,
+    cm_connections: u64,
 }
 
 #[derive(Serialize)]
@@ -335,6 +345,12 @@ pub fn render(r: &Report) -> serde_json::Result<String> {
                     error: error.clone(),
                 })
                 .collect(),
+        },
+        untracked: Untracked {
+            max_flows: r.max_flows,
+            flows: r.untracked.flows,
+            packets: r.untracked.packets,
+            cm_connections: r.untracked.cm_connections,
         },
     };
     serde_json::to_string_pretty(&doc)

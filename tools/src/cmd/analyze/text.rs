@@ -269,6 +269,22 @@ fn connection(o: &mut String, c: &CmConnection, at: &dyn Fn(u64) -> String) {
 }
 
 fn input(o: &mut String, r: &Report) {
+    let u = &r.untracked;
+    if u.flows > 0 {
+        let _ = writeln!(
+            o,
+            "\nnot tracked: {} flows beyond --max-flows {} ({} packets, counted in the totals only)",
+            u.flows, r.max_flows, u.packets
+        );
+    }
+    if u.cm_connections > 0 {
+        let _ = writeln!(
+            o,
+            "not tracked: {} rdma_cm connections beyond the tracker's {}",
+            u.cm_connections,
+            roce::analysis::cm::MAX_CONNECTIONS
+        );
+    }
     let p = &r.input;
     if !p.any() {
         return;
