@@ -1,37 +1,71 @@
-//! Writes a large capture for tests/bench/analyze_vs_tshark.sh: the frames of the real
-//! captures repeated in rounds (see `roce_tests::bench`) until there are FRAMES of them.
+//! Writes large captures for the analysis benchmarks (tests/bench/analyze_vs_tshark.sh,
+//! tests/bench/analyze_hostile.sh):
+//! - the frames of the real captures in DIR repeated in rounds (see `roce_tests::bench`)
+//!   until there are FRAMES of them;
+//! - `--1k`: the same from pcaps/rc_write_64k.pcap alone (1090-byte frames), every round a
+//!   connection of its own (destination QPs moved);
+//! - `--flows`, `--cnp`, `--cm`: the hostile shapes of `roce_tests::hostile` with N frames,
+//!   N CNPs, or N REQs.
 //!
-//! `cargo run --release -p roce-tests --example bench_capture -- OUT.pcap FRAMES [DIR]`
+//! `cargo run --release -p roce-tests --example bench_capture -- [--1k|--flows|--cnp|--cm] OUT.pcap N [DIR]`
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use roce::io::pcap;
+use roce_tests::hostile;
 
-fn run(out: &Path, frames: usize, dir: &Path) -> Result<(), String> {
+fn write(
+    out: &Path,
+    frames: impl Iterator<Item = Result<(u64, Vec<u8>), String>>,
+) -> Result<u64, String> {
     let mut writer = pcap::create(out).map_err(|e| e.to_string())?;
-    for item in roce_tests::bench::rounds(dir)?.take(frames) {
+    let mut n = 0;
+    for item in frames {
         let (at, frame) = item?;
         writer
             .write_frame(roce::time::Instant::from_nanos(at), &frame)
             .map_err(|e| e.to_string())?;
+        n += 1;
     }
-    writer.flush().map_err(|e| e.to_string())
+    writer.flush().map_err(|e| e.to_string())?;
+    Ok(n)
+}
+
+fn run(mode: &str, out: &Path, n: usize, dir: &Path) -> Result<u64, String> {
+    let pcaps = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcaps");
+    match mode {
+        "" => write(out, roce_tests::bench::rounds(dir)?.take(n)),
+        "--1k" => {
+            let source = [pcaps.join("rc_write_64k.pcap")];
+            write(out, roce_tests::bench::rounds_of(&source, true)?.take(n))
+        }
+        "--flows" => write(out, hostile::one_packet_flows(n).map(Ok)),
+        "--cnp" => write(out, hostile::cnp_flood(n).map(Ok)),
+        "--cm" => write(out, hostile::cm_flood(n).map(Ok)),
+        other => Err(format!("unknown mode {other}")),
+    }
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (Some(out), Some(Ok(frames))) = (args.first(), args.get(1).map(|n| n.parse::<usize>()))
-    else {
-        eprintln!("usage: bench_capture OUT.pcap FRAMES [DIR (default pcaps/)]");
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = if args.first().is_some_and(|a| a.starts_with("--")) {
+        args.remove(0)
+    } else {
+        String::new()
+    };
+    let (Some(out), Some(Ok(n))) = (args.first(), args.get(1).map(|n| n.parse::<usize>())) else {
+        eprintln!(
+            "usage: bench_capture [--1k|--flows|--cnp|--cm] OUT.pcap N [DIR (default pcaps/)]"
+        );
         return ExitCode::FAILURE;
     };
     let dir = args.get(2).map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcaps"),
         PathBuf::from,
     );
-    match run(Path::new(out), frames, &dir) {
-        Ok(()) => {
+    match run(&mode, Path::new(out), n, &dir) {
+        Ok(frames) => {
             println!("bench_capture: wrote {frames} frames to {out}");
             ExitCode::SUCCESS
         }

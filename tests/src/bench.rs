@@ -3,8 +3,9 @@
 //! hosts (the third byte of an IPv4 address or the last of an IPv6 one), and each round moves
 //! every PSN 2^17 further on (wrapping at 2^24 as the wire does) and every time past the
 //! previous round, so that repeats look like more traffic of the same flows and not like
-//! retransmissions. Frames are rebuilt with the wire builder: lengths, checksums and ICRCs are
-//! right.
+//! retransmissions. With `vary_qpn` each round also moves every destination QP (both ways by
+//! the same amount), so that every round is a connection of its own. Frames are rebuilt with
+//! the wire builder: lengths, checksums and ICRCs are right.
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -28,13 +29,19 @@ pub struct Rounds {
     span: u64,
     round: u32,
     next: usize,
+    vary_qpn: bool,
 }
 
 /// Loads the RoCEv2 frames of the captures in `dir`.
 pub fn rounds(dir: &Path) -> Result<Rounds, String> {
+    rounds_of(&crate::captures_in(dir), false)
+}
+
+/// Loads the RoCEv2 frames of `captures`; with `vary_qpn`, each round is a new connection.
+pub fn rounds_of(captures: &[std::path::PathBuf], vary_qpn: bool) -> Result<Rounds, String> {
     let mut sources = Vec::new();
     let mut span = 0;
-    for (i, path) in crate::captures_in(dir).iter().enumerate() {
+    for (i, path) in captures.iter().enumerate() {
         let mut reader = CaptureReader::open(path).map_err(|e| e.to_string())?;
         let mut start = None;
         let mut last = 0;
@@ -57,13 +64,14 @@ pub fn rounds(dir: &Path) -> Result<Rounds, String> {
         span += last + 1_000_000;
     }
     if sources.is_empty() {
-        return Err(format!("no RoCEv2 frames in {}", dir.display()));
+        return Err(format!("no RoCEv2 frames in {captures:?}"));
     }
     Ok(Rounds {
         sources,
         span,
         round: 0,
         next: 0,
+        vary_qpn,
     })
 }
 
@@ -83,7 +91,7 @@ fn host(addr: IpAddr, capture: u8) -> IpAddr {
 }
 
 /// `s` as round `round` sends it.
-fn rebuild(s: &Source, round: u32) -> Result<Vec<u8>, String> {
+fn rebuild(s: &Source, round: u32, vary_qpn: bool) -> Result<Vec<u8>, String> {
     let p = RocePacket::parse(&s.frame).map_err(|e| e.to_string())?;
     let mut repr = p.repr();
     let moved = |a: IpAddr| host(a, s.capture);
@@ -100,6 +108,10 @@ fn rebuild(s: &Source, round: u32) -> Result<Vec<u8>, String> {
         }
     }
     repr.ib.bth.psn = repr.ib.bth.psn.add(round << 17);
+    if vary_qpn {
+        let qp = repr.ib.bth.dest_qp.value();
+        repr.ib.bth.dest_qp = roce::wire::Qpn::new((qp + (round << 4)) & 0xff_ffff);
+    }
     repr.to_vec().map_err(|e| e.to_string())
 }
 
@@ -114,6 +126,6 @@ impl Iterator for Rounds {
         let s = &self.sources[self.next];
         self.next += 1;
         let at = 1_700_000_000_000_000_000 + u64::from(self.round) * self.span + s.at;
-        Some(rebuild(s, self.round).map(|f| (at, f)))
+        Some(rebuild(s, self.round, self.vary_qpn).map(|f| (at, f)))
     }
 }

@@ -84,4 +84,5 @@ pub fn captures_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 }
 
 pub mod bench;
+pub mod hostile;
 pub mod netns;
