@@ -201,6 +201,8 @@ pub(crate) struct Flow {
     pub(crate) goodput: Option<Box<Goodput>>,
     pub(crate) spacing: Spacing,
     pub(crate) rate: RateTracker,
+    /// [`Flow::bytes`] as last counted (`Analyzer::recount`).
+    pub(crate) held: usize,
 }
 
 impl Flow {
@@ -227,6 +229,7 @@ impl Flow {
             goodput: None,
             spacing: Spacing::default(),
             rate: RateTracker::default(),
+            held: 0,
         }
     }
 

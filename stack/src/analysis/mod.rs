@@ -61,12 +61,16 @@ pub enum Outcome {
     /// Meant for UDP 4791 but not a well-formed RoCEv2 packet.
     Malformed,
     Roce(PacketNote),
-    /// RoCEv2, of a flow beyond [`Limits::max_flows`]: counted, not followed.
+    /// RoCEv2, of a flow beyond [`Limits::max_flows`] or after [`Limits::max_bytes`] was
+    /// reached: counted, not followed.
     Untracked,
 }
 
-/// Flows followed by default: about 500 MB of one-packet flows (`roce analyze --max-flows`).
+/// Flows followed by default (`roce analyze --max-flows`).
 pub const DEFAULT_MAX_FLOWS: usize = 500_000;
+/// Bytes of flow state held by default (`roce analyze --max-memory`, in MiB): with the
+/// report built from it and the rest, the analyser stays under 1 GB.
+pub const DEFAULT_MAX_BYTES: usize = 384 << 20;
 /// Flows of the other direction looked at, the most recent first, when a response or a CNP
 /// needs its flow's reverse (see [`Analyzer::reverse_of`]).
 pub const REVERSE_CANDIDATES: usize = 64;
@@ -78,12 +82,16 @@ const UNTRACKED_COUNTED: usize = 1 << 20;
 pub struct Limits {
     /// Flows followed; the packets of any further flow are counted only.
     pub max_flows: usize,
+    /// Bytes of state held (flows, their indexes): once reached, no flow is followed any
+    /// further and later packets are counted only.
+    pub max_bytes: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_flows: DEFAULT_MAX_FLOWS,
+            max_bytes: DEFAULT_MAX_BYTES,
         }
     }
 }
@@ -159,6 +167,11 @@ pub struct Analyzer {
     input: InputProblems,
     /// Reused to pad a snap-length-cut frame back to its length for the slicer.
     scratch: Vec<u8>,
+    /// Candidate flows looked at by [`Analyzer::reverse_of`], all told: the tests hold it
+    /// linear in the packets.
+    reverse_scans: u64,
+    /// [`Flow::bytes`] of every flow, as last counted.
+    held: usize,
 }
 
 impl Analyzer {
@@ -175,16 +188,33 @@ impl Analyzer {
     }
 
     /// Bytes the analyser's state takes, roughly (flows, their indexes, rdma_cm
-    /// connections), for limits checks.
+    /// connections), counted afresh.
     pub fn state_bytes(&self) -> usize {
+        self.flows.iter().map(Flow::bytes).sum::<usize>() + self.index_bytes() + self.cm.bytes()
+    }
+
+    /// Bytes held beside the flows themselves: the room left in the flow list, the indexes.
+    fn index_bytes(&self) -> usize {
         let entry = core::mem::size_of::<(FlowKey, u32)>() + 8;
-        self.flows.iter().map(Flow::bytes).sum::<usize>()
-            + (self.flows.capacity() - self.flows.len()) * core::mem::size_of::<Flow>()
+        (self.flows.capacity() - self.flows.len()) * core::mem::size_of::<Flow>()
             + self.index.capacity() * entry
             + self.unpaired.capacity() * 48
             + self.cm_pairs.capacity() * 2 * entry
             + self.untracked_keys.capacity() * 16
-            + self.cm.bytes()
+    }
+
+    /// What the flows and their indexes hold, kept up to date packet by packet (what
+    /// [`Limits::max_bytes`] bounds; the rdma_cm tracker has its own cap).
+    pub fn held_bytes(&self) -> usize {
+        self.held + self.index_bytes()
+    }
+
+    /// Counts again what flow `id` holds.
+    fn recount(&mut self, id: u32) {
+        let flow = &mut self.flows[id as usize];
+        let now = flow.bytes();
+        self.held = self.held + now - flow.held;
+        flow.held = now;
     }
 
     /// Flows followed so far.
@@ -386,6 +416,7 @@ impl Analyzer {
         let mut found = 0;
         let mut c = self.unpaired.get(&back)?.newest;
         while c != NONE && found < REVERSE_CANDIDATES {
+            self.reverse_scans += 1;
             if c != id {
                 candidates[found] = c;
                 found += 1;
@@ -411,9 +442,26 @@ impl Analyzer {
         if f.icrc_ok == Some(false) {
             self.icrc_errors += 1;
         }
+        if self.untracked.memory_full_at.is_some() {
+            self.untracked.packets += 1;
+            return Outcome::Untracked;
+        }
         let Some(id) = self.flow_id(&f) else {
             return Outcome::Untracked;
         };
+        let note = self.follow(id, f);
+        self.recount(id);
+        if let Some(r) = self.flows[id as usize].reverse {
+            self.recount(r);
+        }
+        if self.held_bytes() >= self.limits.max_bytes {
+            self.untracked.memory_full_at = Some(self.roce_packets);
+        }
+        Outcome::Roce(note)
+    }
+
+    /// Packet `f` of flow `id`, followed.
+    fn follow(&mut self, id: u32, f: Fields<'_>) -> PacketNote {
         let since_start = f.ts.saturating_sub(self.first_ts.unwrap_or(f.ts));
         let clock = self.clock;
         let transport_ok = f.icrc_ok != Some(false);
@@ -495,7 +543,7 @@ impl Analyzer {
                 u64::from(f.payload_len),
             );
         }
-        Outcome::Roce(note)
+        note
     }
 
     /// A response on flow `id` answers the requests of its reverse flow.

@@ -288,12 +288,15 @@ pub struct Untracked {
     pub packets: u64,
     /// rdma_cm connections beyond the tracker's limit.
     pub cm_connections: u64,
+    /// The RoCEv2 packet (counted from 1) after which the state reached `--max-memory`:
+    /// every later packet is counted only.
+    pub memory_full_at: Option<u64>,
 }
 
 impl Untracked {
     /// True when something was not followed.
     pub fn any(&self) -> bool {
-        self.flows > 0 || self.cm_connections > 0
+        self.flows > 0 || self.cm_connections > 0 || self.memory_full_at.is_some()
     }
 }
 
@@ -311,6 +314,6 @@ pub struct Report {
     pub input: InputProblems,
     /// What the analyser's limits left out.
     pub untracked: Untracked,
-    /// The flow limit in force.
-    pub max_flows: usize,
+    /// The limits in force.
+    pub limits: super::Limits,
 }

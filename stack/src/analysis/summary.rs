@@ -25,7 +25,7 @@ pub(super) fn report(a: &Analyzer) -> Report {
             cm_connections: a.cm.untracked(),
             ..a.untracked
         },
-        max_flows: a.limits.max_flows,
+        limits: a.limits,
     }
 }
 

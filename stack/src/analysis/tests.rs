@@ -11,6 +11,8 @@ use crate::wire::{
     AethRepr, BthRepr, ExtHeaders, IbPacketRepr, Msn, NakCode, RnrTimer, RoceRepr, Syndrome,
 };
 
+mod limits;
+
 #[derive(Debug, Clone, Copy)]
 struct Host {
     ip: IpAddr,
@@ -125,6 +127,12 @@ impl Scenario {
 
     fn analyse(&self) -> Report {
         let mut a = Analyzer::new();
+        self.feed(&mut a);
+        a.report()
+    }
+
+    /// Feeds every frame to `a`.
+    fn feed(&self, a: &mut Analyzer) {
         for (i, (ts, data)) in self.frames.iter().enumerate() {
             a.frame(&Frame {
                 index: i as u64,
@@ -134,7 +142,6 @@ impl Scenario {
                 orig_len: data.len() as u32,
             });
         }
-        a.report()
     }
 }
 

@@ -52,6 +52,11 @@ pub struct AnalyzeArgs {
     /// flows count in the totals, and the report says how many flows were left out.
     #[arg(long, value_name = "N", default_value_t = roce::analysis::DEFAULT_MAX_FLOWS)]
     pub max_flows: usize,
+    /// MiB of flow state held at most; once reached, later packets count in the totals only
+    /// and the report says from which packet on.
+    #[arg(long, value_name = "MIB", default_value_t = (roce::analysis::DEFAULT_MAX_BYTES >> 20) as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    pub max_memory: u64,
 }
 
 /// Two threads where there are two cores or more, else one.
@@ -81,6 +86,7 @@ pub fn analyse(file: &std::path::Path, threads: u8, limits: Limits) -> anyhow::R
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     let limits = Limits {
         max_flows: args.max_flows,
+        max_bytes: usize::try_from(args.max_memory << 20).unwrap_or(usize::MAX),
     };
     let report = analyse(
         &args.file,

@@ -27,9 +27,12 @@ struct Document {
 #[derive(Serialize)]
 struct Untracked {
     max_flows: usize,
+    max_memory_mib: usize,
     flows: u64,
     packets: u64,
     cm_connections: u64,
+    /// The RoCEv2 packet after which `--max-memory` was reached, or null.
+    memory_full_at: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -347,10 +350,12 @@ pub fn render(r: &Report) -> serde_json::Result<String> {
                 .collect(),
         },
         untracked: Untracked {
-            max_flows: r.max_flows,
+            max_flows: r.limits.max_flows,
+            max_memory_mib: r.limits.max_bytes >> 20,
             flows: r.untracked.flows,
             packets: r.untracked.packets,
             cm_connections: r.untracked.cm_connections,
+            memory_full_at: r.untracked.memory_full_at,
         },
     };
     serde_json::to_string_pretty(&doc)

@@ -270,11 +270,29 @@ fn connection(o: &mut String, c: &CmConnection, at: &dyn Fn(u64) -> String) {
 
 fn input(o: &mut String, r: &Report) {
     let u = &r.untracked;
+    if u.any() {
+        o.push('\n');
+    }
     if u.flows > 0 {
         let _ = writeln!(
             o,
-            "\nnot tracked: {} flows beyond --max-flows {} ({} packets, counted in the totals only)",
-            u.flows, r.max_flows, u.packets
+            "not tracked: {} flows beyond --max-flows {}",
+            u.flows, r.limits.max_flows
+        );
+    }
+    if let Some(at) = u.memory_full_at {
+        let _ = writeln!(
+            o,
+            "not tracked: every packet after RoCEv2 packet {at}, when the analysis reached \
+             --max-memory {} MiB",
+            r.limits.max_bytes >> 20
+        );
+    }
+    if u.packets > 0 {
+        let _ = writeln!(
+            o,
+            "not tracked: {} packets in all, counted in the totals only",
+            u.packets
         );
     }
     if u.cm_connections > 0 {
