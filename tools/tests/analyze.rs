@@ -306,3 +306,39 @@ fn two_threads_report_what_one_does() {
     let bad = roce(&["analyze", "--threads", "3", "x.pcap"]);
     assert_eq!(bad.status.code(), Some(2), "clap refuses --threads 3");
 }
+
+/// `--max-flows` and `--max-memory`: what is left out is counted and said, in both formats,
+/// and exit status stays 0 (the capture is fine; the analysis chose to stop following).
+#[test]
+fn the_limits_say_what_they_left_out() {
+    let frames: Vec<Vec<u8>> = roce_tests::hostile::one_packet_flows(300)
+        .map(|(_, f)| f)
+        .collect();
+    let path = temp_file("flows.pcap", &pcap_bytes(&frames));
+    let path = path.to_str().unwrap();
+    let out = roce(&["analyze", "--json", "--max-flows", "100", path]);
+    assert_eq!(out.status.code(), Some(0));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["flows"].as_array().unwrap().len(), 100);
+    assert_eq!(doc["roce_packets"], 300);
+    let u = &doc["untracked"];
+    assert_eq!(
+        (&u["max_flows"], &u["flows"], &u["packets"], &u["cm_connections"]),
+        (&100.into(), &200.into(), &200.into(), &0.into())
+    );
+    assert!(u["memory_full_at"].is_null());
+    let text = roce(&["analyze", "--max-flows", "100", path]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("not tracked: 200 flows beyond --max-flows 100"),
+        "{text}"
+    );
+    assert!(text.contains("not tracked: 200 packets in all"), "{text}");
+    let whole = roce(&["analyze", path]);
+    assert!(!String::from_utf8(whole.stdout).unwrap().contains("not tracked"));
+
+    let out = roce(&["analyze", "--max-memory", "0", path]);
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("--max-memory"), "{err}");
+}

@@ -34,10 +34,12 @@ Examples:
   roce analyze pcaps/rc_loss_write.pcap          a readable report
   roce analyze --json pcaps/rc_loss_write.pcap | jq '.flows[] | {src, dst, retransmitted_packets, naks}'
   roce analyze --threads 1 big.pcap              all on one thread (the default reads on one, analyses on another)
+  roce analyze --max-flows 10000 --max-memory 256 huge.pcap   follow fewer flows, hold less
 
 JSON keys: packets, roce_packets, icrc_errors, flows[] with src, dst, dest_qp, packets,
 opcodes {name: count}, retransmitted_packets, naks {name: count}, rnr_naks, cnps, ecn_ce,
-payload_bytes, and more (requester, goodput, rate_changes); connections[]; input.")]
+payload_bytes, and more (requester, goodput, rate_changes); connections[]; input; untracked
+{max_flows, max_memory_mib, flows, packets, cm_connections, memory_full_at}.")]
 pub struct AnalyzeArgs {
     /// The capture to analyse (pcap or pcapng).
     pub file: PathBuf,

@@ -24,7 +24,7 @@ impl Host {
 }
 
 #[test]
-fn a_one_packet_flow_holds_well_under_a_kilobyte() {
+fn a_one_packet_flow_holds_under_two_kilobytes() {
     let (a, b) = (host(1, 0x11), host(2, 0x12));
     let mut s = Scenario::default();
     one_packet_flows(&mut s, a, b, 5000);
