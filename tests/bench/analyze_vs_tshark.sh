@@ -3,10 +3,12 @@
 # Issue 7's targets: roce analyze >= 5 M frames/s on one core, and >= 100x faster than tshark
 # extracting the RoCE fields of every frame.
 #
-# Usage: tests/bench/analyze_vs_tshark.sh [FRAMES (default 1000000)]
+# Usage: tests/bench/analyze_vs_tshark.sh [FRAMES (default 1000000)] [--1k]
 #
 # The capture (target/bench/analyze-FRAMES.pcap, not committed) is made from the real
-# captures in pcaps/, repeated with PSNs moved on each round (tests/src/bench.rs). Every run
+# captures in pcaps/, repeated with PSNs moved on each round (tests/src/bench.rs). With
+# --1k it is made from pcaps/rc_write_64k.pcap alone (1090-byte frames), every round a
+# connection of its own (QPNs moved), as issue 14's target asks (target/bench/analyze-1k-FRAMES.pcap). Every run
 # of either program starts with the file read into the page cache (on these VMs the cache
 # loses an idle file within seconds). With hyperfine (apt package `hyperfine`) the figures
 # are its medians of wall time, and its means of user+system CPU time; without it, medians
@@ -19,14 +21,19 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 frames=${1:-1000000}
-file=target/bench/analyze-$frames.pcap
+mode=${2:-}
+case $mode in
+  '') file=target/bench/analyze-$frames.pcap ;;
+  --1k) file=target/bench/analyze-1k-$frames.pcap ;;
+  *) echo "usage: $0 [FRAMES] [--1k]" >&2; exit 2 ;;
+esac
 roce_runs=10
 tshark_runs=3
 
 cargo build --release -q -p roce-tools -p roce-tests --example bench_capture
 if [[ ! -s $file ]]; then
   mkdir -p target/bench
-  target/release/examples/bench_capture "$file" "$frames"
+  target/release/examples/bench_capture $mode "$file" "$frames"
 fi
 cat "$file" >/dev/null
 

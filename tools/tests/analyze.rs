@@ -323,7 +323,12 @@ fn the_limits_say_what_they_left_out() {
     assert_eq!(doc["roce_packets"], 300);
     let u = &doc["untracked"];
     assert_eq!(
-        (&u["max_flows"], &u["flows"], &u["packets"], &u["cm_connections"]),
+        (
+            &u["max_flows"],
+            &u["flows"],
+            &u["packets"],
+            &u["cm_connections"]
+        ),
         (&100.into(), &200.into(), &200.into(), &0.into())
     );
     assert!(u["memory_full_at"].is_null());
@@ -335,7 +340,11 @@ fn the_limits_say_what_they_left_out() {
     );
     assert!(text.contains("not tracked: 200 packets in all"), "{text}");
     let whole = roce(&["analyze", path]);
-    assert!(!String::from_utf8(whole.stdout).unwrap().contains("not tracked"));
+    assert!(
+        !String::from_utf8(whole.stdout)
+            .unwrap()
+            .contains("not tracked")
+    );
 
     let out = roce(&["analyze", "--max-memory", "0", path]);
     assert!(!out.status.success());

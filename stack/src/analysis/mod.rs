@@ -209,6 +209,23 @@ impl Analyzer {
         self.held + self.index_bytes()
     }
 
+    /// What one more flow would add: itself, and the flow list and index grown if full.
+    fn new_flow_bytes(&self) -> usize {
+        let flow = core::mem::size_of::<Flow>();
+        let entry = core::mem::size_of::<(FlowKey, u32)>() + 8;
+        let list = if self.flows.len() == self.flows.capacity() {
+            self.flows.capacity().max(4) * flow
+        } else {
+            0
+        };
+        let index = if self.index.len() == self.index.capacity() {
+            self.index.capacity().max(4) * entry
+        } else {
+            0
+        };
+        flow + list + index
+    }
+
     /// Counts again what flow `id` holds.
     fn recount(&mut self, id: u32) {
         let flow = &mut self.flows[id as usize];
@@ -328,6 +345,11 @@ impl Analyzer {
                         self.untracked.flows += 1;
                     }
                 }
+                return None;
+            }
+            None if self.held_bytes() + self.new_flow_bytes() > self.limits.max_bytes => {
+                self.untracked.memory_full_at = Some(self.roce_packets);
+                self.untracked.packets += 1;
                 return None;
             }
             None => {

@@ -97,7 +97,7 @@ fn at_the_memory_limit_every_later_packet_is_counted_only() {
     assert_eq!(r.roce_packets, 410);
     let held = analyzer.state_bytes();
     // Over by at most what one packet added.
-    assert!(held < max_bytes + 16 << 10, "{held} bytes held");
+    assert!(held < max_bytes + (16 << 10), "{held} bytes held");
     assert_eq!(analyzer.held_bytes(), held);
 }
 
