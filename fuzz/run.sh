@@ -22,7 +22,7 @@ if ! command -v c++ >/dev/null; then
   apt-get install -y -q g++ >/dev/null
 fi
 
-targets=(decode capture roundtrip icrc responder completer cm oob neighbours)
+targets=(decode capture mapped analyze roundtrip icrc responder completer cm oob neighbours)
 cargo run -q -p roce-tests --example fuzz_seeds -- pcaps fuzz/corpus
 (cd fuzz && cargo fuzz build --sanitizer "$sanitizer")
 mkdir -p fuzz/artifacts

@@ -72,7 +72,9 @@ fn seed(pcaps: &Path, corpus: &mut Corpus<'_>) -> Result<(), String> {
             .to_string();
         if std::fs::metadata(path).is_ok_and(|m| m.len() <= WHOLE_CAPTURE_BYTES) {
             let bytes = std::fs::read(path).map_err(io)?;
-            corpus.put("capture", &stem, &bytes).map_err(io)?;
+            for target in ["capture", "mapped", "analyze"] {
+                corpus.put(target, &stem, &bytes).map_err(io)?;
+            }
         }
         let mut reader = CaptureReader::open(path).map_err(|e| e.to_string())?;
         while let Ok(Some(frame)) = reader.next_frame() {

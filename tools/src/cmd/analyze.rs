@@ -1,6 +1,6 @@
 //! `roce analyze FILE [--json]`: stateful replay analysis of a capture.
 
-pub(crate) mod json;
+pub mod json;
 pub mod text;
 
 use std::io::{self, Write};
