@@ -623,6 +623,12 @@ impl Analyzer {
     pub fn report(&self) -> Report {
         summary::report(self)
     }
+
+    /// Everything found, the analyser's state given up flow by flow as the report is made
+    /// (the same report as [`Analyzer::report`], with less memory at its peak).
+    pub fn into_report(self) -> Report {
+        summary::into_report(self)
+    }
 }
 
 /// Whether a whole RoCEv2 frame's ICRC is right; `None` for a frame cut by a snap length or

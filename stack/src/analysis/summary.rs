@@ -4,20 +4,46 @@ use super::Analyzer;
 use super::flow::Flow;
 use super::report::{FlowReport, LossCause, MessageKind, Report, RequesterReport, Rtt};
 use super::requester::Requester;
+use super::sketch::GoodputClock;
 use crate::wire::{NakCode, Opcode};
 
-pub(super) fn report(a: &Analyzer) -> Report {
-    let capture_ns = match (a.first_ts, a.last_ts) {
+fn capture_ns(a: &Analyzer) -> u64 {
+    match (a.first_ts, a.last_ts) {
         (Some(f), Some(l)) => l.saturating_sub(f),
         _ => 0,
-    };
+    }
+}
+
+/// The report of `a`'s flows, each dropped as soon as its report is made (a capture of many
+/// flows must not need their state and their reports at once).
+pub(super) fn into_report(mut a: Analyzer) -> Report {
+    let flows = std::mem::take(&mut a.flows);
+    a.index = Default::default();
+    a.unpaired = Default::default();
+    a.untracked_keys = Default::default();
+    let (clock, capture_ns) = (a.clock, capture_ns(&a));
+    Report {
+        flows: flows
+            .into_iter()
+            .map(|f| flow(&f, clock, capture_ns))
+            .collect(),
+        ..report(&a)
+    }
+}
+
+pub(super) fn report(a: &Analyzer) -> Report {
+    let capture_ns = capture_ns(a);
     Report {
         packets: a.packets,
         roce_packets: a.roce_packets,
         icrc_errors: a.icrc_errors,
         first_ts: a.first_ts,
         last_ts: a.last_ts,
-        flows: a.flows.iter().map(|f| flow(f, a, capture_ns)).collect(),
+        flows: a
+            .flows
+            .iter()
+            .map(|f| flow(f, a.clock, capture_ns))
+            .collect(),
         connections: a.cm.connections().to_vec(),
         goodput_bucket_ns: a.clock.width_ns(),
         input: a.input.clone(),
@@ -29,7 +55,7 @@ pub(super) fn report(a: &Analyzer) -> Report {
     }
 }
 
-fn flow(f: &Flow, a: &Analyzer, capture_ns: u64) -> FlowReport {
+fn flow(f: &Flow, clock: GoodputClock, capture_ns: u64) -> FlowReport {
     let opcodes = f
         .opcodes
         .iter()
@@ -66,7 +92,7 @@ fn flow(f: &Flow, a: &Analyzer, capture_ns: u64) -> FlowReport {
             .as_deref()
             .cloned()
             .unwrap_or_default()
-            .buckets(a.clock, capture_ns),
+            .buckets(clock, capture_ns),
         rate_changes: rate.events,
         requester: f.requester.as_deref().map(requester),
     }

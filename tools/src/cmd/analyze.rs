@@ -82,7 +82,7 @@ pub fn analyse(file: &std::path::Path, threads: u8, limits: Limits) -> anyhow::R
     if let Some(reason) = damage {
         analyzer.damaged(reason);
     }
-    Ok(analyzer.report())
+    Ok(analyzer.into_report())
 }
 
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
@@ -95,16 +95,16 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         args.threads.unwrap_or_else(default_threads),
         limits,
     )?;
-    let out = if args.json {
-        json::render(&report)? + "\n"
+    let mut stdout = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    let written = if args.json {
+        // Streamed: the document of a capture of many flows is never held whole.
+        json::write(&report, &mut stdout)
+            .map_err(io::Error::from)
+            .and_then(|()| stdout.write_all(b"\n"))
     } else {
-        text::render(&args.file, &report)
+        stdout.write_all(text::render(&args.file, &report).as_bytes())
     };
-    let mut stdout = io::stdout().lock();
-    match stdout
-        .write_all(out.as_bytes())
-        .and_then(|_| stdout.flush())
-    {
+    match written.and_then(|()| stdout.flush()) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => return Err(e.into()),
         _ => {}
     }

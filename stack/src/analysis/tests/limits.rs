@@ -211,3 +211,21 @@ fn rdma_cm_connections_are_indexed_and_capped() {
         crate::analysis::cm::CmState::Replied
     );
 }
+
+#[test]
+fn the_report_made_while_giving_up_the_state_is_the_same() {
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let mut s = Scenario::default();
+    s.write(a, b, [0, 1, 3, 2, 3], 0, 3).ack(b, a, 3);
+    one_packet_flows(&mut s, a, b, 20);
+    let mut analyzer = Analyzer::new();
+    s.feed(&mut analyzer);
+    let report = analyzer.report();
+    assert!(
+        report
+            .flows
+            .iter()
+            .any(|f| f.requester.is_some() && !f.goodput.is_empty())
+    );
+    assert_eq!(analyzer.into_report(), report);
+}

@@ -10,11 +10,11 @@ use roce::analysis::report::{FlowReport, RequesterReport};
 use serde::Serialize;
 
 #[derive(Serialize)]
-struct Document {
+struct Document<'r> {
     packets: u64,
     roce_packets: u64,
     icrc_errors: u64,
-    flows: Vec<Flow>,
+    flows: Flows<'r>,
     start_time: Option<f64>,
     duration_us: f64,
     goodput_bucket_us: f64,
@@ -187,6 +187,24 @@ impl Clock {
     }
 }
 
+/// The flows, each turned into its document as it is written (a capture of many flows must
+/// not hold all their documents at once: issue 14).
+struct Flows<'r> {
+    flows: &'r [FlowReport],
+    clock: Clock,
+}
+
+impl Serialize for Flows<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(
+            self.flows
+                .iter()
+                .enumerate()
+                .map(|(i, f)| flow(i, f, &self.clock)),
+        )
+    }
+}
+
 fn flow(i: usize, f: &FlowReport, clock: &Clock) -> Flow {
     Flow {
         src: f.src.to_string(),
@@ -314,18 +332,24 @@ fn connection(c: &CmConnection, clock: &Clock) -> Connection {
     }
 }
 
+/// The report as one pretty-printed JSON document.
 pub fn render(r: &Report) -> serde_json::Result<String> {
+    let mut out = Vec::new();
+    write(r, &mut out)?;
+    Ok(String::from_utf8(out).unwrap_or_default())
+}
+
+/// Writes the report as one pretty-printed JSON document to `w`, a flow at a time.
+pub fn write(r: &Report, w: impl std::io::Write) -> serde_json::Result<()> {
     let clock = Clock(r.first_ts.unwrap_or(0));
     let doc = Document {
         packets: r.packets,
         roce_packets: r.roce_packets,
         icrc_errors: r.icrc_errors,
-        flows: r
-            .flows
-            .iter()
-            .enumerate()
-            .map(|(i, f)| flow(i, f, &clock))
-            .collect(),
+        flows: Flows {
+            flows: &r.flows,
+            clock: Clock(clock.0),
+        },
         start_time: r.first_ts.map(|t| t as f64 / 1e9),
         duration_us: r.last_ts.map_or(0.0, |l| clock.at(l)),
         goodput_bucket_us: us(r.goodput_bucket_ns),
@@ -358,5 +382,5 @@ pub fn render(r: &Report) -> serde_json::Result<String> {
             memory_full_at: r.untracked.memory_full_at,
         },
     };
-    serde_json::to_string_pretty(&doc)
+    serde_json::to_writer_pretty(w, &doc)
 }
