@@ -471,9 +471,15 @@ impl Analyzer {
         let Some(id) = self.flow_id(&f) else {
             return Outcome::Untracked;
         };
+        // Responses and CNPs feed the reverse flow's state as well.
+        let answers = match f.opcode.transport() {
+            Transport::Rc => !f.opcode.is_request(),
+            Transport::Cnp => true,
+            _ => false,
+        };
         let note = self.follow(id, f);
         self.recount(id);
-        if let Some(r) = self.flows[id as usize].reverse {
+        if answers && let Some(r) = self.flows[id as usize].reverse {
             self.recount(r);
         }
         if self.held_bytes() >= self.limits.max_bytes {

@@ -220,6 +220,11 @@ fn the_report_made_while_giving_up_the_state_is_the_same() {
     one_packet_flows(&mut s, a, b, 20);
     let mut analyzer = Analyzer::new();
     s.feed(&mut analyzer);
+    assert_eq!(
+        analyzer.held_bytes(),
+        analyzer.state_bytes(),
+        "what answers fed to the reverse flow is counted too"
+    );
     let report = analyzer.report();
     assert!(
         report
