@@ -137,10 +137,7 @@ fn rc_write(c: &mut Criterion<CpuTime>) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .with_measurement(CpuTime)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(4));
+    config = common::cpu_criterion(4);
     targets = rc_write
 }
 

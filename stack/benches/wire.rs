@@ -66,7 +66,7 @@ fn parse_and_verify(c: &mut Bench) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default().with_measurement(CpuTime);
+    config = common::cpu_criterion(5);
     targets = icrc_vs_crc32, parse_and_verify
 }
 

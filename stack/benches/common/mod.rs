@@ -40,6 +40,15 @@ impl Measurement for CpuTime {
     }
 }
 
+/// Criterion measuring CPU time, one second of warm-up and `secs` of measurement per
+/// benchmark: what every benchmark here uses.
+pub fn cpu_criterion(secs: u64) -> criterion::Criterion<CpuTime> {
+    criterion::Criterion::default()
+        .with_measurement(CpuTime)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(secs))
+}
+
 /// Criterion's closing summary; returns where it keeps its results, for [`median_ns`].
 pub fn final_summary() -> PathBuf {
     criterion::Criterion::default()

@@ -14,6 +14,7 @@ use super::mr::{
 };
 use super::qp::{Ctx, QpInit, QpUsage, QueuePair};
 use super::qp_table::QpTable;
+use super::sched::Schedule;
 use super::srq::{Srq, SrqAttrs, SrqId, SrqInit};
 use super::wr::{RecvWr, SendOp, SendWr};
 use crate::time::Instant;
@@ -27,9 +28,8 @@ pub struct Engine {
     cqs: Vec<CompletionQueue>,
     /// By QPN; QPNs are handed out in order and not reused (`qp_table.rs`).
     qps: QpTable,
-    /// QPNs that exist, in creation order, for round-robin transmission.
-    active: Vec<Qpn>,
-    next_rr: usize,
+    /// Queue pairs with a timer running, and those that may have a packet to send.
+    sched: Schedule,
     stats: Stats,
     events: VecDeque<Event>,
     /// Indexed by `SrqId`.
@@ -43,8 +43,7 @@ impl Engine {
             mrs: MrTable::new(config.id_seed),
             cqs: Vec::new(),
             qps: QpTable::new(config.id_seed),
-            active: Vec::new(),
-            next_rr: 0,
+            sched: Schedule::default(),
             stats: Stats::default(),
             events: VecDeque::new(),
             srqs: Vec::new(),
@@ -69,9 +68,8 @@ impl Engine {
 
     /// `ibv_dealloc_pd`: refused while a queue pair, region or window uses it.
     pub fn dealloc_pd(&mut self, pd: PdId) -> Result<(), TransportError> {
-        let qp_uses = |q: &Qpn| self.qp(*q).is_ok_and(|qp| qp.pd() == pd);
         let srq_uses = self.srqs.iter().flatten().any(|srq| srq.pd == pd);
-        if srq_uses || self.active.iter().any(qp_uses) {
+        if srq_uses || self.qps.iter().any(|qp| qp.pd() == pd) {
             return Err(MrError::PdInUse(pd.0).into());
         }
         Ok(self.mrs.dealloc_pd(pd)?)
@@ -306,7 +304,6 @@ impl Engine {
             return Err(TransportError::QpnInUse(qpn));
         }
         self.qps.note_chosen(qpn);
-        self.active.push(qpn);
         if let Some(id) = init.srq {
             self.srq_mut(id)?.users += 1;
         }
@@ -314,11 +311,12 @@ impl Engine {
     }
 
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), TransportError> {
-        let srq = self.qp(qpn)?.srq();
+        let qp = self.qp(qpn)?;
+        let (srq, slot) = (qp.srq(), qp.sched);
         if !self.qps.remove(qpn) {
             return Err(TransportError::UnknownQp(qpn));
         }
-        self.active.retain(|&q| q != qpn);
+        self.sched.forget(qpn, &slot);
         if let Some(srq) = srq.and_then(|id| self.srq_mut(id).ok()) {
             srq.users = srq.users.saturating_sub(1);
         }
@@ -349,11 +347,23 @@ impl Engine {
         self.qps.get(qpn).ok_or(TransportError::UnknownQp(qpn))
     }
 
-    /// Runs `f` on a queue pair with the rest of the engine borrowed alongside.
+    /// Runs `f` on a queue pair with the rest of the engine borrowed alongside; afterwards
+    /// the queue pair's deadline is brought up to date and it gets a turn to send.
     fn with_qp<R>(
         &mut self,
         qpn: Qpn,
         now: Instant,
+        f: impl FnOnce(&mut QueuePair, &mut Ctx<'_>) -> R,
+    ) -> Result<R, TransportError> {
+        self.run_qp(qpn, now, true, f)
+    }
+
+    /// [`Engine::with_qp`]; `ready` false leaves its turn to send to the caller.
+    fn run_qp<R>(
+        &mut self,
+        qpn: Qpn,
+        now: Instant,
+        ready: bool,
         f: impl FnOnce(&mut QueuePair, &mut Ctx<'_>) -> R,
     ) -> Result<R, TransportError> {
         let Engine {
@@ -364,6 +374,7 @@ impl Engine {
             config,
             events,
             srqs,
+            sched,
             ..
         } = self;
         let qp = qps.get_mut(qpn).ok_or(TransportError::UnknownQp(qpn))?;
@@ -376,7 +387,10 @@ impl Engine {
             events,
             srqs,
         };
-        Ok(f(qp, &mut ctx))
+        let r = f(qp, &mut ctx);
+        let deadline = qp.next_deadline();
+        sched.update(qpn, &mut qp.sched, deadline, ready);
+        Ok(r)
     }
 
     /// `ibv_modify_qp`: checks the transition and attributes (IBA 10.3.1, 11.2.4.2), then
@@ -445,19 +459,29 @@ impl Engine {
         buf: &mut [u8],
         mut may_send: impl FnMut(Qpn) -> bool,
     ) -> Option<Transmit> {
-        let n = self.active.len();
-        for k in 0..n {
-            let at = (self.next_rr + k) % n;
-            let qpn = self.active[at];
+        // One look at each queue pair waiting for its turn; those with nothing to send
+        // leave the queue until something touches them again.
+        for _ in 0..self.sched.ready_len() {
+            let qpn = self.sched.next_ready()?;
+            if self.qps.get(qpn).is_none() {
+                continue;
+            }
             if !may_send(qpn) {
+                self.sched.requeue(qpn);
                 continue;
             }
             let sent = self
-                .with_qp(qpn, now, |qp, ctx| qp.poll_transmit(ctx, buf))
+                .run_qp(qpn, now, false, |qp, ctx| {
+                    let t = qp.poll_transmit(ctx, buf);
+                    if t.is_none() {
+                        Schedule::idle(&mut qp.sched);
+                    }
+                    t
+                })
                 .ok()
                 .flatten();
             if let Some(t) = sent {
-                self.next_rr = at + 1;
+                self.sched.requeue(qpn);
                 self.stats.packets_sent += 1;
                 return Some(t);
             }
@@ -467,22 +491,23 @@ impl Engine {
 
     /// The earliest time [`Engine::handle_timeout`] has work to do.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.active
-            .iter()
-            .filter_map(|&q| self.qps.get(q))
-            .filter_map(|qp| qp.next_deadline())
-            .min()
+        self.sched.next_deadline()
     }
 
-    /// Runs every timer due at or before `now`.
+    /// Runs every timer due at or before `now` (only the queue pairs that have one).
     pub fn handle_timeout(&mut self, now: Instant) {
-        for i in 0..self.active.len() {
-            let qpn = self.active[i];
+        for qpn in self.sched.due(now) {
             let _ = self.with_qp(qpn, now, |qp, ctx| {
                 if qp.next_deadline().is_some_and(|t| t <= now) {
                     qp.on_timeout(ctx);
                 }
             });
         }
+    }
+
+    /// Queue pairs with a timer running and queue pairs waiting for a turn to send: what
+    /// the engine looks at, whatever the number of queue pairs.
+    pub fn scheduled(&self) -> (usize, usize) {
+        (self.sched.deadlines(), self.sched.ready_len())
     }
 }

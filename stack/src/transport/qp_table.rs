@@ -84,6 +84,14 @@ impl QpTable {
         true
     }
 
+    /// Every queue pair.
+    pub fn iter(&self) -> impl Iterator<Item = &QueuePair> {
+        self.dense
+            .iter()
+            .filter_map(|q| q.as_deref())
+            .chain(self.sparse.iter())
+    }
+
     /// Removes a queue pair; false if there is none by that number.
     pub fn remove(&mut self, qpn: Qpn) -> bool {
         match self.slot(qpn) {

@@ -22,6 +22,7 @@ use crate::transport::config::{Event, Stats, Transmit, TransportConfig};
 use crate::transport::cq::{CompletionQueue, CqId, WcOpcode, WcStatus, WorkCompletion};
 use crate::transport::error::{DropReason, TransportError};
 use crate::transport::mr::{Accessor, MrTable, PdId};
+use crate::transport::sched::QpSlot;
 use crate::transport::srq::{Srq, SrqId};
 use crate::transport::wr::{RecvWr, SendOp, SendWr};
 use crate::wire::{IbPacketRepr, Qpn, Transport};
@@ -96,6 +97,8 @@ pub(crate) struct QueuePair {
     drain_pending: bool,
     /// The last packet sent was a response: a request goes next if one is ready.
     sent_response: bool,
+    /// The engine's record of its timer and its turn to send (`sched.rs`).
+    pub(crate) sched: QpSlot,
 }
 
 fn send_wc_opcode(op: &SendOp) -> WcOpcode {
@@ -126,6 +129,7 @@ impl QueuePair {
             resp: Responder::default(),
             drain_pending: false,
             sent_response: false,
+            sched: QpSlot::default(),
         }
     }
 
@@ -434,8 +438,9 @@ impl QueuePair {
 
     /// Back to RESET: everything is discarded without completions (IBA 10.3.1.1).
     fn reset(&mut self) {
-        let (qpn, init) = (self.qpn, self.init);
+        let (qpn, init, sched) = (self.qpn, self.init, self.sched);
         *self = QueuePair::new(qpn, init);
+        self.sched = sched;
     }
 
     /// The next packet of this queue pair: responses and requests alternate when both wait,

@@ -6,6 +6,7 @@
 mod basic;
 mod flush;
 mod hostile;
+mod many;
 mod memory;
 mod prop;
 mod rules;
