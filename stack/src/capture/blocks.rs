@@ -230,6 +230,48 @@ fn legacy(b: &LegacyPcapBlock<'_>, interfaces: &[Interface]) -> Result<Located, 
     })
 }
 
+/// Damage when the pcapng block at the start of `input` claims more than [`MAX_BLOCK`],
+/// read from its header alone (both readers check it before buffering or parsing it).
+pub(super) fn check_block_len(input: &[u8], big_endian: bool) -> Result<(), String> {
+    let Some(len) = input.get(4..8) else {
+        return Ok(());
+    };
+    // A section header starts a section with its own byte order, which its byte-order magic
+    // (1A2B3C4D, after the length) gives.
+    let big_endian = match (input.get(..4), input.get(8..12)) {
+        (Some([0x0a, 0x0d, 0x0d, 0x0a]), Some(magic)) => magic == [0x1a, 0x2b, 0x3c, 0x4d],
+        _ => big_endian,
+    };
+    let len = <[u8; 4]>::try_from(len).map_or(0, |b| {
+        if big_endian {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        }
+    });
+    if len as usize > MAX_BLOCK {
+        return Err(too_big(len as usize));
+    }
+    Ok(())
+}
+
+/// Damage when the pcap record at the start of `record` claims more captured bytes than
+/// any snap length, read from its header alone (its body may lie past the file's end):
+/// both readers say so before trying to buffer or parse it. `magic` is the file's first
+/// four bytes, which give the byte order.
+pub(super) fn pcap_record_too_big(magic: &[u8], record: &[u8]) -> Option<String> {
+    let magic = <[u8; 4]>::try_from(magic.get(..4)?).ok()?;
+    let caplen = <[u8; 4]>::try_from(record.get(8..12)?).ok()?;
+    // a1b2c3d4 (microseconds), a1b23c4d (nanoseconds), a1b2cd34 (modified): written in the
+    // writer's order, so the first byte tells it.
+    let caplen = if magic[0] == 0xa1 {
+        u32::from_be_bytes(caplen)
+    } else {
+        u32::from_le_bytes(caplen)
+    };
+    (caplen > MAX_RECORD).then(|| too_many_bytes(caplen))
+}
+
 fn too_many_bytes(caplen: u32) -> String {
     format!("a record claims {caplen} captured bytes, more than any snap length ({MAX_RECORD})")
 }

@@ -9,7 +9,7 @@ use pcap_parser::{
     parse_pcap_frame_modified, parse_pcap_header,
 };
 
-use super::blocks::{Interfaces, Located, MAX_BLOCK, damage, too_big};
+use super::blocks::{Interfaces, Located, check_block_len, damage, pcap_record_too_big};
 use std::sync::Arc;
 
 use super::sys::Mapping;
@@ -36,24 +36,6 @@ const WINDOW: usize = 32 << 20;
 
 /// The damage reported when the file shrinks under the reader.
 const SHRUNK: &str = "the file shrank while it was being read (truncated by another process)";
-
-/// A pcapng block longer than [`MAX_BLOCK`] is damage, as the streaming reader finds it.
-fn check_block_len(input: &[u8], big_endian: bool) -> Result<(), String> {
-    let Some(len) = input.get(4..8) else {
-        return Ok(());
-    };
-    let len = <[u8; 4]>::try_from(len).map_or(0, |b| {
-        if big_endian {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        }
-    });
-    if len as usize > MAX_BLOCK {
-        return Err(too_big(len as usize));
-    }
-    Ok(())
-}
 
 pub(super) struct Mapped {
     map: Arc<Mapping>,
@@ -149,7 +131,10 @@ impl Mapped {
                         self.at = file.len() - rest.len();
                         return Ok(Some(at));
                     }
-                    Err(e) => Err(e),
+                    Err(e) => match pcap_record_too_big(file, input) {
+                        Some(too_big) => return Err(too_big),
+                        None => Err(e),
+                    },
                 },
                 Parser::PcapNg { big_endian } => {
                     check_block_len(input, big_endian)?;

@@ -3,10 +3,13 @@
 
 use std::io::Read;
 
+use pcap_parser::pcapng::Block;
 use pcap_parser::traits::PcapReaderIterator;
-use pcap_parser::{PcapError, create_reader};
+use pcap_parser::{PcapBlockOwned, PcapError, create_reader};
 
-use super::blocks::{Interfaces, Located, MAX_BLOCK, damage, too_big};
+use super::blocks::{
+    Interfaces, Located, MAX_BLOCK, check_block_len, damage, pcap_record_too_big, too_big,
+};
 use super::{CaptureError, Format};
 
 const INITIAL_BUFFER: usize = 1 << 20;
@@ -19,6 +22,10 @@ pub(super) struct Stream {
     /// Bytes of the previous frame, consumed on the next call.
     pending: usize,
     offset: u64,
+    /// The file's first four bytes, when it is pcap: they give its byte order.
+    pcap_magic: Option<[u8; 4]>,
+    /// Whether the first section is big-endian, when it is pcapng.
+    pcapng_big_endian: Option<bool>,
 }
 
 impl Stream {
@@ -30,11 +37,21 @@ impl Stream {
         })?;
         // The first block tells the format; `next` reads it again.
         let format = super::format_of(reader.data());
+        let pcap_magic = reader
+            .data()
+            .get(..4)
+            .and_then(|m| <[u8; 4]>::try_from(m).ok())
+            .filter(|_| format == Format::Pcap);
+        // The section header's byte-order magic, 1A2B3C4D in the writer's order.
+        let pcapng_big_endian = (format == Format::PcapNg)
+            .then(|| reader.data().get(8..12) == Some(&[0x1a, 0x2b, 0x3c, 0x4d][..]));
         let stream = Stream {
             reader,
             capacity: INITIAL_BUFFER,
             pending: 0,
             offset: 0,
+            pcap_magic,
+            pcapng_big_endian,
         };
         Ok((stream, format))
     }
@@ -58,6 +75,23 @@ impl Stream {
         self.capacity <= MAX_BUFFER && self.reader.grow(self.capacity)
     }
 
+    /// Damage when the block at the buffer's start claims more than a block or record may
+    /// hold, as the mapped reader finds it.
+    fn check_claim(&self) -> Result<(), String> {
+        let data = self.reader.data();
+        // A pcap file's header is no record: past it, the buffer starts at one.
+        if let Some(magic) = self.pcap_magic
+            && self.offset > 0
+            && let Some(too_big) = pcap_record_too_big(&magic, data)
+        {
+            return Err(too_big);
+        }
+        match self.pcapng_big_endian {
+            Some(big_endian) => check_block_len(data, big_endian),
+            None => Ok(()),
+        }
+    }
+
     /// Reads blocks until a packet; `Ok(None)` at the end, `Err` for damage.
     pub(super) fn next(&mut self, interfaces: &mut Interfaces) -> Result<Option<Located>, String> {
         let pending = std::mem::take(&mut self.pending);
@@ -68,6 +102,11 @@ impl Stream {
             let base = self.reader.data().as_ptr() as usize;
             match self.reader.next() {
                 Ok((consumed, block)) => match interfaces.describe(&block)? {
+                    None if let PcapBlockOwned::NG(Block::SectionHeader(shb)) = &block => {
+                        // Each section says its own byte order.
+                        self.pcapng_big_endian = Some(shb.big_endian());
+                        self.consume(consumed);
+                    }
                     Some(at) => {
                         self.pending = consumed;
                         return Ok(Some(at.relative_to(base)));
@@ -76,6 +115,7 @@ impl Stream {
                 },
                 Err(PcapError::Eof) => return Ok(None),
                 Err(PcapError::Incomplete(_)) => {
+                    self.check_claim()?;
                     let before = self.reader.data().len();
                     self.reader.refill().map_err(|_| "read error".to_string())?;
                     // A full buffer reads nothing: grow it or this would spin.
@@ -86,6 +126,7 @@ impl Stream {
                     }
                 }
                 Err(PcapError::BufferTooSmall) => {
+                    self.check_claim()?;
                     if !self.grow() {
                         return Err(too_big(MAX_BUFFER + 1));
                     }

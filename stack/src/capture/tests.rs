@@ -97,6 +97,8 @@ fn read_all(bytes: Vec<u8>) -> ReadBack {
         at(&streamed.1),
         "damage at the same place both ways"
     );
+    let says = |e: &Option<CaptureError>| e.as_ref().map(|e| e.to_string());
+    assert_eq!(says(&mapped.1), says(&streamed.1), "and in the same words");
     streamed
 }
 
@@ -194,6 +196,41 @@ fn a_record_lying_about_its_length_is_damage_not_a_panic() {
         damage,
         Some(CaptureError::Damaged { frame: 1, .. })
     ));
+    // Claims past the file's end, beyond what a stream buffers, in either byte order: the
+    // claim is the damage (not "cut short" one way and "too big" the other).
+    for (caplen, big_endian) in [
+        (0x7fff_0000u32, false),
+        (300_000, false),
+        (0x0200_0000, true),
+    ] {
+        let mut bytes = pcap_bytes(&frames[..1], 65535);
+        if big_endian {
+            for field in [0..4, 8..12, 12..16, 16..20] {
+                bytes[field].reverse();
+            }
+            bytes[4..6].reverse();
+            bytes[6..8].reverse();
+            for field in [24..28, 28..32, 32..36, 36..40] {
+                bytes[field].reverse();
+            }
+        }
+        let at = bytes.len();
+        bytes.extend_from_slice(&[0; 16]);
+        let claim = if big_endian {
+            caplen.to_be_bytes()
+        } else {
+            caplen.to_le_bytes()
+        };
+        bytes[at + 8..at + 12].copy_from_slice(&claim);
+        bytes.extend_from_slice(&[0; 10]);
+        let (read, damage) = read_all(bytes);
+        assert_eq!(read.len(), 1);
+        let damage = damage.map(|d| d.to_string()).unwrap_or_default();
+        assert!(
+            damage.contains(&format!("a record claims {caplen} captured bytes")),
+            "{damage}"
+        );
+    }
 }
 
 #[test]
@@ -417,6 +454,24 @@ fn oversized_pcapng_blocks_and_packets_are_damage() {
     assert_eq!(read.len(), 1);
     let damage = damage.map(|d| d.to_string()).unwrap_or_default();
     assert!(damage.contains("more than 16 MiB"), "{damage}");
+    // The same after a second section, big-endian: each section says its byte order.
+    let mut two = good.clone();
+    let shb = [
+        &[0x0a, 0x0d, 0x0d, 0x0a][..],
+        &28u32.to_be_bytes(),
+        &0x1a2b_3c4du32.to_be_bytes(),
+        &[0, 1, 0, 0],
+        &[0xff; 8],
+        &28u32.to_be_bytes(),
+    ];
+    two.extend(shb.concat());
+    two.extend_from_slice(&0x0badu32.to_be_bytes());
+    two.extend_from_slice(&(64u32 << 20).to_be_bytes());
+    two.extend_from_slice(&[0; 64]);
+    let (read, damage) = read_all(two);
+    assert_eq!(read.len(), 1);
+    let damage = damage.map(|d| d.to_string()).unwrap_or_default();
+    assert!(damage.contains("claims 67108864 bytes"), "{damage}");
     let mut big_packet = pcapng_bytes(&[vec![0u8; 300_000]]);
     let (read, damage) = read_all(std::mem::take(&mut big_packet));
     assert!(read.is_empty());
