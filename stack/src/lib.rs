@@ -16,6 +16,7 @@
 pub mod analysis;
 pub mod capture;
 pub mod cc;
+pub mod conform;
 pub mod endpoint;
 pub mod fault;
 pub mod io;

@@ -35,6 +35,8 @@ commands! {
     Rping(cmd::rping::RpingArgs) => cmd::rping::run,
     Gen(cmd::teach::GenArgs) => cmd::teach::run,
     View(cmd::view::ViewArgs) => cmd::view::run,
+    Conform(cmd::conform::ConformArgs) => cmd::conform::run_cmd,
+    ConformAgent(cmd::conform_agent::ConformAgentArgs) => cmd::conform_agent::run,
 }
 
 /// A pure-software RoCEv2 stack: decode and analyse captures, talk to rdma_rxe, simulate.

@@ -328,6 +328,11 @@ impl Engine {
         Ok(self.qp(qpn)?.query())
     }
 
+    /// The transport service of a queue pair.
+    pub fn qp_type(&self, qpn: Qpn) -> Result<QpType, TransportError> {
+        Ok(self.qp(qpn)?.init.qp_type)
+    }
+
     /// The in-flight window of an RC requester, in packets (for tests and statistics).
     pub fn qp_window(&self, qpn: Qpn) -> Result<u32, TransportError> {
         Ok(self.qp(qpn)?.window())

@@ -84,47 +84,86 @@ impl DeviceArgs {
 
     /// Opens the device and puts a host on it.
     pub fn open(&self) -> anyhow::Result<Runtime> {
-        let dcqcn = match self.dcqcn.as_str() {
+        open_runtime(&OpenEndpoint {
+            iface: &self.iface,
+            ip: &self.ip,
+            mac: self.mac,
+            pcap_out: self.pcap_out.as_deref(),
+            busy_poll: self.busy_poll,
+            dcqcn: &self.dcqcn,
+            line_gbps: self.line_gbps,
+        })
+    }
+}
+
+/// What opening an endpoint on a device takes (the options of [`EndpointArgs`] that are not
+/// about an out-of-band exchange).
+#[derive(Debug)]
+pub struct OpenEndpoint<'a> {
+    /// The device.
+    pub iface: &'a Backend,
+    /// The endpoint's addresses.
+    pub ip: &'a [IpCidr],
+    /// Its MAC, if chosen.
+    pub mac: Option<[u8; 6]>,
+    /// A capture of everything sent and received.
+    pub pcap_out: Option<&'a std::path::Path>,
+    /// Poll in a tight loop.
+    pub busy_poll: bool,
+    /// DCQCN preset name, or `off`.
+    pub dcqcn: &'a str,
+    /// DCQCN's line rate.
+    pub line_gbps: f64,
+}
+
+/// Opens the device and puts a host on it.
+pub fn open_runtime(o: &OpenEndpoint<'_>) -> anyhow::Result<Runtime> {
+    let dcqcn =
+        match o.dcqcn {
             "off" => None,
             name => Some(Preset::from_name(name).ok_or_else(|| {
                 anyhow::anyhow!("--dcqcn must be paper, mlx5 or off, got {name:?}")
             })?),
         };
-        let hook = dcqcn
-            .map(|preset| DcqcnHook::new(preset.params(self.line_gbps * 1e9)))
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("--line-gbps: {e}"))?;
-        // The errors name the device and carry their cause in the message: flattened to one
-        // line, so that `{:#}` does not repeat the cause.
-        let device = self
-            .iface
-            .open(self.pcap_out.as_deref())
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let ipv4 = self.ip.iter().find_map(|c| match c.addr() {
-            std::net::IpAddr::V4(v4) => Some(v4),
-            std::net::IpAddr::V6(_) => None,
-        });
-        let mac = self
-            .mac
-            .or(device.capabilities().mac)
-            .unwrap_or_else(|| Backend::host_mac(ipv4));
-        let mut host = HostConfig::new(mac, self.ip.clone());
-        if hook.is_some() {
-            host.ecn = Ecn::Ect0;
-        }
-        let config = RuntimeConfig {
-            busy_poll: self.busy_poll,
-            kernel_neighbours: self.iface.kernel_neighbours().map(str::to_owned),
-        };
-        let mut rt = Runtime::new(device, host, config).map_err(|e| anyhow::anyhow!("{e}"))?;
-        if let Some((hook, _)) = hook {
-            rt.host_mut().set_congestion_control(Box::new(hook));
-        }
-        Ok(rt)
+    let hook = dcqcn
+        .map(|preset| DcqcnHook::new(preset.params(o.line_gbps * 1e9)))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--line-gbps: {e}"))?;
+    // The errors name the device and carry their cause in the message: flattened to one
+    // line, so that `{:#}` does not repeat the cause.
+    let device = o
+        .iface
+        .open(o.pcap_out)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mac = o
+        .mac
+        .or(device.capabilities().mac)
+        .unwrap_or_else(|| Backend::host_mac(first_ipv4(o.ip)));
+    let mut host = HostConfig::new(mac, o.ip.to_vec());
+    if hook.is_some() {
+        host.ecn = Ecn::Ect0;
     }
+    let config = RuntimeConfig {
+        busy_poll: o.busy_poll,
+        kernel_neighbours: o.iface.kernel_neighbours().map(str::to_owned),
+    };
+    let mut rt = Runtime::new(device, host, config).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some((hook, _)) = hook {
+        rt.host_mut().set_congestion_control(Box::new(hook));
+    }
+    Ok(rt)
 }
 
-fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+/// The first IPv4 address among `ip`.
+pub fn first_ipv4(ip: &[IpCidr]) -> Option<std::net::Ipv4Addr> {
+    ip.iter().find_map(|c| match c.addr() {
+        std::net::IpAddr::V4(v4) => Some(v4),
+        std::net::IpAddr::V6(_) => None,
+    })
+}
+
+/// Parses a unicast MAC address written as six hex bytes separated by colons.
+pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     let bad = || format!("{s:?} is not a MAC address like 02:00:0a:4d:00:02");
     let mut mac = [0u8; 6];
     let mut parts = s.split(':');

@@ -1,6 +1,8 @@
 //! One module per subcommand, each with its clap `Args` struct and a `run` function.
 
 pub mod analyze;
+pub mod conform;
+pub mod conform_agent;
 pub mod decode;
 pub mod demo;
 pub mod endpoint;

@@ -1,0 +1,120 @@
+//! The congestion notification point (Annex A17.9): a packet that arrives ECN-CE marked is
+//! answered with a CNP to the QP that sent it. A17.9 makes congestion control optional, so a
+//! peer whose agent reports none and sends no CNP is "not applicable" (rdma_rxe has none).
+
+use super::{Result, RxFrame, describe_all, fail, pass, pattern, rc, reth};
+use crate::conform::harness::{Ctx, Wire, rc_packet};
+use crate::conform::suite::{Check, Role, Verdict};
+use crate::transport::Time;
+use crate::wire::opcode::op;
+use crate::wire::{Ecn, Opcode, Qpn, ROCEV2_UDP_PORT};
+
+/// CE-marked packets sent back to back.
+const BURST: u32 = 5;
+
+pub(super) const CHECKS: &[Check] = &[
+    Check {
+        id: "resp.cnp.sent",
+        rule: "Annex A17.9.1",
+        title: "CE-marked requests are answered with a CNP to the sending QP",
+        role: Role::Responder,
+        body: cnp_sent,
+    },
+    Check {
+        id: "resp.cnp.format",
+        rule: "Annex A17.9.2",
+        title: "a CNP has opcode 0x81, BECN set, 16 zero reserved bytes and a valid ICRC, on \
+                UDP port 4791",
+        role: Role::Responder,
+        body: cnp_format,
+    },
+];
+
+fn is_cnp(f: &RxFrame) -> bool {
+    f.bth.opcode == Opcode::CNP
+}
+
+/// What a CE-marked burst brought: the frames, how many CNPs, when it was sent, the
+/// tester's QP.
+type Burst = (Vec<RxFrame>, u32, Time, Qpn);
+
+/// Sends `BURST` CE-marked WRITEs and returns the frames, the CNPs among them, and whether
+/// the check applies.
+fn marked_burst(ctx: &mut Ctx<'_>) -> Result<core::result::Result<Burst, Verdict>> {
+    let c = rc(ctx)?;
+    ctx.watch_all_cnps();
+    let sent = ctx.now();
+    let data = pattern(64, 1);
+    for k in 0..BURST {
+        let ext = reth(c.mr.addr + 64 * u64::from(k), c.mr.rkey, 64);
+        let p = rc_packet(op::RDMA_WRITE_ONLY, c.qpn, c.epsn.add(k), ext, &data, true);
+        let wire = Wire {
+            ecn: Some(Ecn::Ce),
+            ..Wire::default()
+        };
+        ctx.send_with(p, wire)?;
+    }
+    let t = ctx.env().timing;
+    let frames = ctx.collect_until(t.response, t.settle, |fs| fs.iter().any(is_cnp))?;
+    let cnps = frames.iter().filter(|f| is_cnp(f)).count() as u32;
+    if cnps == 0 && ctx.env().cc == "none" {
+        return Ok(Err(Verdict::NotApplicable(format!(
+            "no CNP for {BURST} CE-marked WRITEs ({}), and the agent reports no congestion \
+             control: the peer has no notification point (optional, A17.9)",
+            describe_all(&frames)
+        ))));
+    }
+    Ok(Ok((frames, cnps, sent, c.tq)))
+}
+
+fn cnp_sent(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let (frames, cnps, sent, tq) = match marked_burst(ctx)? {
+        Ok(x) => x,
+        Err(v) => return Ok(v),
+    };
+    let first = frames.iter().find(|f| is_cnp(f));
+    match first {
+        Some(f) if f.bth.dest_qp != tq => fail(format!(
+            "{} is addressed to QP {:#x}, not to the sending QP {:#x}",
+            f.describe(),
+            f.bth.dest_qp.value(),
+            tq.value()
+        )),
+        Some(f) => pass(format!(
+            "{cnps} CNP(s) for {BURST} CE-marked WRITEs, the first {} after the burst, to the \
+             sending QP",
+            super::ms(f.at.saturating_since(sent))
+        )),
+        None => fail(format!(
+            "no CNP for {BURST} CE-marked WRITEs (the agent reports {} congestion control): {}",
+            ctx.env().cc,
+            describe_all(&frames)
+        )),
+    }
+}
+
+fn cnp_format(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let (frames, _, _, _) = match marked_burst(ctx)? {
+        Ok(x) => x,
+        Err(v) => return Ok(v),
+    };
+    let Some(f) = frames.iter().find(|f| is_cnp(f)) else {
+        return fail(format!("no CNP to look at: {}", describe_all(&frames)));
+    };
+    let reserved_zero = f
+        .ext
+        .cnp
+        .is_some_and(|c| c.reserved.iter().all(|&b| b == 0));
+    let ok = f.bth.becn && reserved_zero && f.icrc_ok && f.udp_dst == ROCEV2_UDP_PORT;
+    let seen = format!(
+        "BECN {}, reserved bytes zero {}, ICRC ok {}, UDP port {}, PSN {:#x}, P_Key {}, IP ECN {}",
+        f.bth.becn,
+        reserved_zero,
+        f.icrc_ok,
+        f.udp_dst,
+        f.psn().value(),
+        f.bth.pkey,
+        f.ecn.name()
+    );
+    if ok { pass(seen) } else { fail(seen) }
+}

@@ -1,0 +1,238 @@
+//! What the peer's requester puts on the wire: PSNs across the wrap (IBA 9.7.1), message
+//! segmentation (IBA 9.7.2, 9.2.1), the packet's fields, pad and ICRC (IBA 9.2, Annex
+//! A17.4, A17.6), and a reaction point that slows down on a CNP (Annex A17.9.3, optional).
+
+use core::time::Duration;
+
+use super::{
+    Result, RxFrame, Setup, connect, fail, is_request, pass, pattern, psns, rc, requests_until,
+    wcs_text,
+};
+use crate::conform::harness::Ctx;
+use crate::conform::proto::SendKind;
+use crate::conform::suite::{Check, Role, Verdict};
+use crate::wire::opcode::op;
+use crate::wire::{
+    BthRepr, CnpRepr, ExtHeaders, IbPacketRepr, Opcode, PKey, Psn, ROCEV2_UDP_PORT, Transport,
+};
+
+pub(super) const CHECKS: &[Check] = &[
+    Check {
+        id: "req.psn.wrap",
+        rule: "IBA 9.7.1",
+        title: "a WRITE starting at PSN 0xFFFFFE goes on at 0 and completes on the ACK of PSN 1",
+        role: Role::Requester,
+        body: psn_wrap,
+    },
+    Check {
+        id: "req.wire.segmentation",
+        rule: "IBA 9.7.2, 9.2.1",
+        title: "a SEND of 2.5 MTUs is FIRST, MIDDLE, LAST with full-MTU FIRST and MIDDLE, \
+                consecutive PSNs and AckReq on the LAST",
+        role: Role::Requester,
+        body: segmentation,
+    },
+    Check {
+        id: "req.wire.format",
+        rule: "IBA 9.2, Annex A17.4, A17.6",
+        title: "a 61-byte SEND: pad count 3 with zero pad bytes, TVer 0, default P_Key, the \
+                connected QP, UDP port 4791, a valid ICRC",
+        role: Role::Requester,
+        body: format,
+    },
+    Check {
+        id: "req.cnp.rate",
+        rule: "Annex A17.9.3",
+        title: "a CNP slows the sending QP down (not applicable to a peer without congestion \
+                control)",
+        role: Role::Requester,
+        body: cnp_rate,
+    },
+];
+
+fn psn_wrap(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let mut s = Setup::rc();
+    s.sq_psn = Psn::new(0xff_fffe);
+    let c = connect(ctx, s)?;
+    ctx.post_send(c.work(SendKind::Write, 1, 0, 4 * c.mtu))?;
+    let last = c.spsn.add(3);
+    let sent = requests_until(ctx, last)?;
+    c.ack(ctx, last, 1)?;
+    let t = ctx.env().timing;
+    let wcs = ctx.poll_cq(c.qpn, t.response)?;
+    let expected: Vec<Psn> = (0..4).map(|k| c.spsn.add(k)).collect();
+    let got: Vec<Psn> = sent.iter().map(RxFrame::psn).collect();
+    let evidence = format!("sent {}; ACK psn 0x1: {}", psns(&sent), wcs_text(&wcs));
+    if got == expected && wcs.iter().any(|w| w.status == "SUCCESS") {
+        pass(evidence)
+    } else {
+        fail(evidence)
+    }
+}
+
+fn segmentation(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let c = rc(ctx)?;
+    let m = c.mtu as usize;
+    let data = pattern(m * 5 / 2, 1);
+    ctx.write_mr(&c.mr, 0, &data)?;
+    ctx.post_send(c.work(SendKind::Send, 1, 0, data.len() as u32))?;
+    let last = c.spsn.add(2);
+    let sent = requests_until(ctx, last)?;
+    c.ack(ctx, last, 1)?;
+    let t = ctx.env().timing;
+    let wcs = ctx.poll_cq(c.qpn, t.response)?;
+    let shape: Vec<String> = sent
+        .iter()
+        .map(|f| {
+            format!(
+                "{}/{:#x}/{}B{}",
+                f.bth.opcode.name(),
+                f.psn().value(),
+                f.payload.len(),
+                if f.bth.ack_req { "/AckReq" } else { "" }
+            )
+        })
+        .collect();
+    let want = [
+        (op::SEND_FIRST, 0, m),
+        (op::SEND_MIDDLE, 1, m),
+        (op::SEND_LAST, 2, m / 2),
+    ];
+    let mut ok = sent.len() == 3;
+    for (f, (low, k, len)) in sent.iter().zip(want) {
+        let off = k as usize * m;
+        ok &= f.op() == low
+            && f.bth.opcode.transport() == Transport::Rc
+            && f.psn() == c.spsn.add(k)
+            && f.payload.len() == len
+            && f.payload == data[off..off + len];
+    }
+    ok &= sent.last().is_some_and(|f| f.bth.ack_req);
+    let evidence = format!("{}; ACKed: {}", shape.join(", "), wcs_text(&wcs));
+    if ok && wcs.iter().any(|w| w.status == "SUCCESS") {
+        pass(evidence)
+    } else {
+        fail(evidence)
+    }
+}
+
+fn format(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let c = rc(ctx)?;
+    let data = pattern(61, 2);
+    ctx.write_mr(&c.mr, 0, &data)?;
+    ctx.post_send(c.work(SendKind::Send, 1, 0, 61))?;
+    let sent = requests_until(ctx, c.spsn)?;
+    let Some(f) = sent.iter().find(|f| f.psn() == c.spsn) else {
+        return fail("the SEND never arrived");
+    };
+    c.ack(ctx, c.spsn, 1)?;
+    let t = ctx.env().timing;
+    let wcs = ctx.poll_cq(c.qpn, t.response)?;
+    let problems: Vec<&str> = [
+        (f.bth.pad_count == 3, "pad count not 3"),
+        (f.pad.iter().all(|&b| b == 0), "pad bytes not zero"),
+        (f.payload == data, "payload differs from the buffer"),
+        (f.bth.tver == 0, "TVer not 0"),
+        (f.bth.pkey == PKey::DEFAULT, "P_Key not 0xffff"),
+        (f.bth.dest_qp == c.tq, "not to the connected QP"),
+        (
+            f.udp_dst == ROCEV2_UDP_PORT,
+            "UDP destination port not 4791",
+        ),
+        (f.icrc_ok, "bad ICRC"),
+        (f.op() == op::SEND_ONLY, "not SEND ONLY"),
+    ]
+    .into_iter()
+    .filter(|(ok, _)| !ok)
+    .map(|(_, why)| why)
+    .collect();
+    if problems.is_empty() {
+        pass(format!(
+            "{}: pad 3 zero bytes, TVer 0, P_Key 0xffff, port 4791, ICRC ok; {}",
+            f.describe(),
+            wcs_text(&wcs)
+        ))
+    } else {
+        fail(format!("{}: {}", f.describe(), problems.join(", ")))
+    }
+}
+
+/// Packets in a WRITE for the rate check, and after how many the CNP goes out.
+const RATE_PACKETS: u32 = 60;
+const CNP_AFTER: u32 = 20;
+
+/// Bytes per second over `frames` (from the first's arrival to the last's).
+fn rate(frames: &[RxFrame]) -> Option<f64> {
+    let (first, last) = (frames.first()?, frames.last()?);
+    let secs = last.at.saturating_since(first.at).as_secs_f64();
+    let bytes: usize = frames[1..].iter().map(|f| f.payload.len()).sum();
+    (secs > 0.0).then(|| bytes as f64 / secs)
+}
+
+fn cnp_rate(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    if ctx.env().cc == "none" {
+        return Ok(Verdict::NotApplicable(
+            "the agent reports no congestion control: the peer has no reaction point \
+             (optional, A17.9)"
+                .into(),
+        ));
+    }
+    let mut s = Setup::rc();
+    s.mr_len = RATE_PACKETS * 1024;
+    let c = connect(ctx, s)?;
+    ctx.post_send(c.work(SendKind::Write, 1, 0, RATE_PACKETS * c.mtu))?;
+    // The tester answers as a prompt responder: each packet is ACKed as it arrives, so that
+    // no timer of the peer's fires and only its pacing sets the rate.
+    let mut first_seen: Vec<RxFrame> = Vec::new();
+    let mut cnp_sent = false;
+    let last = c.spsn.add(RATE_PACKETS - 1);
+    let t = ctx.env().timing;
+    while let Some(f) = ctx.recv(t.response)? {
+        if !is_request(&f) || first_seen.iter().any(|g| g.psn() == f.psn()) {
+            continue;
+        }
+        let k = f.psn().distance(c.spsn) as u32;
+        c.ack(ctx, f.psn(), u32::from(f.psn() == last))?;
+        first_seen.push(f);
+        if k + 1 == CNP_AFTER && !cnp_sent {
+            let mut bth = BthRepr::new(Opcode::CNP, c.qpn, Psn::new(0));
+            bth.becn = true;
+            let ext = ExtHeaders {
+                cnp: Some(CnpRepr::default()),
+                ..ExtHeaders::default()
+            };
+            ctx.send(IbPacketRepr::new(bth, ext, &[]))?;
+            cnp_sent = true;
+        }
+        if k + 1 >= RATE_PACKETS {
+            break;
+        }
+    }
+    first_seen.sort_by_key(|f| f.psn().distance(c.spsn));
+    let split = (CNP_AFTER as usize).min(first_seen.len());
+    let before: Vec<RxFrame> = first_seen[..split].to_vec();
+    let after: Vec<RxFrame> = first_seen[split..].to_vec();
+    let wcs = ctx.poll_cq(c.qpn, t.response.max(Duration::from_secs(1)))?;
+    // Skip what was already on its way when the CNP arrived.
+    let settled: Vec<RxFrame> = after.iter().skip(5).cloned().collect();
+    let (Some(r0), Some(r1)) = (rate(&before), rate(&settled)) else {
+        return fail(format!(
+            "too few packets to measure: {} before the CNP, {} after",
+            before.len(),
+            after.len()
+        ));
+    };
+    let evidence = format!(
+        "{:.2} Gb/s over the {} packets before the CNP, {:.2} Gb/s after ({:.0}%); {}",
+        r0 * 8e-9,
+        before.len(),
+        r1 * 8e-9,
+        100.0 * r1 / r0,
+        wcs_text(&wcs)
+    );
+    if r1 <= 0.85 * r0 {
+        pass(evidence)
+    } else {
+        fail(evidence)
+    }
+}

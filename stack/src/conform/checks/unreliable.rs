@@ -1,0 +1,136 @@
+//! The unreliable services at the responder: UD checks the Q_Key (IBA 10.2.5) and UC drops a
+//! message with a gap silently, reusing its receive (IBA 9.8.3.1).
+
+use core::time::Duration;
+
+use super::{Result, Setup, connect, describe_all, fail, pass, pattern, quiet};
+use crate::conform::harness::{Ctx, packet};
+use crate::conform::suite::{Check, Role, Verdict};
+use crate::transport::QpType;
+use crate::wire::opcode::op;
+use crate::wire::{DethRepr, ExtHeaders, Transport};
+
+/// The Q_Key the agent's UD QPs get (`ConnectAttrs::new`).
+const QKEY: u32 = 0x1111_1111;
+
+pub(super) const CHECKS: &[Check] = &[
+    Check {
+        id: "resp.ud.qkey",
+        rule: "IBA 10.2.5, 9.6.1",
+        title: "a UD SEND with the wrong Q_Key is dropped; with the right one it is delivered \
+                after the 40-byte GRH area",
+        role: Role::Responder,
+        body: ud_qkey,
+    },
+    Check {
+        id: "resp.uc.gap-drops-message",
+        rule: "IBA 9.8.3.1",
+        title: "a UC message with a missing packet is dropped silently; the next message \
+                uses the same receive",
+        role: Role::Responder,
+        body: uc_gap,
+    },
+];
+
+fn ud_qkey(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let mut s = Setup::rc();
+    s.qp_type = QpType::Ud;
+    let c = connect(ctx, s)?;
+    ctx.post_recv(c.qpn, 1, &c.mr, 0, 1024)?;
+    let deth = |qkey| ExtHeaders {
+        deth: Some(DethRepr {
+            qkey,
+            resv: 0,
+            src_qp: c.tq,
+        }),
+        ..ExtHeaders::default()
+    };
+    let wrong = pattern(64, 1);
+    let ud = |ext, data| {
+        packet(
+            Transport::Ud,
+            op::SEND_ONLY,
+            c.qpn,
+            c.epsn,
+            ext,
+            data,
+            false,
+        )
+    };
+    ctx.send(ud(deth(0x2222_2222), &wrong))?;
+    let silence = quiet(ctx)?;
+    let wc_wrong = ctx.poll_cq(c.qpn, Duration::ZERO)?;
+    let right = pattern(64, 2);
+    ctx.send(ud(deth(QKEY), &right))?;
+    let t = ctx.env().timing;
+    let wcs = ctx.poll_cq(c.qpn, t.response)?;
+    let landed = ctx.read_mr(&c.mr, 40, 64)?;
+    let delivered = wcs
+        .iter()
+        .any(|w| w.wr_id == 1 && w.status == "SUCCESS" && w.byte_len == 40 + 64);
+    if silence.is_empty() && wc_wrong.is_empty() && delivered && landed == right {
+        pass(
+            "Q_Key 0x22222222: dropped, no completion; Q_Key 0x11111111: delivered, 104 B \
+              (GRH + 64)",
+        )
+    } else {
+        fail(format!(
+            "wrong Q_Key: {} and completions {:?}; right Q_Key: completions {:?}, data after the \
+             GRH area: {}",
+            describe_all(&silence),
+            wc_wrong
+                .iter()
+                .map(|w| (w.wr_id, w.status))
+                .collect::<Vec<_>>(),
+            wcs.iter()
+                .map(|w| (w.wr_id, w.status, w.byte_len))
+                .collect::<Vec<_>>(),
+            landed == right
+        ))
+    }
+}
+
+fn uc_gap(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let mut s = Setup::rc();
+    s.qp_type = QpType::Uc;
+    let c = connect(ctx, s)?;
+    ctx.post_recv(c.qpn, 1, &c.mr, 0, 4096)?;
+    let mtu = c.mtu as usize;
+    let none = ExtHeaders::default;
+    let uc = |low, psn, data| packet(Transport::Uc, low, c.qpn, psn, none(), data, false);
+    let first = pattern(mtu, 1);
+    let last = pattern(64, 2);
+    ctx.send(uc(op::SEND_FIRST, c.epsn, &first))?;
+    // SEND MIDDLE at epsn + 1 is "lost".
+    ctx.send(uc(op::SEND_LAST, c.epsn.add(2), &last))?;
+    let silence = quiet(ctx)?;
+    let wc_gap = ctx.poll_cq(c.qpn, Duration::ZERO)?;
+    let next = pattern(100, 3);
+    ctx.send(uc(op::SEND_ONLY, c.epsn.add(3), &next))?;
+    let t = ctx.env().timing;
+    let wcs = ctx.poll_cq(c.qpn, t.response)?;
+    let landed = ctx.read_mr(&c.mr, 0, 100)?;
+    let reused = wcs
+        .iter()
+        .any(|w| w.wr_id == 1 && w.status == "SUCCESS" && w.byte_len == 100);
+    if silence.is_empty() && wc_gap.is_empty() && reused && landed == next {
+        pass(
+            "FIRST, (MIDDLE lost), LAST: no completion, no answer; the next SEND ONLY \
+              completed in the same receive",
+        )
+    } else {
+        fail(format!(
+            "UC message with a gap: {} and completions {:?}; next message: completions {:?}, \
+             data landed: {}",
+            describe_all(&silence),
+            wc_gap
+                .iter()
+                .map(|w| (w.wr_id, w.status))
+                .collect::<Vec<_>>(),
+            wcs.iter()
+                .map(|w| (w.wr_id, w.status, w.byte_len))
+                .collect::<Vec<_>>(),
+            landed == next
+        ))
+    }
+}
