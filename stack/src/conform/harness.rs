@@ -387,11 +387,9 @@ impl<'a> Ctx<'a> {
         if !cnp && !self.tester_qpns.contains(&bth.dest_qp.value()) {
             return None;
         }
-        let what = format!("received {} psn {:#x}", bth.opcode.name(), bth.psn.value());
-        let number = self.record(at, frame, &what);
-        Some(RxFrame {
+        let mut rx = RxFrame {
             at,
-            number,
+            number: 0,
             bth,
             ext: p.ext(),
             payload: p.payload().to_vec(),
@@ -400,7 +398,11 @@ impl<'a> Ctx<'a> {
             ecn: p.ecn(),
             src: p.ip().src_addr(),
             udp_dst: p.udp().dst_port,
-        })
+        };
+        let what = rx.describe();
+        let what = what.split_once(' ').map_or(what.as_str(), |(_, rest)| rest);
+        rx.number = self.record(at, frame, &format!("received {what}"));
+        Some(rx)
     }
 
     /// Everything the peer sends this check for `window`.

@@ -380,7 +380,8 @@ pub struct Completion {
     pub wr_id: u64,
     /// `ibv_wc_status` name without prefix (`SUCCESS`, `REM_ACCESS_ERR`...).
     pub status: &'static str,
-    /// `ibv_wc_opcode` name without prefix (`SEND`, `RECV`...); meaningless unless SUCCESS.
+    /// `ibv_wc_opcode` name without prefix (`SEND`, `RECV`...), or `UNKNOWN`; meaningless
+    /// unless SUCCESS.
     pub opcode: &'static str,
     /// Bytes moved or received.
     pub byte_len: u32,
@@ -448,7 +449,9 @@ impl Completion {
                 "completion {s:?} is not WR_ID:STATUS:OPCODE:LEN:IMM"
             )));
         };
-        let opcodes: Vec<&'static str> = WC_OPCODES.iter().map(|(_, n)| *n).collect();
+        // libibverbs leaves the opcode of an error completion undefined: agents say UNKNOWN.
+        let mut opcodes: Vec<&'static str> = WC_OPCODES.iter().map(|(_, n)| *n).collect();
+        opcodes.push("UNKNOWN");
         Ok(Completion {
             wr_id: number(wr_id, "wr_id")?,
             status: intern(&STATUS_NAMES, status, "completion status")?,
@@ -615,12 +618,15 @@ impl<'a> Words<'a> {
 }
 
 fn number(v: &str, key: &str) -> Result<u64, ProtoError> {
-    let parsed = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
-        Some(hex) if !hex.is_empty() => u64::from_str_radix(hex, 16),
-        Some(_) => "".parse::<u64>(),
-        None => v.parse::<u64>(),
+    let (digits, radix) = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(hex) => (hex, 16),
+        None => (v, 10),
     };
-    parsed.map_err(|_| bad(format!("{key}={v} is not a number")))
+    // Digits only: Rust's parser would take a leading '+', C's strtoull spaces and signs.
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return Err(bad(format!("{key}={v} is not a number")));
+    }
+    u64::from_str_radix(digits, radix).map_err(|_| bad(format!("{key}={v} is out of range")))
 }
 
 fn narrow<T: TryFrom<u64>>(v: u64, key: &str) -> Result<T, ProtoError> {
@@ -665,7 +671,10 @@ impl Request {
             "hello" => Request::Hello,
             "bye" => Request::Bye,
             "reg_mr" => Request::RegMr {
-                len: bounded(w.num("len")?, MAX_MR_LEN, "len")?,
+                len: match w.num("len")? {
+                    0 => return Err(bad("len=0: a region needs at least one byte")),
+                    len => bounded(len, MAX_MR_LEN, "len")?,
+                },
                 access: match w.get("access") {
                     Some(a) => parse_access(a)?,
                     None => Access::ALL,
@@ -1144,6 +1153,10 @@ mod tests {
             ("query_qp qpn=1 qpn=2", "twice"),
             ("query_qp qpn=0x1000000", "24 bits"),
             ("query_qp qpn=-1", "not a number"),
+            ("query_qp qpn=+1", "not a number"),
+            ("query_qp qpn=18446744073709551616", "out of range"),
+            ("reg_mr len=0", "at least one byte"),
+            ("reg_mr len=8 access=", "access flag"),
             ("query_qp qpn=0x", "not a number"),
             ("query_qp qpn", "not key=value"),
             ("reg_mr len=99999999", "limit"),

@@ -432,3 +432,81 @@ fn send_wr(p: &PostSend, sg: Vec<Sge>) -> SendWr {
     });
     wr
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::{HostConfig, IpCidr};
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn host() -> Host {
+        let ip = IpCidr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 24).unwrap();
+        Host::new(HostConfig::new([2, 0, 0, 0, 0, 1], vec![ip]))
+    }
+
+    fn reply(agent: &mut AgentServer, host: &mut Host, session: u64, line: &str) -> String {
+        match agent.request(session, host, Time::ZERO, line) {
+            Step::Reply(r) | Step::Close(r) => r,
+            Step::Wait(_) => "WAIT".into(),
+        }
+    }
+
+    /// The same lines CI feeds to both agents over TCP (tests/conform/run.sh).
+    const MALFORMED: &[u8] = include_bytes!("../../../tests/conform/malformed.txt");
+
+    #[test]
+    fn every_malformed_request_is_refused_and_the_agent_goes_on() {
+        let (mut agent, mut host) = (AgentServer::new("roce", "none"), host());
+        for raw in MALFORMED.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            // As roce conform-agent reads a line off the socket.
+            let line = String::from_utf8_lossy(raw);
+            let r = reply(&mut agent, &mut host, 1, &line);
+            assert!(r.starts_with("ERR "), "{line:?} -> {r:?}");
+        }
+        let hello = reply(&mut agent, &mut host, 1, "hello");
+        assert_eq!(hello, "OK version=1 agent=roce cc=none");
+    }
+
+    #[test]
+    fn a_session_sees_only_its_own_objects_and_leaves_nothing_behind() {
+        let (mut agent, mut host) = (AgentServer::new("roce", "none"), host());
+        let mr = reply(&mut agent, &mut host, 1, "reg_mr len=64");
+        assert!(mr.starts_with("OK mr=1 "), "{mr}");
+        let qp = reply(&mut agent, &mut host, 1, "create_qp type=rc");
+        let qpn = qp.strip_prefix("OK qpn=").expect(&qp).to_owned();
+        for line in [format!("query_qp qpn={qpn}"), "read_mr mr=1 len=4".into()] {
+            assert!(reply(&mut agent, &mut host, 2, &line).starts_with("ERR no "), "{line}");
+        }
+        let state = reply(&mut agent, &mut host, 1, &format!("query_qp qpn={qpn}"));
+        assert_eq!(state, "OK state=RESET");
+        let out = reply(&mut agent, &mut host, 1, "read_mr mr=1 off=60 len=8");
+        assert!(out.contains("outside the 64-byte region"), "{out}");
+        assert_eq!(agent.sessions(), 2);
+        agent.close(1, &mut host);
+        agent.close(2, &mut host);
+        assert_eq!(agent.sessions(), 0);
+        let q = Qpn::new(qpn.parse().unwrap());
+        assert!(host.engine().query_qp(q).is_err(), "the QP was destroyed");
+        // The next session reuses the completion queue instead of growing the engine.
+        let qp = reply(&mut agent, &mut host, 3, "create_qp type=ud");
+        assert!(qp.starts_with("OK qpn="), "{qp}");
+        assert!(agent.free_cqs.is_empty());
+    }
+
+    #[test]
+    fn a_poll_waits_until_a_completion_or_its_deadline() {
+        let (mut agent, mut host) = (AgentServer::new("roce", "none"), host());
+        let qp = reply(&mut agent, &mut host, 1, "create_qp type=ud");
+        let qpn = qp.strip_prefix("OK qpn=").unwrap().to_owned();
+        let step = agent.request(1, &mut host, Time::ZERO, &format!("poll_cq qpn={qpn} timeout_ms=5"));
+        assert_eq!(step, Step::Wait(Time::from_micros(5_000)));
+        assert_eq!(agent.resume(1, &mut host, Time::from_micros(4_999)), None);
+        assert_eq!(
+            agent.resume(1, &mut host, Time::from_micros(5_000)).as_deref(),
+            Some("OK n=0")
+        );
+        let bye = agent.request(1, &mut host, Time::ZERO, "bye");
+        assert_eq!(bye, Step::Close("OK".into()));
+        assert_eq!(agent.sessions(), 0);
+    }
+}
