@@ -4,7 +4,9 @@
 #   rxe:  rdma_rxe in a lab guest (10.77.0.11) behind tools/conform-agent (built into the guest
 #         by tools/softroce-lab setup from tools/conform-agent/conform-agent.c), and
 #   roce: our own endpoint behind `roce conform-agent` (tap:roce1 on the lab's bridge,
-#         10.77.0.3, DCQCN on at 1 Gb/s so that the congestion checks apply).
+#         10.77.0.3, DCQCN on (mlx5 parameters at 100 Mb/s: the pacing, not the TAP path,
+#         sets its rate, so that the CNP checks apply and a READ's responses take time;
+#         busy polling, as sleeping in epoll rounds each pacing gap up to a millisecond).
 # Each run's results must equal the expected ones recorded beside this script
 # (expected-rxe.txt, expected-roce.txt; `roce conform --expect`): a result that changes on
 # either side fails CI, and the change is printed. Before each suite the agent is fed every line
@@ -150,7 +152,7 @@ if [[ -z $only || $only == roce ]]; then
   ip netns exec "$NS" ip tuntap add roce1 mode tap 2>/dev/null
   ip netns exec "$NS" ip link set roce1 master rlbr0 up || fatal "cannot put roce1 on the bridge"
   ip netns exec "$NS" "$roce" conform-agent --iface tap:roce1 --ip "$ROCE_IP/24" -p "$PORT" \
-    --dcqcn paper --line-gbps 1 >"$logs/roce-agent.log" 2>&1 &
+    --dcqcn mlx5 --line-gbps 0.1 --busy-poll >"$logs/roce-agent.log" 2>&1 &
   agent_pid=$!
   t=$SECONDS
   until ip netns exec "$NS" ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q . ||

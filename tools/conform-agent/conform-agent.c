@@ -281,6 +281,30 @@ static int finish(struct args *a, struct reply *r)
 	return 0;
 }
 
+/* The value `name` stands for in `table` (names[i] <-> values[i]), -1 if none. */
+static int pick(const char *name, const char *const *names, const int *values, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(name, names[i]))
+			return values[i];
+	return -1;
+}
+
+/* The QP `qpn=` names, which must be this session's. */
+static struct qp_entry *qp_arg(struct session *s, struct args *a, uint64_t *qpn, struct reply *r)
+{
+	struct qp_entry *e;
+
+	if (num(a, "qpn", 0xffffff, 1, 0, qpn, r))
+		return NULL;
+	e = find_qp(s, *qpn);
+	if (!e)
+		fail(r, "no QP %" PRIu64 " in this session", *qpn);
+	return e;
+}
+
 static int parse_access(const char *v, int *out, struct reply *r)
 {
 	static const struct {
@@ -553,7 +577,10 @@ static int do_write_mr(struct session *s, struct args *a, struct reply *r)
 
 static int do_create_qp(struct session *s, struct args *a, struct reply *r)
 {
+	static const char *const types[] = { "rc", "uc", "ud" };
+	static const int type_values[] = { IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD };
 	const char *type = get(a, "type");
+	int qpt;
 	uint64_t send_wr, recv_wr;
 	struct ibv_qp_init_attr init;
 	struct qp_entry *e = NULL;
@@ -565,14 +592,10 @@ static int do_create_qp(struct session *s, struct args *a, struct reply *r)
 	    finish(a, r))
 		return -1;
 	memset(&init, 0, sizeof(init));
-	if (!strcmp(type, "rc"))
-		init.qp_type = IBV_QPT_RC;
-	else if (!strcmp(type, "uc"))
-		init.qp_type = IBV_QPT_UC;
-	else if (!strcmp(type, "ud"))
-		init.qp_type = IBV_QPT_UD;
-	else
+	qpt = pick(type, types, type_values, 3);
+	if (qpt < 0)
 		return fail(r, "QP type \"%.20s\" is not one of rc, uc, ud", type);
+	init.qp_type = (enum ibv_qp_type)qpt;
 	for (i = 0; i < MAX_OBJECTS && !e; i++)
 		if (!s->qps[i].qp)
 			e = &s->qps[i];
@@ -611,8 +634,8 @@ static int do_connect_qp(struct session *s, struct args *a, struct reply *r)
 	enum ibv_mtu ibmtu;
 	int v4, sgid, mask;
 
-	if (num(a, "qpn", 0xffffff, 1, 0, &qpn, r) ||
-	    num(a, "dest_qpn", 0xffffff, 0, 0, &dest_qpn, r) ||
+	e = qp_arg(s, a, &qpn, r);
+	if (!e || num(a, "dest_qpn", 0xffffff, 0, 0, &dest_qpn, r) ||
 	    num(a, "rq_psn", 0xffffff, 0, 0, &rq_psn, r) ||
 	    num(a, "sq_psn", 0xffffff, 0, 0, &sq_psn, r) ||
 	    num(a, "mtu", 4096, 0, 1024, &mtu, r) ||
@@ -636,9 +659,6 @@ static int do_connect_qp(struct session *s, struct args *a, struct reply *r)
 	case 4096: ibmtu = IBV_MTU_4096; break;
 	default: return fail(r, "mtu=%" PRIu64 " is not 256, 512, 1024, 2048 or 4096", mtu);
 	}
-	e = find_qp(s, qpn);
-	if (!e)
-		return fail(r, "no QP %" PRIu64 " in this session", qpn);
 	sgid = sgid_index(v4, r);
 	if (sgid < 0)
 		return -1;
@@ -704,7 +724,8 @@ static int do_modify_qp(struct session *s, struct args *a, struct reply *r)
 	struct qp_entry *e;
 	uint64_t qpn;
 
-	if (num(a, "qpn", 0xffffff, 1, 0, &qpn, r))
+	e = qp_arg(s, a, &qpn, r);
+	if (!e)
 		return -1;
 	if (!state)
 		return fail(r, "modify_qp: state= missing");
@@ -718,9 +739,6 @@ static int do_modify_qp(struct session *s, struct args *a, struct reply *r)
 	else
 		return fail(r, "modify_qp: state %.20s needs attributes: use connect_qp (or ERR, RESET)",
 			    state);
-	e = find_qp(s, qpn);
-	if (!e)
-		return fail(r, "no QP %" PRIu64 " in this session", qpn);
 	if (ibv_modify_qp(e->qp, &attr, IBV_QP_STATE))
 		return fail(r, "ibv_modify_qp: %s", strerror(errno));
 	put(r, "OK");
@@ -734,11 +752,9 @@ static int do_query_qp(struct session *s, struct args *a, struct reply *r)
 	struct qp_entry *e;
 	uint64_t qpn;
 
-	if (num(a, "qpn", 0xffffff, 1, 0, &qpn, r) || finish(a, r))
+	e = qp_arg(s, a, &qpn, r);
+	if (!e || finish(a, r))
 		return -1;
-	e = find_qp(s, qpn);
-	if (!e)
-		return fail(r, "no QP %" PRIu64 " in this session", qpn);
 	if (ibv_query_qp(e->qp, &attr, IBV_QP_STATE, &init))
 		return fail(r, "ibv_query_qp: %s", strerror(errno));
 	put(r, "OK state=%s", state_name(attr.qp_state));
@@ -750,11 +766,9 @@ static int do_destroy_qp(struct session *s, struct args *a, struct reply *r)
 	struct qp_entry *e;
 	uint64_t qpn;
 
-	if (num(a, "qpn", 0xffffff, 1, 0, &qpn, r) || finish(a, r))
+	e = qp_arg(s, a, &qpn, r);
+	if (!e || finish(a, r))
 		return -1;
-	e = find_qp(s, qpn);
-	if (!e)
-		return fail(r, "no QP %" PRIu64 " in this session", qpn);
 	if (ibv_destroy_qp(e->qp))
 		return fail(r, "ibv_destroy_qp: %s", strerror(errno));
 	ibv_destroy_cq(e->cq);
@@ -765,30 +779,38 @@ static int do_destroy_qp(struct session *s, struct args *a, struct reply *r)
 	return 0;
 }
 
-static int do_post_recv(struct session *s, struct args *a, struct reply *r)
+/* The one SGE of a work request: `mr=`, `off=`, `len=` (a length of 0: no SGE). */
+static int sge_arg(struct session *s, struct args *a, struct ibv_sge *sge, struct reply *r)
 {
-	uint64_t qpn, wr_id, len, off;
-	struct ibv_recv_wr wr, *bad;
-	struct ibv_sge sge;
+	uint64_t len, off;
 	struct mr_entry *m;
-	struct qp_entry *e;
 
-	if (num(a, "qpn", 0xffffff, 1, 0, &qpn, r) || num(a, "wr_id", UINT64_MAX, 0, 0, &wr_id, r) ||
-	    num(a, "len", UINT32_MAX, 1, 0, &len, r))
+	if (num(a, "len", UINT32_MAX, 1, 0, &len, r))
 		return -1;
 	m = region(s, a, len, &off, r);
-	if (!m || finish(a, r))
+	if (!m)
 		return -1;
-	e = find_qp(s, qpn);
-	if (!e)
-		return fail(r, "no QP %" PRIu64 " in this session", qpn);
+	sge->addr = (uintptr_t)m->buf + off;
+	sge->length = (uint32_t)len;
+	sge->lkey = m->mr->lkey;
+	return 0;
+}
+
+static int do_post_recv(struct session *s, struct args *a, struct reply *r)
+{
+	uint64_t qpn, wr_id;
+	struct ibv_recv_wr wr, *bad;
+	struct ibv_sge sge;
+	struct qp_entry *e;
+
+	e = qp_arg(s, a, &qpn, r);
+	if (!e || num(a, "wr_id", UINT64_MAX, 0, 0, &wr_id, r) || sge_arg(s, a, &sge, r) ||
+	    finish(a, r))
+		return -1;
 	memset(&wr, 0, sizeof(wr));
-	sge.addr = (uintptr_t)m->buf + off;
-	sge.length = (uint32_t)len;
-	sge.lkey = m->mr->lkey;
 	wr.wr_id = wr_id;
-	wr.sg_list = len ? &sge : NULL;
-	wr.num_sge = len ? 1 : 0;
+	wr.sg_list = sge.length ? &sge : NULL;
+	wr.num_sge = sge.length ? 1 : 0;
 	if (ibv_post_recv(e->qp, &wr, &bad))
 		return fail(r, "ibv_post_recv: %s", strerror(errno));
 	put(r, "OK");
@@ -797,15 +819,20 @@ static int do_post_recv(struct session *s, struct args *a, struct reply *r)
 
 static int do_post_send(struct session *s, struct args *a, struct reply *r)
 {
-	uint64_t qpn, wr_id, len, off, raddr, rkey, imm, compare, swap_add, signaled, dqpn, dqkey;
+	static const char *const ops[] = { "send", "send_imm", "write", "write_imm", "read", "cas",
+					   "faa" };
+	static const int op_values[] = { IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
+					 IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ,
+					 IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD };
+	int opcode;
+	uint64_t qpn, wr_id, raddr, rkey, imm, compare, swap_add, signaled, dqpn, dqkey;
 	const char *op = get(a, "op"), *dest = get(a, "dest");
 	struct ibv_send_wr wr, *bad;
 	struct ibv_sge sge;
-	struct mr_entry *m;
 	struct qp_entry *e;
 
-	if (num(a, "qpn", 0xffffff, 1, 0, &qpn, r) || num(a, "wr_id", UINT64_MAX, 0, 0, &wr_id, r) ||
-	    num(a, "len", UINT32_MAX, 1, 0, &len, r) ||
+	e = qp_arg(s, a, &qpn, r);
+	if (!e || num(a, "wr_id", UINT64_MAX, 0, 0, &wr_id, r) || sge_arg(s, a, &sge, r) ||
 	    num(a, "remote_addr", UINT64_MAX, 0, 0, &raddr, r) ||
 	    num(a, "rkey", UINT32_MAX, 0, 0, &rkey, r) || num(a, "imm", UINT32_MAX, 0, 0, &imm, r) ||
 	    num(a, "compare", UINT64_MAX, 0, 0, &compare, r) ||
@@ -816,36 +843,17 @@ static int do_post_send(struct session *s, struct args *a, struct reply *r)
 		return -1;
 	if (!op)
 		return fail(r, "post_send: op= missing");
-	m = region(s, a, len, &off, r);
-	if (!m || finish(a, r))
+	if (finish(a, r))
 		return -1;
-	e = find_qp(s, qpn);
-	if (!e)
-		return fail(r, "no QP %" PRIu64 " in this session", qpn);
 	memset(&wr, 0, sizeof(wr));
-	if (!strcmp(op, "send"))
-		wr.opcode = IBV_WR_SEND;
-	else if (!strcmp(op, "send_imm"))
-		wr.opcode = IBV_WR_SEND_WITH_IMM;
-	else if (!strcmp(op, "write"))
-		wr.opcode = IBV_WR_RDMA_WRITE;
-	else if (!strcmp(op, "write_imm"))
-		wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-	else if (!strcmp(op, "read"))
-		wr.opcode = IBV_WR_RDMA_READ;
-	else if (!strcmp(op, "cas"))
-		wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
-	else if (!strcmp(op, "faa"))
-		wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-	else
+	opcode = pick(op, ops, op_values, 7);
+	if (opcode < 0)
 		return fail(r, "operation \"%.20s\" is not one of send, send_imm, write, write_imm, "
 			    "read, cas, faa", op);
-	sge.addr = (uintptr_t)m->buf + off;
-	sge.length = (uint32_t)len;
-	sge.lkey = m->mr->lkey;
+	wr.opcode = (enum ibv_wr_opcode)opcode;
 	wr.wr_id = wr_id;
-	wr.sg_list = len ? &sge : NULL;
-	wr.num_sge = len ? 1 : 0;
+	wr.sg_list = sge.length ? &sge : NULL;
+	wr.num_sge = sge.length ? 1 : 0;
 	wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
 	wr.imm_data = htonl((uint32_t)imm);
 	if (wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
@@ -922,14 +930,10 @@ static int do_poll_cq(struct session *s, struct args *a, struct reply *r)
 	struct qp_entry *e;
 	int n;
 
-	if (num(a, "qpn", 0xffffff, 1, 0, &qpn, r) || num(a, "max", MAX_POLL, 0, 16, &max, r) ||
+	e = qp_arg(s, a, &qpn, r);
+	if (!e || num(a, "max", MAX_POLL, 0, 16, &max, r) ||
 	    num(a, "timeout_ms", MAX_POLL_MS, 0, 0, &timeout, r) || finish(a, r))
 		return 1;
-	e = find_qp(s, qpn);
-	if (!e) {
-		fail(r, "no QP %" PRIu64 " in this session", qpn);
-		return 1;
-	}
 	n = drain(e, (uint32_t)max, r);
 	if (n != 0 || timeout == 0)
 		return 1;

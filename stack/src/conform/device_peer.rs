@@ -128,7 +128,10 @@ impl DevicePeer {
                         if self.inbox.len() >= MAX_INBOX {
                             self.inbox.pop_front();
                         }
-                        self.inbox.push_back((now, self.rx[..n].to_vec()));
+                        // Stamped one by one: a batch read late still shows its spacing as
+                        // well as the reads allow.
+                        let at = self.now();
+                        self.inbox.push_back((at, self.rx[..n].to_vec()));
                     }
                 }
                 Ok(None) => break,

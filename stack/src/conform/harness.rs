@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use super::peer::{Peer, PeerError};
-use super::proto::{self, Completion, ConnectAttrs, PostSend, Reply, Request};
+use super::proto::{self, Completion, PostRecv, PostSend, Reply, Request};
+use crate::endpoint::connect::QpPath;
 use crate::transport::{Access, QpState, QpType, Time};
 use crate::wire::{
     BthRepr, Ecn, ExtHeaders, IbPacketRepr, NakCode, Opcode, Psn, Qpn, RocePacket, RoceRepr,
@@ -538,8 +539,8 @@ impl<'a> Ctx<'a> {
     }
 
     /// Brings a peer QP to RTS.
-    pub fn connect_qp(&mut self, qpn: Qpn, attrs: ConnectAttrs) -> Result<(), CheckError> {
-        self.call(&Request::ConnectQp { qpn, attrs }).map(drop)
+    pub fn connect_qp(&mut self, qpn: Qpn, path: QpPath) -> Result<(), CheckError> {
+        self.call(&Request::ConnectQp { qpn, path }).map(drop)
     }
 
     /// Moves a peer QP to ERR or RESET.
@@ -565,14 +566,15 @@ impl<'a> Ctx<'a> {
         offset: u32,
         len: u32,
     ) -> Result<(), CheckError> {
-        self.call(&Request::PostRecv {
+        let mr = mr.handle;
+        let req = PostRecv {
             qpn,
             wr_id,
-            mr: mr.handle,
+            mr,
             offset,
             len,
-        })
-        .map(drop)
+        };
+        self.call(&Request::PostRecv(req)).map(drop)
     }
 
     /// Posts a send work request.
@@ -614,19 +616,8 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// An RC request or response packet: `low` is the operation (the transport bits are added).
-pub fn rc_packet<'p>(
-    low: u8,
-    dest_qp: Qpn,
-    psn: Psn,
-    ext: ExtHeaders,
-    payload: &'p [u8],
-    ack_req: bool,
-) -> IbPacketRepr<'p> {
-    packet(Transport::Rc, low, dest_qp, psn, ext, payload, ack_req)
-}
-
-/// A packet of any transport.
+/// A packet of `transport` whose opcode is `low` (the operation, IBA 9.2.1), its pad count
+/// set from the payload.
 pub fn packet<'p>(
     transport: Transport,
     low: u8,

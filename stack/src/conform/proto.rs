@@ -14,8 +14,9 @@ use std::net::IpAddr;
 
 use thiserror::Error;
 
+use crate::endpoint::connect::QpPath;
 use crate::transport::{Access, Mtu, QpState, QpType, WcOpcode, WcStatus};
-use crate::wire::{Psn, Qpn};
+use crate::wire::{Psn, Qpn, RnrTimer};
 
 /// The protocol version `hello` reports.
 pub const VERSION: u32 = 1;
@@ -157,59 +158,6 @@ pub fn parse_access(s: &str) -> Result<Access, ProtoError> {
     })
 }
 
-/// Everything `connect_qp` sets: INIT, RTR and RTS in one request (the attributes of
-/// `ibv_modify_qp` that ibv_rc_pingpong sets, IBA 11.2.4.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnectAttrs {
-    /// The tester's address (RC/UC: the connected peer; UD: ignored).
-    pub dest: IpAddr,
-    /// The tester's QP number (RC/UC).
-    pub dest_qpn: Qpn,
-    /// The first PSN the agent's responder expects.
-    pub rq_psn: Psn,
-    /// The agent's first send PSN.
-    pub sq_psn: Psn,
-    /// Path MTU (RC/UC).
-    pub mtu: Mtu,
-    /// What the tester may do to memory through this QP (RC/UC).
-    pub access: Access,
-    /// READs and atomics the agent's requester may have outstanding.
-    pub max_rd_atomic: u8,
-    /// READs and atomics the agent's responder keeps resources for.
-    pub max_dest_rd_atomic: u8,
-    /// Local ACK timeout exponent: 4.096 us x 2^timeout.
-    pub timeout: u8,
-    /// Retries after a local ACK timeout.
-    pub retry_cnt: u8,
-    /// Retries after an RNR NAK (7: forever).
-    pub rnr_retry: u8,
-    /// The RNR NAK timer code the agent's responder sends.
-    pub min_rnr_timer: u8,
-    /// Q_Key (UD).
-    pub qkey: u32,
-}
-
-impl ConnectAttrs {
-    /// ibv_rc_pingpong's values towards `dest_qpn` at `dest`, with full remote access.
-    pub fn new(dest: IpAddr, dest_qpn: Qpn) -> ConnectAttrs {
-        ConnectAttrs {
-            dest,
-            dest_qpn,
-            rq_psn: Psn::new(0),
-            sq_psn: Psn::new(0),
-            mtu: Mtu::M1024,
-            access: Access::ALL,
-            max_rd_atomic: 1,
-            max_dest_rd_atomic: 1,
-            timeout: 14,
-            retry_cnt: 7,
-            rnr_retry: 7,
-            min_rnr_timer: 12,
-            qkey: 0x1111_1111,
-        }
-    }
-}
-
 /// A UD destination of `post_send`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdTarget {
@@ -219,6 +167,21 @@ pub struct UdTarget {
     pub qpn: Qpn,
     /// The Q_Key to send.
     pub qkey: u32,
+}
+
+/// A `post_recv` request: one SGE, none if `len` is 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostRecv {
+    /// The agent's QP.
+    pub qpn: Qpn,
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// The region's handle.
+    pub mr: u32,
+    /// Offset of the SGE.
+    pub offset: u32,
+    /// Length of the SGE.
+    pub len: u32,
 }
 
 /// A `post_send` request.
@@ -319,12 +282,14 @@ pub enum Request {
         /// Receive queue depth.
         recv_wr: u32,
     },
-    /// `connect_qp qpn=N dest=IP ...`: RESET to RTS.
+    /// `connect_qp qpn=N dest=IP ...`: RESET to RTS, with what INIT, RTR and RTS set (the
+    /// attributes of `ibv_modify_qp` ibv_rc_pingpong sets, IBA 11.2.4.2). The path's QP type
+    /// is not on the wire: the agent's QP has its own.
     ConnectQp {
         /// The agent's QP.
         qpn: Qpn,
         /// The attributes.
-        attrs: ConnectAttrs,
+        path: QpPath,
     },
     /// `modify_qp qpn=N state=ERR|RESET`.
     ModifyQp {
@@ -344,18 +309,7 @@ pub enum Request {
         qpn: Qpn,
     },
     /// `post_recv qpn=N mr=H off=N len=N wr_id=N`.
-    PostRecv {
-        /// The agent's QP.
-        qpn: Qpn,
-        /// Returned in the completion.
-        wr_id: u64,
-        /// The region's handle.
-        mr: u32,
-        /// Offset of the SGE.
-        offset: u32,
-        /// Length of the SGE.
-        len: u32,
-    },
+    PostRecv(PostRecv),
     /// `post_send qpn=N op=... mr=H off=N len=N ...`.
     PostSend(PostSend),
     /// `poll_cq qpn=N [max=N] [timeout_ms=N]`: completions of the QP's CQ, waiting up to
@@ -703,7 +657,7 @@ impl Request {
             },
             "connect_qp" => Request::ConnectQp {
                 qpn: w.qpn("qpn")?,
-                attrs: connect_attrs(&mut w)?,
+                path: connect_path(&mut w)?,
             },
             "modify_qp" => Request::ModifyQp {
                 qpn: w.qpn("qpn")?,
@@ -719,13 +673,13 @@ impl Request {
             },
             "query_qp" => Request::QueryQp { qpn: w.qpn("qpn")? },
             "destroy_qp" => Request::DestroyQp { qpn: w.qpn("qpn")? },
-            "post_recv" => Request::PostRecv {
+            "post_recv" => Request::PostRecv(PostRecv {
                 qpn: w.qpn("qpn")?,
                 wr_id: w.num_or("wr_id", 0)?,
                 mr: w.num("mr")?,
                 offset: w.num_or("off", 0)?,
                 len: w.num("len")?,
-            },
+            }),
             "post_send" => Request::PostSend(post_send(&mut w)?),
             "poll_cq" => Request::PollCq {
                 qpn: w.qpn("qpn")?,
@@ -739,41 +693,44 @@ impl Request {
     }
 }
 
-fn connect_attrs(w: &mut Words<'_>) -> Result<ConnectAttrs, ProtoError> {
-    let mut a = ConnectAttrs::new(w.ip("dest")?, Qpn::new(0));
-    a.dest_qpn = match w.get("dest_qpn") {
+fn connect_path(w: &mut Words<'_>) -> Result<QpPath, ProtoError> {
+    let dest = w.ip("dest")?;
+    let dest_qpn = match w.get("dest_qpn") {
         Some(v) => {
             let n: u32 = narrow(number(v, "dest_qpn")?, "dest_qpn")?;
             Qpn::try_new(n).ok_or_else(|| bad(format!("dest_qpn={n} does not fit 24 bits")))?
         }
         None => Qpn::new(0),
     };
-    a.rq_psn = w.psn_or("rq_psn", a.rq_psn)?;
-    a.sq_psn = w.psn_or("sq_psn", a.sq_psn)?;
+    let rq_psn = w.psn_or("rq_psn", Psn::new(0))?;
+    let sq_psn = w.psn_or("sq_psn", Psn::new(0))?;
     let mtu: u32 = w.num_or("mtu", 1024)?;
-    a.mtu = Mtu::from_bytes(mtu)
+    let mtu = Mtu::from_bytes(mtu)
         .ok_or_else(|| bad(format!("mtu={mtu} is not 256, 512, 1024, 2048 or 4096")))?;
-    if let Some(acc) = w.get("access") {
-        a.access = parse_access(acc)?;
-    }
+    let mut a = QpPath::new(QpType::Rc, dest, dest_qpn, rq_psn, sq_psn, mtu);
+    a.access = match w.get("access") {
+        Some(acc) => parse_access(acc)?,
+        None => Access::ALL,
+    };
     a.max_rd_atomic = w.num_or("max_rd_atomic", a.max_rd_atomic)?;
     a.max_dest_rd_atomic = w.num_or("max_dest_rd_atomic", a.max_dest_rd_atomic)?;
     a.timeout = w.num_or("timeout", a.timeout)?;
     a.retry_cnt = w.num_or("retry_cnt", a.retry_cnt)?;
     a.rnr_retry = w.num_or("rnr_retry", a.rnr_retry)?;
-    a.min_rnr_timer = w.num_or("min_rnr_timer", a.min_rnr_timer)?;
+    let min_rnr_timer: u8 = w.num_or("min_rnr_timer", a.min_rnr_timer.code())?;
     a.qkey = w.num_or("qkey", a.qkey)?;
     let limits = [
         ("timeout", a.timeout, 31),
         ("retry_cnt", a.retry_cnt, 7),
         ("rnr_retry", a.rnr_retry, 7),
-        ("min_rnr_timer", a.min_rnr_timer, 31),
+        ("min_rnr_timer", min_rnr_timer, 31),
     ];
     for (key, v, max) in limits {
         if v > max {
             return Err(bad(format!("{key}={v} is above {max}")));
         }
     }
+    a.min_rnr_timer = RnrTimer::new(min_rnr_timer);
     Ok(a)
 }
 
@@ -851,10 +808,10 @@ impl fmt::Display for Request {
                 .kv("type", name_of(&QP_TYPES, *qp_type))
                 .kv("send_wr", send_wr)
                 .kv("recv_wr", recv_wr),
-            Request::ConnectQp { qpn, attrs: a } => Line::new("connect_qp")
+            Request::ConnectQp { qpn, path: a } => Line::new("connect_qp")
                 .kv("qpn", qpn)
                 .kv("dest", a.dest)
-                .kv("dest_qpn", a.dest_qpn)
+                .kv("dest_qpn", a.dest_qp)
                 .hex("rq_psn", a.rq_psn.value().into())
                 .hex("sq_psn", a.sq_psn.value().into())
                 .kv("mtu", a.mtu.bytes())
@@ -864,25 +821,19 @@ impl fmt::Display for Request {
                 .kv("timeout", a.timeout)
                 .kv("retry_cnt", a.retry_cnt)
                 .kv("rnr_retry", a.rnr_retry)
-                .kv("min_rnr_timer", a.min_rnr_timer)
+                .kv("min_rnr_timer", a.min_rnr_timer.code())
                 .hex("qkey", a.qkey.into()),
             Request::ModifyQp { qpn, state } => Line::new("modify_qp")
                 .kv("qpn", qpn)
                 .kv("state", state_name(*state)),
             Request::QueryQp { qpn } => Line::new("query_qp").kv("qpn", qpn),
             Request::DestroyQp { qpn } => Line::new("destroy_qp").kv("qpn", qpn),
-            Request::PostRecv {
-                qpn,
-                wr_id,
-                mr,
-                offset,
-                len,
-            } => Line::new("post_recv")
-                .kv("qpn", qpn)
-                .kv("wr_id", wr_id)
-                .kv("mr", mr)
-                .kv("off", offset)
-                .kv("len", len),
+            Request::PostRecv(p) => Line::new("post_recv")
+                .kv("qpn", p.qpn)
+                .kv("wr_id", p.wr_id)
+                .kv("mr", p.mr)
+                .kv("off", p.offset)
+                .kv("len", p.len),
             Request::PostSend(p) => {
                 let mut l = Line::new("post_send")
                     .kv("qpn", p.qpn)
@@ -1019,9 +970,16 @@ mod tests {
             qpn: Qpn::new(0x100),
             qkey: 0x1111_1111,
         });
-        let mut attrs = ConnectAttrs::new(dest, Qpn::new(0x1000));
-        attrs.rq_psn = Psn::new(0xff_fffe);
-        attrs.access = Access::LOCAL_WRITE | Access::REMOTE_READ;
+        let mut path = QpPath::new(
+            QpType::Rc,
+            dest,
+            Qpn::new(0x1000),
+            Psn::new(0xff_fffe),
+            Psn::new(5),
+            Mtu::M2048,
+        );
+        path.access = Access::LOCAL_WRITE | Access::REMOTE_READ;
+        path.min_rnr_timer = RnrTimer::new(3);
         let all = [
             Request::Hello,
             Request::Bye,
@@ -1048,7 +1006,7 @@ mod tests {
             },
             Request::ConnectQp {
                 qpn: Qpn::new(17),
-                attrs,
+                path,
             },
             Request::ModifyQp {
                 qpn: Qpn::new(17),
@@ -1056,13 +1014,13 @@ mod tests {
             },
             Request::QueryQp { qpn: Qpn::new(17) },
             Request::DestroyQp { qpn: Qpn::new(17) },
-            Request::PostRecv {
+            Request::PostRecv(PostRecv {
                 qpn: Qpn::new(17),
                 wr_id: 4,
                 mr: 1,
                 offset: 0,
                 len: 64,
-            },
+            }),
             Request::PostSend(send),
             Request::PostSend(ud),
             Request::PollCq {

@@ -9,13 +9,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::proto::{self, Completion, ConnectAttrs, PostSend, Reply, Request, SendKind};
+use super::proto::{self, Completion, PostSend, Reply, Request, SendKind};
 use crate::endpoint::Host;
 use crate::endpoint::connect::{self, QpPath};
 use crate::transport::{
     Access, CqId, ModifyQp, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, Time, UdDest,
 };
-use crate::wire::{Qpn, RnrTimer};
+use crate::wire::Qpn;
 
 /// Where the agent's memory regions appear: far apart, so that an address names one region.
 const MR_BASE: u64 = 0x0000_1000_0000_0000;
@@ -208,9 +208,9 @@ impl AgentServer {
                 send_wr,
                 recv_wr,
             } => self.create_qp(id, host, *qp_type, *send_wr, *recv_wr)?,
-            Request::ConnectQp { qpn, attrs } => {
+            Request::ConnectQp { qpn, path } => {
                 self.qp(id, *qpn)?;
-                connect_qp(host, now, *qpn, attrs)?;
+                connect_qp(host, now, *qpn, path)?;
                 Reply::Done
             }
             Request::ModifyQp { qpn, state } => {
@@ -232,17 +232,11 @@ impl AgentServer {
                 self.recycle(host, qp.cq);
                 Reply::Done
             }
-            Request::PostRecv {
-                qpn,
-                wr_id,
-                mr,
-                offset,
-                len,
-            } => {
-                self.qp(id, *qpn)?;
-                let sg = self.sge(id, *mr, *offset, *len)?;
+            Request::PostRecv(p) => {
+                self.qp(id, p.qpn)?;
+                let sg = self.sge(id, p.mr, p.offset, p.len)?;
                 host.engine_mut()
-                    .post_recv(*qpn, RecvWr::new(*wr_id, sg))
+                    .post_recv(p.qpn, RecvWr::new(p.wr_id, sg))
                     .map_err(|e| e.to_string())?;
                 Reply::Done
             }
@@ -375,26 +369,11 @@ fn drain(host: &mut Host, cq: CqId, max: u32) -> Vec<Completion> {
     out
 }
 
-fn connect_qp(host: &mut Host, now: Time, qpn: Qpn, a: &ConnectAttrs) -> Result<()> {
-    let qp_type = host.engine().qp_type(qpn).map_err(|e| e.to_string())?;
-    let path = QpPath {
-        qp_type,
-        dest: a.dest,
-        dest_qp: a.dest_qpn,
-        rq_psn: a.rq_psn,
-        sq_psn: a.sq_psn,
-        mtu: a.mtu,
-        access: a.access,
-        max_rd_atomic: a.max_rd_atomic,
-        max_dest_rd_atomic: a.max_dest_rd_atomic,
-        timeout: a.timeout,
-        retry_cnt: a.retry_cnt,
-        rnr_retry: a.rnr_retry,
-        min_rnr_timer: RnrTimer::new(a.min_rnr_timer),
-        qkey: a.qkey,
-    };
-    if qp_type != QpType::Ud && !host.resolve(now, a.dest) {
-        return Err(format!("{} is on none of the agent's subnets", a.dest));
+fn connect_qp(host: &mut Host, now: Time, qpn: Qpn, path: &QpPath) -> Result<()> {
+    let mut path = *path;
+    path.qp_type = host.engine().qp_type(qpn).map_err(|e| e.to_string())?;
+    if path.qp_type != QpType::Ud && !host.resolve(now, path.dest) {
+        return Err(format!("{} is on none of the agent's subnets", path.dest));
     }
     connect::connect(host.engine_mut(), qpn, &path).map_err(|e| e.to_string())
 }
@@ -475,7 +454,10 @@ mod tests {
         let qp = reply(&mut agent, &mut host, 1, "create_qp type=rc");
         let qpn = qp.strip_prefix("OK qpn=").expect(&qp).to_owned();
         for line in [format!("query_qp qpn={qpn}"), "read_mr mr=1 len=4".into()] {
-            assert!(reply(&mut agent, &mut host, 2, &line).starts_with("ERR no "), "{line}");
+            assert!(
+                reply(&mut agent, &mut host, 2, &line).starts_with("ERR no "),
+                "{line}"
+            );
         }
         let state = reply(&mut agent, &mut host, 1, &format!("query_qp qpn={qpn}"));
         assert_eq!(state, "OK state=RESET");
@@ -498,11 +480,18 @@ mod tests {
         let (mut agent, mut host) = (AgentServer::new("roce", "none"), host());
         let qp = reply(&mut agent, &mut host, 1, "create_qp type=ud");
         let qpn = qp.strip_prefix("OK qpn=").unwrap().to_owned();
-        let step = agent.request(1, &mut host, Time::ZERO, &format!("poll_cq qpn={qpn} timeout_ms=5"));
+        let step = agent.request(
+            1,
+            &mut host,
+            Time::ZERO,
+            &format!("poll_cq qpn={qpn} timeout_ms=5"),
+        );
         assert_eq!(step, Step::Wait(Time::from_micros(5_000)));
         assert_eq!(agent.resume(1, &mut host, Time::from_micros(4_999)), None);
         assert_eq!(
-            agent.resume(1, &mut host, Time::from_micros(5_000)).as_deref(),
+            agent
+                .resume(1, &mut host, Time::from_micros(5_000))
+                .as_deref(),
             Some("OK n=0")
         );
         let bye = agent.request(1, &mut host, Time::ZERO, "bye");

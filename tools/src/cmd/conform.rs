@@ -10,10 +10,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use clap::Args;
 use regex::Regex;
+use roce::cc::Preset;
 use roce::conform::device_peer::DevicePeer;
 use roce::conform::proto::DEFAULT_PORT;
 use roce::conform::station::Station;
-use roce::conform::{Check, CheckResult, FrameSink, Outcome, Report, Timing, registry, run};
+use roce::conform::{
+    Check, CheckResult, FrameSink, Outcome, Peer, Report, Timing, VirtualConfig, VirtualPeer,
+    registry, run,
+};
 use roce::endpoint::backend::kernel_neighbour;
 use roce::endpoint::{Backend, IpCidr};
 use roce::io::pcapng::PcapngWriter;
@@ -21,6 +25,8 @@ use roce::transport::Time;
 use serde_json::json;
 
 use super::endpoint::{first_ipv4, parse_mac};
+// HTML's escapes are XML's: JUnit reports are escaped as `roce view` escapes its page.
+use super::view::escape;
 
 /// Runs the conformance checks against the RoCE peer PEER: crafted requests to QPs its agent
 /// creates (the peer as responder) and crafted responses to work requests its agent posts (the
@@ -39,25 +45,31 @@ Examples (inside the SoftRoCE lab's namespace, an rxe guest at 10.77.0.11 runnin
   roce conform 10.77.0.11 --iface tap:roce0 --ip 10.77.0.2/24 --only '^resp\\.dup' --json
   roce conform 10.77.0.11 --iface tap:roce0 --ip 10.77.0.2/24 --junit conform.xml \\
       --pcap-out conform.pcapng      # packet comments name each frame's check
-  roce conform --list                # the checks, their rules and titles")]
+  roce conform --list                # the checks, their rules and titles
+  roce conform --in-memory           # the suite against our own endpoint, in this process")]
 pub struct ConformArgs {
     /// The peer's RoCE address (and its agent's, unless --agent says otherwise).
-    #[arg(required_unless_present = "list")]
+    #[arg(required_unless_present_any = ["list", "in_memory"])]
     pub peer: Option<IpAddr>,
     /// The tester's device: tap:NAME (created if absent) or xdp:IFNAME.
     #[arg(
         long = "iface",
         value_name = "BACKEND",
-        required_unless_present = "list"
+        required_unless_present_any = ["list", "in_memory"]
     )]
     pub iface: Option<Backend>,
     /// The tester's address and subnet (PEER must be on it).
     #[arg(
         long = "ip",
         value_name = "ADDR/PREFIX",
-        required_unless_present = "list"
+        required_unless_present_any = ["list", "in_memory"]
     )]
     pub ip: Option<IpCidr>,
+    /// Runs the suite against our own endpoint in this process, over the in-memory link in
+    /// virtual time (DCQCN on): no device, no root, a second or so. What the checks do and
+    /// what a conforming peer answers.
+    #[arg(long, conflicts_with_all = ["peer", "iface", "ip", "agent"])]
+    pub in_memory: bool,
     /// The agent's address (default PEER:7471).
     #[arg(long, value_name = "HOST:PORT")]
     pub agent: Option<String>,
@@ -100,6 +112,20 @@ pub fn run_cmd(args: ConformArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let expected = args.expect.as_deref().map(read_expected).transpose()?;
+    if args.in_memory {
+        let mut config = VirtualConfig::new();
+        config.dcqcn = Some(Preset::Paper.params(10e9));
+        let mut peer = VirtualPeer::new(config);
+        let peer_ip = peer.station().peer();
+        let header = format!("our endpoint in memory ({peer_ip}), virtual time");
+        return match run_with(&args, &checks, &mut peer, Timing::default(), &header) {
+            Ok(report) => finish(&args, &checks, peer_ip, &report, expected.as_ref()),
+            Err(e) => {
+                eprintln!("roce: conform: {e:#}");
+                Ok(ExitCode::from(2))
+            }
+        };
+    }
     let (Some(peer_ip), Some(iface), Some(ip)) = (args.peer, &args.iface, args.ip) else {
         bail!("PEER, --iface and --ip are required");
     };
@@ -117,7 +143,17 @@ fn select(only: Option<&str>) -> anyhow::Result<Vec<Check>> {
     let Some(pattern) = only else {
         return Ok(all);
     };
-    let re = Regex::new(pattern).with_context(|| format!("--only {pattern:?}"))?;
+    let re = Regex::new(pattern).map_err(|e| {
+        // The regex crate's message draws the pattern over several lines: keep its last.
+        let why = e.to_string();
+        let why = why
+            .lines()
+            .last()
+            .unwrap_or("")
+            .trim_start_matches("error: ")
+            .to_owned();
+        anyhow::anyhow!("--only {pattern:?} is not a regular expression: {why}")
+    })?;
     let picked: Vec<Check> = all.into_iter().filter(|c| re.is_match(c.id)).collect();
     if picked.is_empty() {
         bail!("--only {pattern:?} matches no check (see roce conform --list)");
@@ -183,6 +219,22 @@ fn run_suite(
         quiet: Duration::from_millis(args.quiet_ms),
         settle: Duration::from_millis(args.quiet_ms / 3),
     };
+    let header = format!(
+        "{peer_ip} (agent {agent}) from {} on {device_name}",
+        ip.addr()
+    );
+    run_with(args, checks, &mut peer, timing, &header)
+}
+
+/// Runs `checks` against `peer`, printing a row per check as it ends (or, with --json, a
+/// progress line on stderr), and writing the capture.
+fn run_with(
+    args: &ConformArgs,
+    checks: &[Check],
+    peer: &mut dyn Peer,
+    timing: Timing,
+    header: &str,
+) -> anyhow::Result<Report> {
     let mut sink: Box<dyn FrameSink> = match &args.pcap_out {
         Some(path) => Box::new(PcapngSink::create(path)?),
         None => Box::new(roce::conform::NoCapture),
@@ -191,10 +243,7 @@ fn run_suite(
     let total = checks.len();
     let mut done = 0;
     if !json {
-        println!(
-            "roce conform: {total} checks against {peer_ip} (agent {agent}) from {} on {device_name}",
-            ip.addr()
-        );
+        println!("roce conform: {total} checks against {header}");
         println!("{:<36} {:<26} {:<15} EVIDENCE", "CHECK", "RULE", "RESULT");
     }
     let mut progress = |r: &CheckResult| {
@@ -211,7 +260,7 @@ fn run_suite(
             );
         }
     };
-    let report = run(&mut peer, checks, timing, sink.as_mut(), &mut progress)
+    let report = run(peer, checks, timing, sink.as_mut(), &mut progress)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     drop(sink);
     Ok(report)
@@ -303,29 +352,13 @@ fn to_json(peer: IpAddr, report: &Report) -> serde_json::Value {
     })
 }
 
-fn xml_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\t' && c != '\n' => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 fn to_junit(peer: IpAddr, report: &Report) -> String {
     let total: f64 = report.results.iter().map(|r| r.elapsed.as_secs_f64()).sum();
     let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         x,
         "<testsuite name=\"roce conform {}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{total:.3}\">",
-        xml_escape(&peer.to_string()),
+        escape(&peer.to_string()),
         report.results.len(),
         report.count(Outcome::Fail),
         report.count(Outcome::NotApplicable)
@@ -335,10 +368,10 @@ fn to_junit(peer: IpAddr, report: &Report) -> String {
         let _ = write!(
             x,
             "  <testcase classname=\"roce.conform.{class}\" name=\"{}\" time=\"{:.3}\">",
-            xml_escape(r.id),
+            escape(r.id),
             r.elapsed.as_secs_f64()
         );
-        let detail = xml_escape(&format!("{} ({}): {}", r.title, r.rule, r.evidence));
+        let detail = escape(&format!("{} ({}): {}", r.title, r.rule, r.evidence));
         match r.outcome {
             Outcome::Pass => {
                 let _ = write!(x, "<system-out>{detail}</system-out>");
@@ -347,11 +380,11 @@ fn to_junit(peer: IpAddr, report: &Report) -> String {
                 let _ = write!(
                     x,
                     "<failure message=\"{}\">{detail}</failure>",
-                    xml_escape(&r.evidence)
+                    escape(&r.evidence)
                 );
             }
             Outcome::NotApplicable => {
-                let _ = write!(x, "<skipped message=\"{}\"/>", xml_escape(&r.evidence));
+                let _ = write!(x, "<skipped message=\"{}\"/>", escape(&r.evidence));
             }
         }
         x.push_str("</testcase>\n");

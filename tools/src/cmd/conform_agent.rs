@@ -28,7 +28,7 @@ const TICK: Duration = Duration::from_millis(1);
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Example (inside the SoftRoCE lab's namespace; roce1 a TAP on its bridge):
-  roce conform-agent --iface tap:roce1 --ip 10.77.0.3/24 --dcqcn paper --line-gbps 1 &
+  roce conform-agent --iface tap:roce1 --ip 10.77.0.3/24 --dcqcn mlx5 --line-gbps 0.1 &
   roce conform 10.77.0.3 --iface tap:roce0 --ip 10.77.0.2/24 --agent 127.0.0.1:7471")]
 pub struct ConformAgentArgs {
     /// The device: tap:NAME (created if absent) or xdp:IFNAME.
@@ -56,6 +56,10 @@ pub struct ConformAgentArgs {
     /// Exits when the first session ends.
     #[arg(long)]
     pub once: bool,
+    /// Polls the device in a tight loop (one busy core): timers and DCQCN's pacing then keep
+    /// their exact times, which sleeping in epoll rounds up to whole milliseconds.
+    #[arg(long)]
+    pub busy_poll: bool,
 }
 
 struct Session {
@@ -76,7 +80,7 @@ pub fn run(args: ConformAgentArgs) -> anyhow::Result<ExitCode> {
         ip: &args.ip,
         mac: args.mac,
         pcap_out: args.pcap_out.as_deref(),
-        busy_poll: false,
+        busy_poll: args.busy_poll,
         dcqcn: &args.dcqcn,
         line_gbps: args.line_gbps,
     })?;
@@ -94,7 +98,8 @@ pub fn run(args: ConformAgentArgs) -> anyhow::Result<ExitCode> {
     let mut next_id = 1;
     let mut served = 0u64;
     loop {
-        rt.turn(Some(Instant::now() + TICK))
+        let tick = if args.busy_poll { Duration::ZERO } else { TICK };
+        rt.turn(Some(Instant::now() + tick))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         accept(&listener, &mut sessions, &mut next_id);
         for s in &mut sessions {

@@ -223,7 +223,7 @@ fn atomic_no_right(ctx: &mut Ctx<'_>) -> Result<Verdict> {
 
 fn qp_no_write(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let mut s = Setup::rc();
-    s.qp_access = Access::LOCAL_WRITE | Access::REMOTE_READ;
+    s.path.access = Access::LOCAL_WRITE | Access::REMOTE_READ;
     let c = connect(ctx, s)?;
     c.write(ctx, c.epsn, 0, &pattern(64, 5))?;
     judge(

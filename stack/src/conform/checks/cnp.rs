@@ -2,10 +2,11 @@
 //! answered with a CNP to the QP that sent it. A17.9 makes congestion control optional, so a
 //! peer whose agent reports none and sends no CNP is "not applicable" (rdma_rxe has none).
 
-use super::{Result, RxFrame, describe_all, fail, pass, pattern, rc, reth};
-use crate::conform::harness::{Ctx, Wire, rc_packet};
+use super::{Result, RxFrame, describe_all, fail, pass, pattern, rc, reth, verdict};
+use crate::conform::harness::{Ctx, Wire, packet};
 use crate::conform::suite::{Check, Role, Verdict};
 use crate::transport::Time;
+use crate::wire::Transport;
 use crate::wire::opcode::op;
 use crate::wire::{Ecn, Opcode, Qpn, ROCEV2_UDP_PORT};
 
@@ -47,7 +48,15 @@ fn marked_burst(ctx: &mut Ctx<'_>) -> Result<core::result::Result<Burst, Verdict
     let data = pattern(64, 1);
     for k in 0..BURST {
         let ext = reth(c.mr.addr + 64 * u64::from(k), c.mr.rkey, 64);
-        let p = rc_packet(op::RDMA_WRITE_ONLY, c.qpn, c.epsn.add(k), ext, &data, true);
+        let p = packet(
+            Transport::Rc,
+            op::RDMA_WRITE_ONLY,
+            c.qpn,
+            c.epsn.add(k),
+            ext,
+            &data,
+            true,
+        );
         let wire = Wire {
             ecn: Some(Ecn::Ce),
             ..Wire::default()
@@ -116,5 +125,5 @@ fn cnp_format(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         f.bth.pkey,
         f.ecn.name()
     );
-    if ok { pass(seen) } else { fail(seen) }
+    verdict(ok, seen)
 }

@@ -6,8 +6,9 @@
 use std::net::IpAddr;
 
 use super::{Conn, Result, describe_all, fail, pass, pattern, quiet, rc, reth, until};
-use crate::conform::harness::{Ctx, Wire, rc_packet};
+use crate::conform::harness::{Ctx, Wire, packet};
 use crate::conform::suite::{Check, Role, Verdict};
+use crate::wire::Transport;
 use crate::wire::opcode::op;
 use crate::wire::{IbPacketRepr, PKey, Qpn};
 
@@ -53,7 +54,15 @@ pub(super) const CHECKS: &[Check] = &[
 /// A WRITE of 64 bytes at offset 0 and the expected PSN, as sent after the bad packet.
 fn write_at_epsn<'d>(c: &Conn, data: &'d [u8]) -> IbPacketRepr<'d> {
     let ext = reth(c.mr.addr, c.mr.rkey, data.len() as u32);
-    rc_packet(op::RDMA_WRITE_ONLY, c.qpn, c.epsn, ext, data, true)
+    packet(
+        Transport::Rc,
+        op::RDMA_WRITE_ONLY,
+        c.qpn,
+        c.epsn,
+        ext,
+        data,
+        true,
+    )
 }
 
 /// Sends `bad` (with `wire`), expects silence and an untouched region, then a valid WRITE

@@ -243,22 +243,25 @@ const READS: u32 = 4;
 
 fn depth(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let mut s = Setup::rc();
-    s.max_dest_rd_atomic = DEPTH;
+    s.path.max_dest_rd_atomic = DEPTH;
     let c = connect(ctx, s)?;
-    let len = 2 * c.mtu;
-    // Four two-packet READs at once: the third arrives while the first two are outstanding.
+    // Four READs of four packets each, back to back: the third arrives while the first two
+    // are outstanding (a responder that answers a READ faster than the next request arrives
+    // may never see them overlap: the check is deterministic against a paced responder).
+    let per = 4u32;
+    let len = per * c.mtu;
     for k in 0..READS {
-        c.read(ctx, c.epsn.add(2 * k), u64::from(k * len % 2048), len)?;
+        c.read(ctx, c.epsn.add(per * k), 0, len)?;
     }
-    let last = c.epsn.add(2 * READS - 1);
+    let last = c.epsn.add(per * READS - 1);
     let frames = until(ctx, |f| f.is_any_nak() || f.psn() == last)?;
     let nak = frames.iter().find(|f| f.is_any_nak());
     let answered = |k: u32| {
         frames
             .iter()
-            .any(|f| f.op() == op::RDMA_READ_RESPONSE_LAST && f.psn() == c.epsn.add(2 * k + 1))
+            .any(|f| f.op() == op::RDMA_READ_RESPONSE_LAST && f.psn() == c.epsn.add(per * k + 3))
     };
-    let beyond = c.epsn.add(2 * u32::from(DEPTH));
+    let beyond = c.epsn.add(per * u32::from(DEPTH));
     match nak {
         Some(f)
             if f.is_nak(NakCode::InvalidRequest)
@@ -266,14 +269,14 @@ fn depth(ctx: &mut Ctx<'_>) -> Result<Verdict> {
                 && (0..u32::from(DEPTH)).all(answered) =>
         {
             pass(format!(
-                "{READS} READs at once, max_dest_rd_atomic {DEPTH}: the first {DEPTH} answered, \
-                 then {}",
+                "{READS} 4-packet READs at once, max_dest_rd_atomic {DEPTH}: the first {DEPTH} \
+                 answered, then {}",
                 f.describe()
             ))
         }
         _ => fail(format!(
-            "{READS} READs at once with max_dest_rd_atomic {DEPTH}: {} (expected the first \
-             {DEPTH} answered and NAK INVALID_REQUEST for a later one)",
+            "{READS} 4-packet READs at once with max_dest_rd_atomic {DEPTH}: {} (expected the \
+             first {DEPTH} answered and NAK INVALID_REQUEST for a later one)",
             describe_all(&frames)
         )),
     }

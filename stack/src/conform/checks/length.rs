@@ -75,7 +75,7 @@ pub(super) const CHECKS: &[Check] = &[
 
 fn above_mtu(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let mut s = Setup::rc();
-    s.mtu = Mtu::M256;
+    s.path.mtu = Mtu::M256;
     let c = connect(ctx, s)?;
     let data = pattern(512, 1);
     let ext = reth(c.mr.addr, c.mr.rkey, 512);

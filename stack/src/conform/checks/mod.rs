@@ -8,13 +8,16 @@
 
 use core::time::Duration;
 
-use super::harness::{CheckError, Ctx, Mr, RxFrame, describe_all, rc_packet};
-use super::proto::{Completion, ConnectAttrs, PostSend, SendKind};
+use super::harness::{CheckError, Ctx, Mr, RxFrame, describe_all, packet};
+use super::proto::{Completion, PostSend, SendKind};
 use super::suite::{Check, Verdict};
+use crate::endpoint::connect::QpPath;
 use crate::transport::{Access, Mtu, QpType};
 use crate::wire::{
-    AethRepr, AtomicEthRepr, ExtHeaders, Msn, NakCode, Psn, Qpn, RethRepr, Syndrome, opcode::op,
+    AethRepr, AtomicEthRepr, ExtHeaders, Msn, NakCode, Psn, Qpn, RethRepr, Syndrome, Transport,
+    opcode::op,
 };
+use std::net::{IpAddr, Ipv4Addr};
 
 mod access;
 mod ack;
@@ -58,44 +61,33 @@ const TESTER_PSN: u32 = 0x00_a000;
 /// The peer's first send PSN.
 const PEER_PSN: u32 = 0x00_b000;
 
-/// How a peer QP is set up for a check.
+/// How a peer QP is set up for a check: its path (the destination is filled in when it
+/// connects) and its region.
 #[derive(Debug, Clone, Copy)]
 struct Setup {
-    qp_type: QpType,
-    /// The QP's remote access flags.
-    qp_access: Access,
+    path: QpPath,
     /// The region's access rights.
     mr_access: Access,
     mr_len: u32,
     mr_fill: u8,
-    mtu: Mtu,
-    rq_psn: Psn,
-    sq_psn: Psn,
-    max_rd_atomic: u8,
-    max_dest_rd_atomic: u8,
-    min_rnr_timer: u8,
-    timeout: u8,
-    retry_cnt: u8,
-    rnr_retry: u8,
 }
 
 impl Setup {
+    /// An RC QP, path MTU 1024, every remote right, four READs/atomics each way, local ACK
+    /// timeout 16 (268 ms), retries forever.
     fn rc() -> Setup {
+        let nowhere = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+        let (rq, sq) = (Psn::new(TESTER_PSN), Psn::new(PEER_PSN));
+        let mut path = QpPath::new(QpType::Rc, nowhere, Qpn::new(0), rq, sq, Mtu::M1024);
+        path.access = Access::ALL;
+        path.max_rd_atomic = 4;
+        path.max_dest_rd_atomic = 4;
+        path.timeout = 16;
         Setup {
-            qp_type: QpType::Rc,
-            qp_access: Access::ALL,
+            path,
             mr_access: Access::ALL,
             mr_len: 4096,
             mr_fill: 0,
-            mtu: Mtu::M1024,
-            rq_psn: Psn::new(TESTER_PSN),
-            sq_psn: Psn::new(PEER_PSN),
-            max_rd_atomic: 4,
-            max_dest_rd_atomic: 4,
-            min_rnr_timer: 12,
-            timeout: 16,
-            retry_cnt: 7,
-            rnr_retry: 7,
         }
     }
 }
@@ -117,27 +109,19 @@ struct Conn {
 
 fn connect(ctx: &mut Ctx<'_>, s: Setup) -> Result<Conn> {
     let mr = ctx.reg_mr(s.mr_len, s.mr_access, s.mr_fill)?;
-    let qpn = ctx.create_qp(s.qp_type)?;
+    let qpn = ctx.create_qp(s.path.qp_type)?;
     let tq = ctx.tester_qpn();
-    let mut a = ConnectAttrs::new(ctx.env().tester_ip, tq);
-    a.rq_psn = s.rq_psn;
-    a.sq_psn = s.sq_psn;
-    a.mtu = s.mtu;
-    a.access = s.qp_access;
-    a.max_rd_atomic = s.max_rd_atomic;
-    a.max_dest_rd_atomic = s.max_dest_rd_atomic;
-    a.min_rnr_timer = s.min_rnr_timer;
-    a.timeout = s.timeout;
-    a.retry_cnt = s.retry_cnt;
-    a.rnr_retry = s.rnr_retry;
-    ctx.connect_qp(qpn, a)?;
+    let mut path = s.path;
+    path.dest = ctx.env().tester_ip;
+    path.dest_qp = tq;
+    ctx.connect_qp(qpn, path)?;
     Ok(Conn {
         qpn,
         tq,
-        epsn: s.rq_psn,
-        spsn: s.sq_psn,
+        epsn: path.rq_psn,
+        spsn: path.sq_psn,
         mr,
-        mtu: s.mtu.bytes(),
+        mtu: path.mtu.bytes(),
     })
 }
 
@@ -192,7 +176,15 @@ impl Conn {
         payload: &[u8],
         ack_req: bool,
     ) -> Result<u64> {
-        ctx.send(rc_packet(low, self.qpn, psn, ext, payload, ack_req))
+        ctx.send(packet(
+            Transport::Rc,
+            low,
+            self.qpn,
+            psn,
+            ext,
+            payload,
+            ack_req,
+        ))
     }
 
     /// RDMA WRITE Only of `data` at `offset` of the peer's region, with AckReq.
@@ -244,9 +236,17 @@ fn fail(e: impl Into<String>) -> Result<Verdict> {
     Ok(Verdict::Fail(e.into()))
 }
 
+/// Pass or fail on `ok`, with the same evidence either way.
+fn verdict(ok: bool, evidence: String) -> Result<Verdict> {
+    if ok { pass(evidence) } else { fail(evidence) }
+}
+
 /// How long, in milliseconds, for the evidence.
 fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+    match d.as_secs_f64() * 1e3 {
+        m if m < 1.0 => format!("{:.0} us", m * 1e3),
+        m => format!("{m:.1} ms"),
+    }
 }
 
 /// Any response at all (ACK, NAK, READ response, atomic ACK).
@@ -318,7 +318,8 @@ impl Conn {
         syndrome: Syndrome,
         msn: u32,
     ) -> Result<u64> {
-        let p = rc_packet(
+        let p = packet(
+            Transport::Rc,
             op::ACKNOWLEDGE,
             self.qpn,
             psn,
@@ -357,7 +358,7 @@ impl Conn {
                 msn,
             )
         };
-        ctx.send(rc_packet(low, self.qpn, psn, ext, payload, false))
+        self.request(ctx, low, psn, ext, payload, false)
     }
 }
 
@@ -388,9 +389,43 @@ fn wcs_text(wcs: &[Completion]) -> String {
 /// settle time: a responder answers at once, and a requester left waiting would rightly
 /// start retransmitting.
 fn requests_until(ctx: &mut Ctx<'_>, psn: Psn) -> Result<Vec<RxFrame>> {
+    requests_until_all(ctx, psn, psn)
+}
+
+/// The peer's request packets until every PSN from `first` to `last` has arrived at least
+/// once. A requester may resend a packet early (a timer of its own), so the order and number
+/// of transmissions is not judged here; [`first_transmissions`] keeps the first of each.
+fn requests_until_all(ctx: &mut Ctx<'_>, first: Psn, last: Psn) -> Result<Vec<RxFrame>> {
     let t = ctx.env().timing;
+    let span = last.distance(first).max(0) as usize + 1;
     let frames = ctx.collect_until(t.response, Duration::ZERO, |fs| {
-        fs.last().is_some_and(|f| is_request(f) && f.psn() == psn)
+        let mut seen = vec![false; span];
+        for f in fs.iter().filter(|f| is_request(f)) {
+            let k = f.psn().distance(first);
+            if (0..span as i32).contains(&k) {
+                seen[k as usize] = true;
+            }
+        }
+        seen.iter().all(|&s| s)
     })?;
     Ok(frames.into_iter().filter(is_request).collect())
+}
+
+/// Each PSN's first transmission, in the order they came.
+fn first_transmissions(frames: &[RxFrame]) -> Vec<RxFrame> {
+    let mut out: Vec<RxFrame> = Vec::new();
+    for f in frames {
+        if !out.iter().any(|g| g.psn() == f.psn()) {
+            out.push(f.clone());
+        }
+    }
+    out
+}
+
+/// The first transmission of the peer's request with `psn`, up to the response timeout.
+fn first_request(ctx: &mut Ctx<'_>, psn: Psn) -> Result<Option<RxFrame>> {
+    let t = ctx.env().timing;
+    Ok(ctx
+        .wait_for(t.response, |f| is_request(f) && f.psn() == psn)?
+        .1)
 }

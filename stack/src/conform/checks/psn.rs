@@ -149,7 +149,7 @@ fn resume(ctx: &mut Ctx<'_>) -> Result<Verdict> {
 
 fn wrap(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let mut s = Setup::rc();
-    s.rq_psn = Psn::new(0xff_fffe);
+    s.path.rq_psn = Psn::new(0xff_fffe);
     let c: Conn = connect(ctx, s)?;
     let mut sent = Vec::new();
     for k in 0..4u32 {

@@ -2,7 +2,10 @@
 //! coalesced ACKs, ACKs for PSNs never sent ignored, implied NAKs from READ responses that
 //! skip PSNs, duplicate READ responses ignored, and error NAKs completing the request in error.
 
-use super::{Result, describe_all, fail, pass, pattern, psns, rc, requests_until, wcs_text};
+use super::{
+    Result, RxFrame, Setup, describe_all, fail, pattern, psns, rc, requests_until,
+    requests_until_all, verdict, wcs_text,
+};
 use crate::conform::harness::Ctx;
 use crate::conform::proto::SendKind;
 use crate::conform::suite::{Check, Role, Verdict};
@@ -13,7 +16,8 @@ pub(super) const CHECKS: &[Check] = &[
     Check {
         id: "req.gbn.from-nak",
         rule: "IBA 9.7.5.1.2",
-        title: "after a PSN Sequence Error NAK the requester resends from the NAKed PSN on",
+        title: "after a PSN Sequence Error NAK the requester promptly resends the NAKed PSN and \
+                the ones after it",
         role: Role::Requester,
         body: gbn_from_nak,
     },
@@ -79,46 +83,49 @@ fn gbn_from_nak(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     ctx.write_mr(&c.mr, 0, &data)?;
     ctx.post_send(c.work(SendKind::Write, 1, 0, 4 * c.mtu))?;
     let last = c.spsn.add(3);
-    let sent = requests_until(ctx, last)?;
+    let sent = requests_until_all(ctx, c.spsn, last)?;
     if !sent.iter().any(|f| f.psn() == last) {
         return fail(format!("a 4-packet WRITE brought {}", psns(&sent)));
     }
     let nak_psn = c.spsn.add(1);
     c.acknowledge(ctx, nak_psn, Syndrome::Nak(NakCode::PsnSequenceError), 0)?;
-    let again = requests_until(ctx, last)?;
+    let naked = ctx.now();
+    let again = requests_until_all(ctx, nak_psn, last)?;
     c.ack(ctx, last, 1)?;
     let t = ctx.env().timing;
     let wcs = ctx.poll_cq(c.qpn, t.response)?;
-    // The resent packets must include PSN +1, +2, +3 in that order, each with its original
-    // payload.
-    let mut want = (1..4u32).map(|k| c.spsn.add(k)).peekable();
+    // Go-back-N: the first packet after the NAK is the NAKed PSN, and each later PSN is sent
+    // again with its original payload (a tail probe by a timer of the peer's own may come
+    // between; the order of those is not the rule's).
+    let m = c.mtu as usize;
     for f in &again {
-        if want.peek() == Some(&f.psn()) {
-            let k = f.psn().distance(c.spsn) as usize;
-            let m = c.mtu as usize;
-            if f.payload != data[k * m..(k + 1) * m] {
-                return fail(format!(
-                    "resent {} with other bytes than the first time",
-                    f.describe()
-                ));
-            }
-            want.next();
+        let k = f.psn().distance(c.spsn);
+        if (1..4).contains(&k) && f.payload != data[k as usize * m..(k as usize + 1) * m] {
+            return fail(format!(
+                "resent {} with other bytes than the first time",
+                f.describe()
+            ));
         }
     }
-    let ok = want.peek().is_none() && wcs.iter().any(|w| w.wr_id == 1 && w.status == "SUCCESS");
-    let first_again = again.first().map(|f| f.psn());
+    let all = (1..4u32).all(|k| again.iter().any(|f| f.psn() == c.spsn.add(k)));
+    let ok = all && wcs.iter().any(|w| w.wr_id == 1 && w.status == "SUCCESS");
+    // Prompt: well inside the local ACK timeout, so that the NAK, not that timer, made it.
+    let prompt = again
+        .iter()
+        .find(|f| f.psn() == nak_psn)
+        .map(|f| f.at.saturating_since(naked));
+    let limit =
+        crate::transport::local_ack_timeout(Setup::rc().path.timeout).unwrap_or_default() / 2;
     let evidence = format!(
-        "sent {}; NAK PSN_SEQUENCE_ERROR psn {:#x}; resent {}; after the ACK {}",
+        "sent {}; NAK PSN_SEQUENCE_ERROR psn {:#x}; resent {} ({:#x} after {}); after the ACK {}",
         psns(&sent),
         nak_psn.value(),
         psns(&again),
+        nak_psn.value(),
+        prompt.map_or("never".into(), super::ms),
         wcs_text(&wcs)
     );
-    if ok && first_again == Some(nak_psn) {
-        pass(evidence)
-    } else {
-        fail(evidence)
-    }
+    verdict(ok && prompt.is_some_and(|d| d < limit), evidence)
 }
 
 fn coalesced_ack(ctx: &mut Ctx<'_>) -> Result<Verdict> {
@@ -127,7 +134,7 @@ fn coalesced_ack(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         ctx.post_send(c.work(SendKind::Write, u64::from(k) + 1, 64 * k, 64))?;
     }
     let last = c.spsn.add(2);
-    let sent = requests_until(ctx, last)?;
+    let sent = requests_until_all(ctx, c.spsn, last)?;
     c.ack(ctx, last, 3)?;
     let t = ctx.env().timing;
     let mut wcs = ctx.poll_cq(c.qpn, t.response)?;
@@ -145,11 +152,7 @@ fn coalesced_ack(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         last.value(),
         wcs_text(&wcs)
     );
-    if done == [1, 2, 3] {
-        pass(evidence)
-    } else {
-        fail(evidence)
-    }
+    verdict(done == [1, 2, 3], evidence)
 }
 
 fn ghost_ack(ctx: &mut Ctx<'_>) -> Result<Verdict> {
@@ -171,11 +174,7 @@ fn ghost_ack(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         wcs_text(&late)
     );
     let completed = late.iter().any(|w| w.wr_id == 1 && w.status == "SUCCESS");
-    if early.is_empty() && state == "RTS" && completed {
-        pass(evidence)
-    } else {
-        fail(evidence)
-    }
+    verdict(early.is_empty() && state == "RTS" && completed, evidence)
 }
 
 fn implied_nak(ctx: &mut Ctx<'_>) -> Result<Verdict> {
@@ -183,7 +182,7 @@ fn implied_nak(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     ctx.post_send(c.work(SendKind::Read, 1, 0, 64))?;
     ctx.post_send(c.work(SendKind::Read, 2, 64, 64))?;
     let second = c.spsn.add(1);
-    let sent = requests_until(ctx, second)?;
+    let sent = requests_until_all(ctx, c.spsn, second)?;
     let (a, b) = (pattern(64, 1), pattern(64, 2));
     // The first READ's response is "lost": only the second's arrives.
     c.read_response(ctx, op::RDMA_READ_RESPONSE_ONLY, second, &b, 2)?;
@@ -213,24 +212,32 @@ fn implied_nak(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let ok = asked
         && wcs.iter().filter(|w| w.status == "SUCCESS").count() == 2
         && landed == [a, b].concat();
-    if ok { pass(evidence) } else { fail(evidence) }
+    verdict(ok, evidence)
+}
+
+/// A READ of two MTUs posted on the peer (work request 1): the connection, the request as it
+/// arrived, and the data the tester will answer with.
+fn two_mtu_read(ctx: &mut Ctx<'_>, seed: u8) -> Result<(super::Conn, Vec<RxFrame>, Vec<u8>)> {
+    let c = rc(ctx)?;
+    ctx.post_send(c.work(SendKind::Read, 1, 0, 2 * c.mtu))?;
+    let sent = requests_until(ctx, c.spsn)?;
+    Ok((c, sent, pattern(2 * c.mtu as usize, seed)))
+}
+
+/// Sends the responses of a two-MTU READ in `order`: 0 is FIRST (the first MTU of `data`),
+/// 1 is LAST (the second).
+fn answer_two(ctx: &mut Ctx<'_>, c: &super::Conn, data: &[u8], order: &[usize]) -> Result<()> {
+    let m = c.mtu as usize;
+    for &k in order {
+        let low = [op::RDMA_READ_RESPONSE_FIRST, op::RDMA_READ_RESPONSE_LAST][k];
+        c.read_response(ctx, low, c.spsn.add(k as u32), &data[k * m..(k + 1) * m], 1)?;
+    }
+    Ok(())
 }
 
 fn duplicate_response(ctx: &mut Ctx<'_>) -> Result<Verdict> {
-    let c = rc(ctx)?;
-    let m = c.mtu as usize;
-    ctx.post_send(c.work(SendKind::Read, 1, 0, 2 * c.mtu))?;
-    let sent = requests_until(ctx, c.spsn)?;
-    let data = pattern(2 * m, 3);
-    c.read_response(ctx, op::RDMA_READ_RESPONSE_FIRST, c.spsn, &data[..m], 1)?;
-    c.read_response(ctx, op::RDMA_READ_RESPONSE_FIRST, c.spsn, &data[..m], 1)?;
-    c.read_response(
-        ctx,
-        op::RDMA_READ_RESPONSE_LAST,
-        c.spsn.add(1),
-        &data[m..],
-        1,
-    )?;
+    let (c, sent, data) = two_mtu_read(ctx, 3)?;
+    answer_two(ctx, &c, &data, &[0, 0, 1])?;
     let t = ctx.env().timing;
     let wcs = ctx.poll_cq(c.qpn, t.response)?;
     let landed = ctx.read_mr(&c.mr, 0, 2 * c.mtu)?;
@@ -241,36 +248,19 @@ fn duplicate_response(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         landed == data
     );
     let ok = wcs.iter().any(|w| w.wr_id == 1 && w.status == "SUCCESS") && landed == data;
-    if ok { pass(evidence) } else { fail(evidence) }
+    verdict(ok, evidence)
 }
 
 fn out_of_order_response(ctx: &mut Ctx<'_>) -> Result<Verdict> {
-    let c = rc(ctx)?;
-    let m = c.mtu as usize;
-    ctx.post_send(c.work(SendKind::Read, 1, 0, 2 * c.mtu))?;
-    let sent = requests_until(ctx, c.spsn)?;
-    let data = pattern(2 * m, 4);
-    c.read_response(
-        ctx,
-        op::RDMA_READ_RESPONSE_LAST,
-        c.spsn.add(1),
-        &data[m..],
-        1,
-    )?;
+    let (c, sent, data) = two_mtu_read(ctx, 4)?;
+    answer_two(ctx, &c, &data, &[1])?;
     let t = ctx.env().timing;
     let early = ctx.poll_cq(c.qpn, t.settle)?;
     let again = requests_until(ctx, c.spsn)?;
     let asked = again
         .iter()
         .any(|f| f.psn() == c.spsn && f.op() == op::RDMA_READ_REQUEST);
-    c.read_response(ctx, op::RDMA_READ_RESPONSE_FIRST, c.spsn, &data[..m], 1)?;
-    c.read_response(
-        ctx,
-        op::RDMA_READ_RESPONSE_LAST,
-        c.spsn.add(1),
-        &data[m..],
-        1,
-    )?;
+    answer_two(ctx, &c, &data, &[0, 1])?;
     let wcs = ctx.poll_cq(c.qpn, t.response)?;
     let landed = ctx.read_mr(&c.mr, 0, 2 * c.mtu)?;
     let evidence = format!(
@@ -285,7 +275,7 @@ fn out_of_order_response(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         && asked
         && wcs.iter().any(|w| w.wr_id == 1 && w.status == "SUCCESS")
         && landed == data;
-    if ok { pass(evidence) } else { fail(evidence) }
+    verdict(ok, evidence)
 }
 
 fn error_nak(ctx: &mut Ctx<'_>, kind: SendKind, code: NakCode, status: &str) -> Result<Verdict> {
@@ -310,7 +300,7 @@ fn error_nak(ctx: &mut Ctx<'_>, kind: SendKind, code: NakCode, status: &str) -> 
         && flushed
             .iter()
             .any(|w| w.wr_id == 2 && w.status == "WR_FLUSH_ERR");
-    if ok { pass(evidence) } else { fail(evidence) }
+    verdict(ok, evidence)
 }
 
 fn nak_remote_access(ctx: &mut Ctx<'_>) -> Result<Verdict> {

@@ -4,7 +4,9 @@
 
 use core::time::Duration;
 
-use super::{Result, Setup, connect, fail, is_request, ms, pass, psns, wcs_text};
+use super::{
+    Result, Setup, connect, fail, first_request, is_request, ms, pass, psns, verdict, wcs_text,
+};
 use crate::conform::harness::Ctx;
 use crate::conform::proto::SendKind;
 use crate::conform::suite::{Check, Role, Verdict};
@@ -54,8 +56,7 @@ fn rnr_waits(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let c = connect(ctx, Setup::rc())?;
     ctx.post_send(c.work(SendKind::Send, 1, 0, 64))?;
     let t = ctx.env().timing;
-    let (_, first) = ctx.wait_for(t.response, |f| is_request(f) && f.psn() == c.spsn)?;
-    if first.is_none() {
+    if first_request(ctx, c.spsn)?.is_none() {
         return fail("the SEND never arrived");
     }
     let timer = RnrTimer::new(RNR_TIMER);
@@ -81,16 +82,15 @@ fn rnr_waits(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         ms(waited),
         wcs_text(&wcs)
     );
-    if waited + SLACK >= need && wcs.iter().any(|w| w.wr_id == 1 && w.status == "SUCCESS") {
-        pass(evidence)
-    } else {
-        fail(evidence)
-    }
+    verdict(
+        waited + SLACK >= need && wcs.iter().any(|w| w.wr_id == 1 && w.status == "SUCCESS"),
+        evidence,
+    )
 }
 
 fn rnr_exhausted(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let mut s = Setup::rc();
-    s.rnr_retry = 2;
+    s.path.rnr_retry = 2;
     let c = connect(ctx, s)?;
     ctx.post_send(c.work(SendKind::Send, 1, 0, 64))?;
     let t = ctx.env().timing;
@@ -124,13 +124,13 @@ fn rnr_exhausted(ctx: &mut Ctx<'_>) -> Result<Verdict> {
             .iter()
             .any(|w| w.wr_id == 1 && w.status == "RNR_RETRY_EXC_ERR")
         && state == "ERR";
-    if ok { pass(evidence) } else { fail(evidence) }
+    verdict(ok, evidence)
 }
 
 fn timers(ctx: &mut Ctx<'_>, retry_cnt: u8) -> Result<super::Conn> {
     let mut s = Setup::rc();
-    s.timeout = ACK_TIMEOUT;
-    s.retry_cnt = retry_cnt;
+    s.path.timeout = ACK_TIMEOUT;
+    s.path.retry_cnt = retry_cnt;
     connect(ctx, s)
 }
 
@@ -138,8 +138,7 @@ fn retransmit(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let c = timers(ctx, 7)?;
     ctx.post_send(c.work(SendKind::Write, 1, 0, 64))?;
     let t = ctx.env().timing;
-    let (_, first) = ctx.wait_for(t.response, |f| is_request(f) && f.psn() == c.spsn)?;
-    let Some(first) = first else {
+    let Some(first) = first_request(ctx, c.spsn)? else {
         return fail("the WRITE never arrived");
     };
     let timeout = local_ack_timeout(ACK_TIMEOUT).unwrap_or_default();
@@ -169,8 +168,7 @@ fn retry_exhausted(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let c = timers(ctx, 2)?;
     ctx.post_send(c.work(SendKind::Write, 1, 0, 64))?;
     let t = ctx.env().timing;
-    let (_, first) = ctx.wait_for(t.response, |f| is_request(f) && f.psn() == c.spsn)?;
-    let Some(first) = first else {
+    let Some(first) = first_request(ctx, c.spsn)? else {
         return fail("the WRITE never arrived");
     };
     let timeout = local_ack_timeout(ACK_TIMEOUT).unwrap_or_default();
@@ -197,5 +195,5 @@ fn retry_exhausted(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         && resent.len() >= 2
         && took + SLACK >= timeout * 3
         && state == "ERR";
-    if ok { pass(evidence) } else { fail(evidence) }
+    verdict(ok, evidence)
 }

@@ -29,7 +29,7 @@ pub(super) const CHECKS: &[Check] = &[
 
 fn setup(ctx: &mut Ctx<'_>) -> Result<super::Conn> {
     let mut s = Setup::rc();
-    s.min_rnr_timer = TIMER;
+    s.path.min_rnr_timer = crate::wire::RnrTimer::new(TIMER);
     connect(ctx, s)
 }
 

@@ -3,14 +3,14 @@
 
 use core::time::Duration;
 
-use super::{Result, Setup, connect, describe_all, fail, pass, pattern, quiet};
+use super::{Result, Setup, connect, describe_all, fail, pass, pattern, quiet, wcs_text};
 use crate::conform::harness::{Ctx, packet};
 use crate::conform::suite::{Check, Role, Verdict};
 use crate::transport::QpType;
 use crate::wire::opcode::op;
 use crate::wire::{DethRepr, ExtHeaders, Transport};
 
-/// The Q_Key the agent's UD QPs get (`ConnectAttrs::new`).
+/// The Q_Key the agent's UD QPs get (`QpPath::new`).
 const QKEY: u32 = 0x1111_1111;
 
 pub(super) const CHECKS: &[Check] = &[
@@ -34,7 +34,7 @@ pub(super) const CHECKS: &[Check] = &[
 
 fn ud_qkey(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let mut s = Setup::rc();
-    s.qp_type = QpType::Ud;
+    s.path.qp_type = QpType::Ud;
     let c = connect(ctx, s)?;
     ctx.post_recv(c.qpn, 1, &c.mr, 0, 1024)?;
     let deth = |qkey| ExtHeaders {
@@ -75,16 +75,11 @@ fn ud_qkey(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         )
     } else {
         fail(format!(
-            "wrong Q_Key: {} and completions {:?}; right Q_Key: completions {:?}, data after the \
+            "wrong Q_Key: {} and completions {}; right Q_Key: completions {}, data after the \
              GRH area: {}",
             describe_all(&silence),
-            wc_wrong
-                .iter()
-                .map(|w| (w.wr_id, w.status))
-                .collect::<Vec<_>>(),
-            wcs.iter()
-                .map(|w| (w.wr_id, w.status, w.byte_len))
-                .collect::<Vec<_>>(),
+            wcs_text(&wc_wrong),
+            wcs_text(&wcs),
             landed == right
         ))
     }
@@ -92,7 +87,7 @@ fn ud_qkey(ctx: &mut Ctx<'_>) -> Result<Verdict> {
 
 fn uc_gap(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let mut s = Setup::rc();
-    s.qp_type = QpType::Uc;
+    s.path.qp_type = QpType::Uc;
     let c = connect(ctx, s)?;
     ctx.post_recv(c.qpn, 1, &c.mr, 0, 4096)?;
     let mtu = c.mtu as usize;
@@ -120,16 +115,11 @@ fn uc_gap(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         )
     } else {
         fail(format!(
-            "UC message with a gap: {} and completions {:?}; next message: completions {:?}, \
+            "UC message with a gap: {} and completions {}; next message: completions {}, \
              data landed: {}",
             describe_all(&silence),
-            wc_gap
-                .iter()
-                .map(|w| (w.wr_id, w.status))
-                .collect::<Vec<_>>(),
-            wcs.iter()
-                .map(|w| (w.wr_id, w.status, w.byte_len))
-                .collect::<Vec<_>>(),
+            wcs_text(&wc_gap),
+            wcs_text(&wcs),
             landed == next
         ))
     }
