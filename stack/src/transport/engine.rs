@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::net::IpAddr;
 
-use super::attrs::{ModifyQp, QpAttrs, QpState};
+use super::attrs::{ModifyQp, QpAttrs, QpState, QpType};
 use super::config::{Event, Stats, Transmit, TransportConfig};
 use super::cq::{CompletionQueue, CqId, WorkCompletion};
 use super::error::{DropReason, TransportError};
@@ -330,7 +330,7 @@ impl Engine {
 
     /// The transport service of a queue pair.
     pub fn qp_type(&self, qpn: Qpn) -> Result<QpType, TransportError> {
-        Ok(self.qp(qpn)?.init.qp_type)
+        Ok(self.qp(qpn)?.qp_type())
     }
 
     /// The in-flight window of an RC requester, in packets (for tests and statistics).

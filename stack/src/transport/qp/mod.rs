@@ -160,6 +160,11 @@ impl QueuePair {
         self.qpn
     }
 
+    /// Its transport service.
+    pub fn qp_type(&self) -> QpType {
+        self.init.qp_type
+    }
+
     /// The state and attributes (`ibv_query_qp`).
     pub fn query(&self) -> (QpState, QpAttrs) {
         (self.state, self.attrs)
