@@ -17,7 +17,7 @@ use super::peer::{Peer, PeerError};
 use super::proto::{MAX_LINE, MAX_POLL_MS};
 use super::station::Station;
 use crate::io::Device;
-use crate::transport::Time;
+use crate::time;
 
 const DEVICE: Token = Token(0);
 const AGENT: Token = Token(1);
@@ -43,7 +43,7 @@ pub struct DevicePeer {
     events: Events,
     device_fd: bool,
     origin: Instant,
-    inbox: VecDeque<(Time, Vec<u8>)>,
+    inbox: VecDeque<(time::Instant, Vec<u8>)>,
     rx: Vec<u8>,
 }
 
@@ -114,7 +114,7 @@ impl DevicePeer {
         }
     }
 
-    fn to_instant(&self, t: Time) -> Instant {
+    fn to_instant(&self, t: time::Instant) -> Instant {
         self.origin + Duration::from_nanos(t.as_nanos())
     }
 
@@ -220,8 +220,10 @@ impl DevicePeer {
 }
 
 impl Peer for DevicePeer {
-    fn now(&self) -> Time {
-        Time::from_nanos(u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    fn now(&self) -> time::Instant {
+        time::Instant::from_nanos(
+            u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        )
     }
 
     fn station(&self) -> &Station {
@@ -232,7 +234,10 @@ impl Peer for DevicePeer {
         self.send_frame(frame)
     }
 
-    fn receive(&mut self, deadline: Time) -> Result<Option<(Time, Vec<u8>)>, PeerError> {
+    fn receive(
+        &mut self,
+        deadline: time::Instant,
+    ) -> Result<Option<(time::Instant, Vec<u8>)>, PeerError> {
         let until = self.to_instant(deadline);
         loop {
             self.serve()?;
@@ -268,7 +273,7 @@ impl Peer for DevicePeer {
         }
     }
 
-    fn resolve_peer(&mut self, deadline: Time) -> Result<Option<[u8; 6]>, PeerError> {
+    fn resolve_peer(&mut self, deadline: time::Instant) -> Result<Option<[u8; 6]>, PeerError> {
         let now = self.now();
         self.station.resolve(now);
         let until = self.to_instant(deadline);

@@ -10,7 +10,8 @@ use std::net::IpAddr;
 use super::peer::{Peer, PeerError};
 use super::proto::{self, Completion, PostRecv, PostSend, Reply, Request};
 use crate::endpoint::connect::QpPath;
-use crate::transport::{Access, QpState, QpType, Time};
+use crate::time::Instant;
+use crate::transport::{Access, QpState, QpType};
 use crate::wire::{
     BthRepr, Ecn, ExtHeaders, IbPacketRepr, NakCode, Opcode, Psn, Qpn, RocePacket, RoceRepr,
     Syndrome, Transport, UdpRepr,
@@ -41,7 +42,7 @@ impl Default for Timing {
 /// Where frames recorded by the suite go (the `--pcap-out` capture).
 pub trait FrameSink {
     /// One frame at `at` on the suite's clock, with a comment naming its check.
-    fn record(&mut self, at: Time, frame: &[u8], comment: &str);
+    fn record(&mut self, at: Instant, frame: &[u8], comment: &str);
 }
 
 /// A sink that keeps nothing.
@@ -49,7 +50,7 @@ pub trait FrameSink {
 pub struct NoCapture;
 
 impl FrameSink for NoCapture {
-    fn record(&mut self, _at: Time, _frame: &[u8], _comment: &str) {}
+    fn record(&mut self, _at: Instant, _frame: &[u8], _comment: &str) {}
 }
 
 /// What every check knows about the two ends.
@@ -112,7 +113,7 @@ pub struct Mr {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RxFrame {
     /// When it arrived, on the suite's clock.
-    pub at: Time,
+    pub at: Instant,
     /// Its 1-based number in the suite's capture.
     pub number: u64,
     /// Its BTH.
@@ -282,7 +283,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Now, on the suite's clock.
-    pub fn now(&self) -> Time {
+    pub fn now(&self) -> Instant {
         self.peer.now()
     }
 
@@ -300,7 +301,7 @@ impl<'a> Ctx<'a> {
         q
     }
 
-    fn record(&mut self, at: Time, frame: &[u8], what: &str) -> u64 {
+    fn record(&mut self, at: Instant, frame: &[u8], what: &str) -> u64 {
         *self.numbers += 1;
         let n = *self.numbers;
         self.frames.push(n);
@@ -378,7 +379,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn accept(&mut self, at: Time, frame: &[u8]) -> Option<RxFrame> {
+    fn accept(&mut self, at: Instant, frame: &[u8]) -> Option<RxFrame> {
         let p = RocePacket::parse(frame).ok()?;
         if p.ip().src_addr() != self.env.peer_ip || p.ip().dst_addr() != self.env.tester_ip {
             return None;

@@ -10,7 +10,8 @@ use thiserror::Error;
 use super::server::{AgentServer, Step};
 use super::station::Station;
 use crate::endpoint::{Host, HostConfig, IpCidr};
-use crate::transport::{Time, TransportConfig};
+use crate::time::Instant;
+use crate::transport::TransportConfig;
 
 /// Why the suite lost its peer.
 #[derive(Debug, Error)]
@@ -38,25 +39,25 @@ pub enum PeerError {
     },
     /// The in-memory peer stopped making progress (a bug in the peer or the suite).
     #[error("the peer is stuck at {0}")]
-    Stuck(Time),
+    Stuck(Instant),
 }
 
 /// A peer under test: frames both ways, its agent, and a clock.
 pub trait Peer {
-    /// Time on the suite's clock (monotonic; virtual for the in-memory peer).
-    fn now(&self) -> Time;
+    /// Instant on the suite's clock (monotonic; virtual for the in-memory peer).
+    fn now(&self) -> Instant;
     /// The tester's side of the link.
     fn station(&self) -> &Station;
     /// Puts `frame` on the wire to the peer.
     fn transmit(&mut self, frame: &[u8]) -> Result<(), PeerError>;
     /// The next frame from the wire that is not ARP or neighbour discovery (the station
     /// answers those), with the time it arrived, waiting until `deadline` at most.
-    fn receive(&mut self, deadline: Time) -> Result<Option<(Time, Vec<u8>)>, PeerError>;
+    fn receive(&mut self, deadline: Instant) -> Result<Option<(Instant, Vec<u8>)>, PeerError>;
     /// Sends one request line to the agent and returns its reply line; the wire is served
     /// meanwhile (frames are kept for [`Peer::receive`]).
     fn agent(&mut self, line: &str) -> Result<String, PeerError>;
     /// Resolves the peer's MAC, waiting until `deadline`.
-    fn resolve_peer(&mut self, deadline: Time) -> Result<Option<[u8; 6]>, PeerError>;
+    fn resolve_peer(&mut self, deadline: Instant) -> Result<Option<[u8; 6]>, PeerError>;
 }
 
 /// Changes or drops a frame the in-memory peer sends (false: drop), to test the checks on a
@@ -106,8 +107,8 @@ pub struct VirtualPeer {
     peer: Host,
     agent: AgentServer,
     station: Station,
-    now: Time,
-    inbox: VecDeque<(Time, Vec<u8>)>,
+    now: Instant,
+    inbox: VecDeque<(Instant, Vec<u8>)>,
     buf: Vec<u8>,
     tamper: Option<Tamper>,
     still: u32,
@@ -145,7 +146,7 @@ impl VirtualPeer {
             peer,
             agent: AgentServer::new("roce/in-memory", cc),
             station: Station::new(config.tester_mac, config.tester, peer_ip),
-            now: Time::ZERO,
+            now: Instant::ZERO,
             inbox: VecDeque::new(),
             buf: vec![0; Host::max_frame_len()],
             tamper: None,
@@ -190,7 +191,7 @@ impl VirtualPeer {
     }
 
     /// Runs the next timer due by `deadline`; false (time moved to `deadline`) if none is.
-    fn advance(&mut self, deadline: Time) -> Result<bool, PeerError> {
+    fn advance(&mut self, deadline: Instant) -> Result<bool, PeerError> {
         let next = [
             self.peer.poll_timeout(self.now),
             self.station.poll_timeout(self.now),
@@ -222,7 +223,7 @@ impl VirtualPeer {
 }
 
 impl Peer for VirtualPeer {
-    fn now(&self) -> Time {
+    fn now(&self) -> Instant {
         self.now
     }
 
@@ -235,7 +236,7 @@ impl Peer for VirtualPeer {
         Ok(())
     }
 
-    fn receive(&mut self, deadline: Time) -> Result<Option<(Time, Vec<u8>)>, PeerError> {
+    fn receive(&mut self, deadline: Instant) -> Result<Option<(Instant, Vec<u8>)>, PeerError> {
         loop {
             self.pump();
             if let Some(f) = self.inbox.pop_front() {
@@ -268,7 +269,7 @@ impl Peer for VirtualPeer {
         }
     }
 
-    fn resolve_peer(&mut self, deadline: Time) -> Result<Option<[u8; 6]>, PeerError> {
+    fn resolve_peer(&mut self, deadline: Instant) -> Result<Option<[u8; 6]>, PeerError> {
         let now = self.now;
         self.station.resolve(now);
         while self.station.peer_mac().is_none() {

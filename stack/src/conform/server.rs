@@ -12,8 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 use super::proto::{self, Completion, PostSend, Reply, Request, SendKind};
 use crate::endpoint::Host;
 use crate::endpoint::connect::{self, QpPath};
+use crate::time::Instant;
 use crate::transport::{
-    Access, CqId, ModifyQp, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, Time, UdDest,
+    Access, CqId, ModifyQp, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, UdDest,
 };
 use crate::wire::Qpn;
 
@@ -28,7 +29,7 @@ pub enum Step {
     Reply(String),
     /// A `poll_cq` is waiting: call [`AgentServer::resume`] as the host runs, at the latest at
     /// this time.
-    Wait(Time),
+    Wait(Instant),
     /// Send this reply line, then close the connection (after `bye`).
     Close(String),
 }
@@ -49,7 +50,7 @@ struct QpEntry {
 struct Pending {
     qpn: Qpn,
     max: u32,
-    deadline: Time,
+    deadline: Instant,
 }
 
 #[derive(Debug, Default)]
@@ -91,7 +92,7 @@ impl AgentServer {
     }
 
     /// Handles one request line of `session` (opened on first use).
-    pub fn request(&mut self, session: u64, host: &mut Host, now: Time, line: &str) -> Step {
+    pub fn request(&mut self, session: u64, host: &mut Host, now: Instant, line: &str) -> Step {
         let req = match Request::parse(line) {
             Ok(r) => r,
             Err(e) => return Step::Reply(format!("ERR {e}")),
@@ -113,7 +114,7 @@ impl AgentServer {
 
     /// A waiting `poll_cq` of `session`: its reply once a completion arrived or its time ran
     /// out, `None` while it should go on waiting.
-    pub fn resume(&mut self, session: u64, host: &mut Host, now: Time) -> Option<String> {
+    pub fn resume(&mut self, session: u64, host: &mut Host, now: Instant) -> Option<String> {
         let s = self.sessions.get_mut(&session)?;
         let p = s.pending?;
         let cq = s.qps.get(&p.qpn.value())?.cq;
@@ -169,7 +170,7 @@ impl AgentServer {
         &mut self,
         id: u64,
         host: &mut Host,
-        now: Time,
+        now: Instant,
         req: &Request,
     ) -> Result<Option<Reply>> {
         let reply = match req {
@@ -369,7 +370,7 @@ fn drain(host: &mut Host, cq: CqId, max: u32) -> Vec<Completion> {
     out
 }
 
-fn connect_qp(host: &mut Host, now: Time, qpn: Qpn, path: &QpPath) -> Result<()> {
+fn connect_qp(host: &mut Host, now: Instant, qpn: Qpn, path: &QpPath) -> Result<()> {
     let mut path = *path;
     path.qp_type = host.engine().qp_type(qpn).map_err(|e| e.to_string())?;
     if path.qp_type != QpType::Ud && !host.resolve(now, path.dest) {
@@ -424,7 +425,7 @@ mod tests {
     }
 
     fn reply(agent: &mut AgentServer, host: &mut Host, session: u64, line: &str) -> String {
-        match agent.request(session, host, Time::ZERO, line) {
+        match agent.request(session, host, Instant::ZERO, line) {
             Step::Reply(r) | Step::Close(r) => r,
             Step::Wait(_) => "WAIT".into(),
         }
@@ -483,18 +484,21 @@ mod tests {
         let step = agent.request(
             1,
             &mut host,
-            Time::ZERO,
+            Instant::ZERO,
             &format!("poll_cq qpn={qpn} timeout_ms=5"),
         );
-        assert_eq!(step, Step::Wait(Time::from_micros(5_000)));
-        assert_eq!(agent.resume(1, &mut host, Time::from_micros(4_999)), None);
+        assert_eq!(step, Step::Wait(Instant::from_micros(5_000)));
+        assert_eq!(
+            agent.resume(1, &mut host, Instant::from_micros(4_999)),
+            None
+        );
         assert_eq!(
             agent
-                .resume(1, &mut host, Time::from_micros(5_000))
+                .resume(1, &mut host, Instant::from_micros(5_000))
                 .as_deref(),
             Some("OK n=0")
         );
-        let bye = agent.request(1, &mut host, Time::ZERO, "bye");
+        let bye = agent.request(1, &mut host, Instant::ZERO, "bye");
         assert_eq!(bye, Step::Close("OK".into()));
         assert_eq!(agent.sessions(), 0);
     }

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use crate::endpoint::resolve;
 use crate::endpoint::{Host, HostConfig, IpCidr};
-use crate::transport::Time;
+use crate::time::Instant;
 
 /// See the module documentation.
 #[derive(Debug)]
@@ -56,13 +56,13 @@ impl Station {
     }
 
     /// Asks for the peer's MAC (again). False if the peer is on none of the tester's subnets.
-    pub fn resolve(&mut self, now: Time) -> bool {
+    pub fn resolve(&mut self, now: Instant) -> bool {
         self.host.resolve(now, self.peer)
     }
 
     /// Takes a received frame: ARP and neighbour discovery are the station's (true); anything
     /// else is for the caller (false).
-    pub fn on_frame(&mut self, now: Time, frame: &[u8]) -> bool {
+    pub fn on_frame(&mut self, now: Instant, frame: &[u8]) -> bool {
         if resolve::parse(frame).is_none() {
             return false;
         }
@@ -71,18 +71,18 @@ impl Station {
     }
 
     /// The next frame the station wants to send (an answer, a question).
-    pub fn poll_transmit(&mut self, now: Time) -> Option<Vec<u8>> {
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
         let n = self.host.poll_transmit(now, &mut self.buf)?;
         Some(self.buf[..n].to_vec())
     }
 
     /// When the station next has work (a resolution to retry).
-    pub fn poll_timeout(&self, now: Time) -> Option<Time> {
+    pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
         self.host.poll_timeout(now)
     }
 
     /// Runs the station's due timers.
-    pub fn handle_timeout(&mut self, now: Time) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         self.host.handle_timeout(now);
     }
 }

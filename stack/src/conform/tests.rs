@@ -7,7 +7,7 @@ use super::station::Station;
 use super::suite::{CheckResult, Outcome, Report, registry, run};
 use super::{NoCapture, Timing};
 use crate::cc::Preset;
-use crate::transport::Time;
+use crate::time::Instant;
 
 /// Our endpoint as the CI runs it: DCQCN on, so that the congestion checks apply.
 fn ours() -> VirtualConfig {
@@ -185,7 +185,7 @@ fn the_whole_suite_passes_against_our_endpoint_in_one_session() {
 struct Counter<'a>(&'a mut u64);
 
 impl super::FrameSink for Counter<'_> {
-    fn record(&mut self, _at: Time, _frame: &[u8], comment: &str) {
+    fn record(&mut self, _at: Instant, _frame: &[u8], comment: &str) {
         assert!(
             comment.contains(": sent ") || comment.contains(": received "),
             "{comment}"
@@ -301,7 +301,7 @@ impl Spy {
 }
 
 impl Peer for Spy {
-    fn now(&self) -> Time {
+    fn now(&self) -> Instant {
         self.inner.now()
     }
     fn station(&self) -> &Station {
@@ -310,7 +310,7 @@ impl Peer for Spy {
     fn transmit(&mut self, frame: &[u8]) -> Result<(), PeerError> {
         self.inner.transmit(frame)
     }
-    fn receive(&mut self, deadline: Time) -> Result<Option<(Time, Vec<u8>)>, PeerError> {
+    fn receive(&mut self, deadline: Instant) -> Result<Option<(Instant, Vec<u8>)>, PeerError> {
         self.inner.receive(deadline)
     }
     fn agent(&mut self, line: &str) -> Result<String, PeerError> {
@@ -328,7 +328,7 @@ impl Peer for Spy {
         self.lines.push(format!("{line} -> {reply}"));
         Ok(reply)
     }
-    fn resolve_peer(&mut self, deadline: Time) -> Result<Option<[u8; 6]>, PeerError> {
+    fn resolve_peer(&mut self, deadline: Instant) -> Result<Option<[u8; 6]>, PeerError> {
         self.inner.resolve_peer(deadline)
     }
 }

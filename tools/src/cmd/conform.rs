@@ -21,7 +21,7 @@ use roce::conform::{
 use roce::endpoint::backend::kernel_neighbour;
 use roce::endpoint::{Backend, IpCidr};
 use roce::io::pcapng::PcapngWriter;
-use roce::transport::Time;
+use roce::time::Instant;
 use serde_json::json;
 
 use super::endpoint::{first_ipv4, parse_mac};
@@ -472,11 +472,11 @@ impl PcapngSink {
 }
 
 impl FrameSink for PcapngSink {
-    fn record(&mut self, at: Time, frame: &[u8], comment: &str) {
+    fn record(&mut self, at: Instant, frame: &[u8], comment: &str) {
         if self.failed {
             return;
         }
-        let t = self.origin_ns.saturating_add(at.as_nanos());
+        let t = Instant::from_nanos(self.origin_ns.saturating_add(at.as_nanos()));
         if let Err(e) = self.writer.write_frame(t, frame, Some(comment)) {
             eprintln!("roce: conform: writing {}: {e}", self.path.display());
             self.failed = true;

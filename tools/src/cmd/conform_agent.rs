@@ -12,7 +12,6 @@ use clap::Args;
 use roce::conform::proto::{DEFAULT_PORT, MAX_LINE};
 use roce::conform::server::{AgentServer, Step};
 use roce::endpoint::{Backend, IpCidr, Runtime};
-use roce::transport::Time;
 
 use super::endpoint::{OpenEndpoint, open_runtime, parse_mac};
 
@@ -157,10 +156,6 @@ fn accept(listener: &TcpListener, sessions: &mut Vec<Session>, next_id: &mut u64
     }
 }
 
-fn now(rt: &Runtime) -> Time {
-    rt.now()
-}
-
 /// Reads what the session sent, answers complete lines one at a time (a waiting poll first),
 /// and writes what is ready.
 fn serve(s: &mut Session, agent: &mut AgentServer, rt: &mut Runtime) {
@@ -168,7 +163,7 @@ fn serve(s: &mut Session, agent: &mut AgentServer, rt: &mut Runtime) {
         read(s);
     }
     if s.waiting {
-        let t = now(rt);
+        let t = rt.now();
         match agent.resume(s.id, rt.host_mut(), t) {
             Some(reply) => {
                 s.waiting = false;
@@ -189,7 +184,7 @@ fn serve(s: &mut Session, agent: &mut AgentServer, rt: &mut Runtime) {
         let text = String::from_utf8_lossy(&line[..i]);
         let text = text.trim_end_matches('\r');
         s.requests += 1;
-        let t = now(rt);
+        let t = rt.now();
         match agent.request(s.id, rt.host_mut(), t, text) {
             Step::Reply(r) => queue(s, &r),
             Step::Wait(_) => s.waiting = true,

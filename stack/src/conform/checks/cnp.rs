@@ -5,7 +5,7 @@
 use super::{Result, RxFrame, describe_all, fail, pass, pattern, rc, reth, verdict};
 use crate::conform::harness::{Ctx, Wire, packet};
 use crate::conform::suite::{Check, Role, Verdict};
-use crate::transport::Time;
+use crate::time::Instant;
 use crate::wire::Transport;
 use crate::wire::opcode::op;
 use crate::wire::{Ecn, Opcode, Qpn, ROCEV2_UDP_PORT};
@@ -37,7 +37,7 @@ fn is_cnp(f: &RxFrame) -> bool {
 
 /// What a CE-marked burst brought: the frames, how many CNPs, when it was sent, the
 /// tester's QP.
-type Burst = (Vec<RxFrame>, u32, Time, Qpn);
+type Burst = (Vec<RxFrame>, u32, Instant, Qpn);
 
 /// Sends `BURST` CE-marked WRITEs and returns the frames, the CNPs among them, and whether
 /// the check applies.
