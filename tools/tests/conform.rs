@@ -246,3 +246,87 @@ fn help_shows_examples() {
         assert!(text.contains("Example"), "{cmd}: {text}");
     }
 }
+
+/// The results recorded in tests/conform/expected-SIDE.txt, in file order (comments skipped).
+fn recorded(side: &str) -> Vec<(String, String)> {
+    let path = repo_root().join(format!("tests/conform/expected-{side}.txt"));
+    std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| l.split('#').next().unwrap().trim())
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w[0].to_owned(), w[1].to_owned())
+        })
+        .collect()
+}
+
+fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// README's table of rdma_rxe's results is what a user reads first: it must list every check,
+/// in the suite's order, with the suite's rule, and the results recorded for CI (so that a
+/// change to a check or to a recorded result cannot leave the table stale), and each rxe
+/// failure must be explained in the list below it.
+#[test]
+fn readme_table_agrees_with_the_suite_and_the_recorded_results() {
+    let out = roce(&["conform", "--list", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let list = list.as_array().unwrap();
+    let (rxe, ours) = (recorded("rxe"), recorded("roce"));
+    let shown = |r: &str| match r {
+        "pass" => "pass",
+        "fail" => "**fail**",
+        "not_applicable" => "n/a",
+        other => panic!("recorded result {other:?}"),
+    };
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let section = readme
+        .split("\n## Conformance: `roce conform`")
+        .nth(1)
+        .expect("README has the conformance section")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let rows: Vec<Vec<&str>> = section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+        .collect();
+    assert_eq!(rows.len(), list.len(), "README's table has a row per check");
+    assert_eq!((rxe.len(), ours.len()), (list.len(), list.len()));
+    for (i, check) in list.iter().enumerate() {
+        let id = check["id"].as_str().unwrap();
+        let want = vec![
+            format!("`{id}`"),
+            check["rule"].as_str().unwrap().to_owned(),
+            shown(&rxe[i].1).to_owned(),
+            shown(&ours[i].1).to_owned(),
+        ];
+        assert_eq!(
+            rows[i],
+            want,
+            "README row {} (recorded {:?} {:?})",
+            i + 1,
+            rxe[i],
+            ours[i]
+        );
+        assert_eq!(
+            (rxe[i].0.as_str(), ours[i].0.as_str()),
+            (id, id),
+            "file order"
+        );
+        if rxe[i].1 == "fail" {
+            assert!(
+                section.contains(&format!("\n- `{id}`: ")),
+                "README explains rxe's failure of {id}"
+            );
+        }
+    }
+}
