@@ -2,6 +2,8 @@
 # `roce analyze` on captures shaped to cost it the most (issue 14), side by side in one run:
 # - 200,000 one-packet flows (58-byte RC SENDs, each to a QP of its own): target under 1 GB
 #   and under 1 s;
+# - 200,000 flows of five packets that make each flow take on all it can (about 12 KB each):
+#   --max-memory (default 384 MiB) must keep the whole run under 1 GB;
 # - a CNP flood (N requests on N QPs, then N CNPs on N other QPs, each looking for its
 #   reverse among the unpaired flows) and an rdma_cm flood (N REQs, then a REP each), at N
 #   and 2N (the rdma_cm one at 30,000 at most): linear time means the 2N run takes about
@@ -44,6 +46,10 @@ flows=$(capture --flows 200000)
 read -r w m < <(measure "$flows")
 printf '200000 one-packet flows (%s bytes): %.2f s CPU, %.0f MB peak (targets: < 1 s, < 1024 MB)\n' \
   "$(stat -c %s "$flows")" "$w" "$m"
+fat=$(capture --fat 200000)
+read -r w m < <(measure "$fat")
+printf '200000 flows of five packets (%s bytes): %.2f s CPU, %.0f MB peak (target: < 1024 MB)\n' \
+  "$(stat -c %s "$fat")" "$w" "$m"
 # The rdma_cm flood stays under the tracker's 65,536 connections at 2N.
 for mode in --cnp --cm; do
   m=$n

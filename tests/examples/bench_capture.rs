@@ -4,10 +4,10 @@
 //!   until there are FRAMES of them;
 //! - `--1k`: the same from pcaps/rc_write_64k.pcap alone (1090-byte frames), every round a
 //!   connection of its own (destination QPs moved);
-//! - `--flows`, `--cnp`, `--cm`: the hostile shapes of `roce_tests::hostile` with N frames,
-//!   N CNPs, or N REQs.
+//! - `--flows`, `--cnp`, `--cm`, `--fat`: the hostile shapes of `roce_tests::hostile` with N
+//!   frames, N CNPs, N REQs, or N flows of five frames.
 //!
-//! `cargo run --release -p roce-tests --example bench_capture -- [--1k|--flows|--cnp|--cm] OUT.pcap N [DIR]`
+//! `cargo run --release -p roce-tests --example bench_capture -- [--1k|--flows|--cnp|--cm|--fat] OUT.pcap N [DIR]`
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -43,6 +43,7 @@ fn run(mode: &str, out: &Path, n: usize, dir: &Path) -> Result<u64, String> {
         "--flows" => write(out, hostile::one_packet_flows(n).map(Ok)),
         "--cnp" => write(out, hostile::cnp_flood(n).map(Ok)),
         "--cm" => write(out, hostile::cm_flood(n).map(Ok)),
+        "--fat" => write(out, hostile::fat_flows(n).map(Ok)),
         other => Err(format!("unknown mode {other}")),
     }
 }
@@ -56,7 +57,7 @@ fn main() -> ExitCode {
     };
     let (Some(out), Some(Ok(n))) = (args.first(), args.get(1).map(|n| n.parse::<usize>())) else {
         eprintln!(
-            "usage: bench_capture [--1k|--flows|--cnp|--cm] OUT.pcap N [DIR (default pcaps/)]"
+            "usage: bench_capture [--1k|--flows|--cnp|--cm|--fat] OUT.pcap N [DIR (default pcaps/)]"
         );
         return ExitCode::FAILURE;
     };

@@ -4,6 +4,8 @@
 //!   to another destination QP each time);
 //! - [`cnp_flood`]: `n` requests from A to B on `n` QPs, then `n` CNPs from B to A on `n` other
 //!   QPs: each CNP's flow looks for its reverse among A's unpaired flows;
+//! - [`fat_flows`]: every flow five packets that make it take on all it can (five opcodes: a
+//!   table of them; PSNs 300 apart: the whole window of seen PSNs), about 12 KB each;
 //! - [`cm_flood`]: `n` rdma_cm REQs (UD to QP1) from one client, each with its own
 //!   Communication ID, then a REP for each.
 //!
@@ -48,7 +50,12 @@ fn qpn(i: usize) -> Qpn {
 }
 
 fn send_only(dest: Qpn, psn: Psn) -> IbPacketRepr<'static> {
-    let mut bth = BthRepr::new(Opcode::new(Transport::Rc, 0x04), dest, psn);
+    rc_request(0x04, dest, psn)
+}
+
+/// An RC request of no payload and no header beyond the BTH.
+fn rc_request(low: u8, dest: Qpn, psn: Psn) -> IbPacketRepr<'static> {
+    let mut bth = BthRepr::new(Opcode::new(Transport::Rc, low), dest, psn);
     bth.pkey = PKey::DEFAULT;
     IbPacketRepr::new(bth, ExtHeaders::default(), &[])
 }
@@ -56,6 +63,17 @@ fn send_only(dest: Qpn, psn: Psn) -> IbPacketRepr<'static> {
 /// `n` flows of one packet each, A to B.
 pub fn one_packet_flows(n: usize) -> impl Iterator<Item = (u64, Vec<u8>)> {
     timed((0..n).map(|i| frame(true, qpn(i), send_only(qpn(i), Psn::new(i as u32)))))
+}
+
+/// `n` flows A to B of five packets each: SEND_FIRST, SEND_MIDDLE, RDMA_WRITE_MIDDLE,
+/// RDMA_WRITE_LAST and SEND_LAST (only a BTH each), the last three 300 PSNs on.
+pub fn fat_flows(n: usize) -> impl Iterator<Item = (u64, Vec<u8>)> {
+    let packets = [(0x00, 0), (0x01, 1), (0x07, 300), (0x08, 301), (0x02, 302)];
+    timed((0..n).flat_map(move |i| {
+        packets
+            .into_iter()
+            .map(move |(low, psn)| frame(true, qpn(i), rc_request(low, qpn(i), Psn::new(psn))))
+    }))
 }
 
 /// `n` requests A to B on `n` QPs, then `n` CNPs B to A on `n` other QPs.
@@ -124,7 +142,9 @@ mod tests {
     fn every_frame_is_roce_and_the_shapes_are_what_they_say() {
         let flows: Vec<_> = one_packet_flows(3).collect();
         assert_eq!(flows[0].1.len(), 58, "the smallest RoCEv2 frame");
-        for (_, f) in flows.iter().chain(&cnp_flood(2).collect::<Vec<_>>()) {
+        let more: Vec<_> = cnp_flood(2).chain(fat_flows(2)).collect();
+        assert_eq!(more.len(), 4 + 10);
+        for (_, f) in flows.iter().chain(&more) {
             let p = RocePacket::parse(f).unwrap();
             assert!(p.icrc_ok());
         }
