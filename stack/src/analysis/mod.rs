@@ -328,6 +328,10 @@ impl Analyzer {
             dst,
             qp: f.dest_qp.value(),
         };
+        if self.untracked.memory_full_at.is_some() {
+            let known = self.index.contains_key(&key);
+            return self.not_followed(key, known);
+        }
         if let Some((k, id)) = self.last
             && k == key
         {
@@ -336,21 +340,11 @@ impl Analyzer {
         let id = match self.index.get(&key) {
             Some(&id) => id,
             None if self.flows.len() >= self.limits.max_flows => {
-                self.untracked.packets += 1;
-                if self.untracked_keys.len() < UNTRACKED_COUNTED {
-                    use core::hash::BuildHasher;
-                    let hash =
-                        core::hash::BuildHasherDefault::<flow::FlowHasher>::default().hash_one(key);
-                    if self.untracked_keys.insert(hash) {
-                        self.untracked.flows += 1;
-                    }
-                }
-                return None;
+                return self.not_followed(key, false);
             }
             None if self.held_bytes() + self.new_flow_bytes() > self.limits.max_bytes => {
                 self.untracked.memory_full_at = Some(self.roce_packets);
-                self.untracked.packets += 1;
-                return None;
+                return self.not_followed(key, false);
             }
             None => {
                 let id = self.flows.len() as u32;
@@ -368,6 +362,19 @@ impl Analyzer {
         };
         self.last = Some((key, id));
         Some(id)
+    }
+
+    /// Counts a packet not followed, and its flow when it is not one followed (`known`).
+    fn not_followed(&mut self, key: FlowKey, known: bool) -> Option<u32> {
+        self.untracked.packets += 1;
+        if !known && self.untracked_keys.len() < UNTRACKED_COUNTED {
+            use core::hash::BuildHasher;
+            let hash = core::hash::BuildHasherDefault::<flow::FlowHasher>::default().hash_one(key);
+            if self.untracked_keys.insert(hash) {
+                self.untracked.flows += 1;
+            }
+        }
+        None
     }
 
     /// Appends a new flow to the unpaired list of its hosts.
@@ -463,10 +470,6 @@ impl Analyzer {
         self.roce_packets += 1;
         if f.icrc_ok == Some(false) {
             self.icrc_errors += 1;
-        }
-        if self.untracked.memory_full_at.is_some() {
-            self.untracked.packets += 1;
-            return Outcome::Untracked;
         }
         let Some(id) = self.flow_id(&f) else {
             return Outcome::Untracked;

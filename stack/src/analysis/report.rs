@@ -282,7 +282,8 @@ impl InputProblems {
 /// What the analyser counted but did not follow, because of its limits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Untracked {
-    /// Flows beyond `--max-flows` (exact up to 2^20, at least that many beyond).
+    /// Flows not followed: beyond `--max-flows`, or new after `--max-memory` was reached
+    /// (exact up to 2^20, at least that many beyond).
     pub flows: u64,
     /// Their packets.
     pub packets: u64,

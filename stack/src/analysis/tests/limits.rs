@@ -83,6 +83,7 @@ fn at_the_memory_limit_every_later_packet_is_counted_only() {
         s.send(a, to, op::SEND_ONLY, 0, None, 0);
         s.send(a, to, op::SEND_ONLY, 1000, None, 0).wait(1);
     }
+    // Ten more packets, to the first ten flows' QPs (200 flows in all).
     one_packet_flows(&mut s, a, b, 10);
     let max_bytes = 1 << 20;
     let mut analyzer = Analyzer::with_limits(Limits {
@@ -94,6 +95,11 @@ fn at_the_memory_limit_every_later_packet_is_counted_only() {
     let at = r.untracked.memory_full_at.expect("the limit was reached");
     assert!((200..400).contains(&at), "at packet {at}");
     assert_eq!(r.untracked.packets, 410 - at);
+    assert_eq!(
+        r.untracked.flows as usize,
+        200 - r.flows.len(),
+        "every flow never followed is counted"
+    );
     assert_eq!(r.roce_packets, 410);
     let held = analyzer.state_bytes();
     // Over by at most what one packet added.

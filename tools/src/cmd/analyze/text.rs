@@ -274,9 +274,14 @@ fn input(o: &mut String, r: &Report) {
         o.push('\n');
     }
     if u.flows > 0 {
+        let also = if u.memory_full_at.is_some() {
+            " or new after --max-memory was reached"
+        } else {
+            ""
+        };
         let _ = writeln!(
             o,
-            "not tracked: {} flows beyond --max-flows {}",
+            "not tracked: {} flows beyond --max-flows {}{also}",
             u.flows, r.limits.max_flows
         );
     }
