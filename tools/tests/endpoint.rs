@@ -61,6 +61,19 @@ fn a_bad_dcqcn_preset_is_one_line() {
 }
 
 #[test]
+fn perftest_flag_combinations_perftest_refuses_are_one_line() {
+    let perf = |extra: &[&str]| {
+        let base = ["perf", "--iface", "pcap:/x.pcap", "--ip", "10.9.0.1/24"];
+        one_error_line(&roce(&[&base[..], extra].concat()))
+    };
+    // Checked before any device is opened: the missing capture is never mentioned.
+    assert!(perf(&["write", "-A", "CMP_AND_SWAP"]).contains("atomic test only"));
+    assert!(perf(&["atomic", "-a"]).contains("cannot be changed for atomic"));
+    assert!(perf(&["write", "-a", "-D", "5"]).contains("all sizes"));
+    assert!(perf(&["send", "-s", "16777216"]).contains("above 8388608"));
+}
+
+#[test]
 fn without_privileges_tap_and_xdp_say_what_they_need() {
     // As root (CI), run the command as nobody; otherwise we already are unprivileged.
     let root = Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";

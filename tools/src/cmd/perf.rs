@@ -5,12 +5,21 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use roce::endpoint::app::default_gid_index;
-use roce::endpoint::app::perf::{self, PerfOptions};
+use roce::endpoint::app::perf::{self, AtomicType, PerfOptions};
 use roce::endpoint::oob::perftest::BwTest;
 use roce::transport::Mtu;
 
 use super::endpoint::EndpointArgs;
 use super::pingpong::parse_mtu;
+
+/// `-A`, spelled as perftest spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AtomicArg {
+    #[value(name = "CMP_AND_SWAP")]
+    CmpAndSwap,
+    #[value(name = "FETCH_AND_ADD")]
+    FetchAndAdd,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TestArg {
@@ -30,7 +39,11 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
       the client of `ib_write_bw -x 1 -F -n 200` running on the guest
   roce perf read --iface tap:roce0 --ip 10.77.0.2/24 -s 8192
       a server for `ib_read_bw -x 1 -F -s 8192 10.77.0.1` (TCP reaches us through the
-      namespace's kernel address)")]
+      namespace's kernel address)
+  roce perf write --iface tap:roce0 --ip 10.77.0.2/24 -a -n 20 10.77.0.11
+      every size from 2 bytes to 8 MiB, against `ib_write_bw -x 1 -F -a -n 20`
+  roce perf atomic --iface tap:roce0 --ip 10.77.0.2/24 -A CMP_AND_SWAP -D 5 --report_gbits 10.77.0.11
+      compare-and-swap for 5 seconds, against `ib_atomic_bw -x 1 -F -A CMP_AND_SWAP -D 5`")]
 pub struct PerfArgs {
     /// The operation measured.
     #[arg(value_enum)]
@@ -55,6 +68,19 @@ pub struct PerfArgs {
     /// Path MTU (default: the largest the device carries; the peers agree on the smaller).
     #[arg(short = 'm', long, value_parser = parse_mtu)]
     pub mtu: Option<Mtu>,
+    /// Every size from 2 bytes to 8 MiB, a row each (perftest's -a; not with atomics).
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+    /// Run for SECONDS instead of -n operations, counting the middle half (perftest's -D).
+    #[arg(short = 'D', long = "duration", value_name = "SECONDS",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub duration: Option<u32>,
+    /// Bandwidth in Gb/s instead of MB/s (MB = 2^20 bytes).
+    #[arg(long = "report_gbits")]
+    pub report_gbits: bool,
+    /// The atomic operation of `atomic` (perftest's -A).
+    #[arg(short = 'A', long = "atomic_type", value_enum, value_name = "TYPE")]
+    pub atomic_type: Option<AtomicArg>,
     /// Accepted for perftest compatibility (no CPU frequency check is ever made).
     #[arg(short = 'F', long = "CPU-freq")]
     pub cpu_freq: bool,
@@ -67,9 +93,10 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
         TestArg::Send => BwTest::Send,
         TestArg::Atomic => BwTest::Atomic,
     };
-    let mut rt = args.endpoint.open()?;
+    if args.atomic_type.is_some() && test != BwTest::Atomic {
+        anyhow::bail!("-A/--atomic_type applies to the atomic test only");
+    }
     let mut opts = PerfOptions::new(test, args.endpoint.server.clone());
-    opts.gid_index = args.gid_index.unwrap_or_else(|| default_gid_index(&rt));
     opts.size = args.size.unwrap_or(opts.size);
     opts.iters = args.iters.unwrap_or(opts.iters);
     opts.port = args.endpoint.port.unwrap_or(opts.port);
@@ -77,6 +104,19 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     opts.rx_depth = args.rx_depth.unwrap_or(opts.rx_depth);
     opts.mtu = args.mtu;
     opts.timeout = args.endpoint.timeout();
+    opts.all_sizes = args.all;
+    opts.duration = args
+        .duration
+        .map(|s| std::time::Duration::from_secs(s.into()));
+    opts.gbits = args.report_gbits;
+    opts.atomic = match args.atomic_type {
+        Some(AtomicArg::CmpAndSwap) => AtomicType::CmpAndSwap,
+        Some(AtomicArg::FetchAndAdd) | None => AtomicType::FetchAndAdd,
+    };
+    // Before any device is opened.
+    opts.check().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut rt = args.endpoint.open()?;
+    opts.gid_index = args.gid_index.unwrap_or_else(|| default_gid_index(&rt));
     let stdout = std::io::stdout();
     let result = perf::run(&mut rt, &opts, &mut stdout.lock());
     let _ = stdout.lock().flush();

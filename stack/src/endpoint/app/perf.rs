@@ -7,6 +7,13 @@
 //! post to the last completion. For WRITE, READ and atomics the server is passive: it waits
 //! in the handshake that follows the test (answering the wire meanwhile) and prints the
 //! client's results. For SEND the server keeps receives posted and measures what arrives.
+//!
+//! Also as perftest: `-a` runs every size from 2 bytes to 8 MiB (the passive server only
+//! needs its buffer that large; SEND servers take part size by size, a handshake before and
+//! after each), `-D SECONDS` posts for that long and counts the completions between the
+//! margins (a quarter of it at each end; no peak), `--report_gbits` reports Gb/s (10^9
+//! bits), and `-A CMP_AND_SWAP` measures compare-and-swap (compare 0, swap 0) instead of
+//! fetch-and-add (add 1).
 
 use core::time::Duration;
 use std::io::Write;
@@ -28,6 +35,30 @@ const LINE: &str =
     "---------------------------------------------------------------------------------------";
 /// `MB` in perftest's default report unit (MiB).
 const MIB: f64 = 1_048_576.0;
+/// Bytes per second in one Gb/s, perftest's `--report_gbits` unit.
+const GBIT: f64 = 125_000_000.0;
+/// The largest size of `-a` (perftest's `MAX_SIZE`); it runs 2, 4, ... up to this.
+pub const MAX_SIZE: u32 = 1 << 23;
+
+/// `-A`: which atomic `ib_atomic_bw` measures (perftest's `atomicTypesStr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AtomicType {
+    /// Compare 0, swap 0 (`ATOMIC_SWAP_VALUE`).
+    CmpAndSwap,
+    /// Add 1 (`ATOMIC_ADD_VALUE`), perftest's default.
+    #[default]
+    FetchAndAdd,
+}
+
+impl AtomicType {
+    /// perftest's name, as `-A` takes it and the title prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AtomicType::CmpAndSwap => "CMP_AND_SWAP",
+            AtomicType::FetchAndAdd => "FETCH_AND_ADD",
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PerfOptions {
@@ -45,6 +76,14 @@ pub struct PerfOptions {
     pub gid_index: usize,
     /// Longest wait for the peer, including the whole test while the server waits.
     pub timeout: Duration,
+    /// `-A`: the atomic of the atomic test.
+    pub atomic: AtomicType,
+    /// `-a`: every size from 2 bytes to [`MAX_SIZE`] (not with atomics, as perftest).
+    pub all_sizes: bool,
+    /// `-D`: post for this long instead of `iters` operations (whole seconds, at least 1).
+    pub duration: Option<Duration>,
+    /// `--report_gbits`: bandwidth in Gb/s instead of MiB/s.
+    pub gbits: bool,
 }
 
 impl PerfOptions {
@@ -61,7 +100,38 @@ impl PerfOptions {
             mtu: None,
             gid_index: 1,
             timeout: Duration::from_secs(60),
+            atomic: AtomicType::FetchAndAdd,
+            all_sizes: false,
+            duration: None,
+            gbits: false,
         }
+    }
+
+    /// Bytes per second in one unit of the bandwidth columns.
+    fn unit(&self) -> f64 {
+        if self.gbits { GBIT } else { MIB }
+    }
+
+    /// perftest's refusals of combinations it does not run, as one line each ([`run`]
+    /// checks too).
+    pub fn check(&self) -> Result<(), AppError> {
+        let usage = |m: &str| Err(AppError::Usage(m.into()));
+        if self.size == 0 || self.iters == 0 || self.tx_depth == 0 || self.rx_depth == 0 {
+            return usage("size, iters, tx depth and rx depth must be positive");
+        }
+        if self.test == BwTest::Atomic && self.all_sizes {
+            return usage("message size cannot be changed for atomic tests (-a)");
+        }
+        if self.all_sizes && self.duration.is_some() {
+            return usage("duration mode (-D) does not run on all sizes (-a)");
+        }
+        if self.duration.is_some_and(|d| d.as_secs() < 1) {
+            return usage("the duration (-D) is whole seconds, at least 1");
+        }
+        if self.size > MAX_SIZE {
+            return usage(&format!("message size {} is above {MAX_SIZE}", self.size));
+        }
+        Ok(())
     }
 }
 
@@ -74,22 +144,39 @@ pub struct PerfResult {
     pub printed: BwReport,
 }
 
-fn title(test: BwTest) -> &'static str {
+fn title(test: BwTest, atomic: AtomicType) -> String {
     match test {
-        BwTest::Write => "RDMA_Write BW Test",
-        BwTest::Read => "RDMA_Read BW Test",
-        BwTest::Send => "Send BW Test",
-        BwTest::Atomic => "Atomic FETCH_AND_ADD BW Test",
+        BwTest::Write => "RDMA_Write BW Test".into(),
+        BwTest::Read => "RDMA_Read BW Test".into(),
+        BwTest::Send => "Send BW Test".into(),
+        BwTest::Atomic => format!("Atomic {} BW Test", atomic.name()),
     }
 }
 
-/// perftest's `REPORT_FMT` row under its header.
-pub fn report_table(r: &BwReport) -> String {
-    format!(
-        " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n \
-         {:<7}    {:<10}       {:<7.2}            {:<7.2}\t\t   {:<7.6}\n{LINE}\n",
-        r.size, r.iters, r.bw_peak, r.bw_avg, r.msg_rate
-    )
+/// perftest's `RESULT_FMT` (`RESULT_FMT_G` in Gb/s): the line over the rows.
+pub fn report_header(gbits: bool) -> String {
+    let unit = if gbits { "Gb/sec" } else { "MB/sec" };
+    format!(" #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]\n")
+}
+
+/// perftest's `REPORT_FMT` row; in Gb/s below 0.1, `REPORT_FMT_EXT` (six decimals).
+pub fn report_row(r: &BwReport, gbits: bool) -> String {
+    if gbits && r.bw_avg < 0.1 {
+        format!(
+            " {:<7}    {}           {:<7.6}            {:<7.6}            {:<7.6}\n",
+            r.size, r.iters, r.bw_peak, r.bw_avg, r.msg_rate
+        )
+    } else {
+        format!(
+            " {:<7}    {:<10}       {:<7.2}            {:<7.2}\t\t   {:<7.6}\n",
+            r.size, r.iters, r.bw_peak, r.bw_avg, r.msg_rate
+        )
+    }
+}
+
+/// One result under its header, and the closing line.
+pub fn report_table(r: &BwReport, gbits: bool) -> String {
+    format!("{}{}{LINE}\n", report_header(gbits), report_row(r, gbits))
 }
 
 /// The QP, its CQ and buffer, and the peer's keys, once connected.
@@ -112,34 +199,86 @@ pub fn run(
     opts: &PerfOptions,
     out: &mut dyn Write,
 ) -> Result<PerfResult, AppError> {
+    opts.check()?;
     let size = if opts.test == BwTest::Atomic {
         8
     } else {
         opts.size
     };
-    if size == 0 || opts.iters == 0 || opts.tx_depth == 0 || opts.rx_depth == 0 {
-        return Err(AppError::Usage(
-            "size, iters, tx depth and rx depth must be positive".into(),
-        ));
-    }
-    let (mut conn, s) = setup(rt, opts, size, out)?;
+    let (mut conn, mut s) = setup(rt, opts, size, out)?;
     let start = Instant::now();
     let own = match (opts.server.is_some(), opts.test) {
-        (true, _) => Some(run_client(rt, opts, &s)?),
-        (false, BwTest::Send) => Some(run_send_server(rt, opts, &s, start)?),
+        _ if opts.all_sizes => run_all_sizes(rt, opts, &mut conn, &mut s, out)?,
+        (true, _) => Some(match opts.duration {
+            Some(d) => run_client_for(rt, opts, &s, d)?,
+            None => run_client(rt, opts, &s)?,
+        }),
+        (false, BwTest::Send) => Some(match opts.duration {
+            Some(d) => run_send_server_for(rt, opts, &s, d)?,
+            None => run_send_server(rt, opts, &s, start)?,
+        }),
         (false, _) => None,
     };
     let mine = own.unwrap_or(BwReport {
-        size: u64::from(size),
+        size: u64::from(s.size),
         iters: u64::from(opts.iters),
         ..BwReport::default()
     });
-    conn.set_timeout(Some(opts.timeout))?;
+    // A passive server waits through the whole test.
+    conn.set_timeout(Some(opts.timeout + opts.duration.unwrap_or_default()))?;
     let test = opts.test;
     let peer = rt.serve_while(move || conn.finish(test, &mine))??;
     let printed = own.or(peer).unwrap_or(mine);
-    let _ = write!(out, "{}", report_table(&printed));
+    let _ = match own {
+        // Its rows are out already, one per size.
+        Some(_) if opts.all_sizes => writeln!(out, "{LINE}"),
+        _ => write!(out, "{}", report_table(&printed, opts.gbits)),
+    };
     Ok(PerfResult { own, printed })
+}
+
+/// `-a`: every size from 2 bytes to [`MAX_SIZE`], a row each. The client of WRITE and READ
+/// runs them back to back; SEND's two sides post, handshake, run and handshake again per
+/// size (ib_send_bw's `RUN_ALL`). Returns the last size's figures (`None` on a passive
+/// server, which learns the client's at the end).
+fn run_all_sizes(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    conn: &mut Connected,
+    s: &mut Setup,
+    out: &mut dyn Write,
+) -> Result<Option<BwReport>, AppError> {
+    let client = opts.server.is_some();
+    let send = opts.test == BwTest::Send;
+    if !client && !send {
+        return Ok(None);
+    }
+    let _ = write!(out, "{}", report_header(opts.gbits));
+    let mut last = None;
+    for exp in 1..=MAX_SIZE.trailing_zeros() {
+        s.size = 1 << exp;
+        let r = if send {
+            if !client {
+                for _ in 0..opts.rx_depth.min(opts.iters) {
+                    rt.post_recv(s.qpn, recv_wr(s.key, s.va, s.size))?;
+                }
+            }
+            rt.serve_while(|| conn.sync())??;
+            let r = if client {
+                run_client(rt, opts, s)?
+            } else {
+                run_send_server(rt, opts, s, Instant::now())?
+            };
+            rt.serve_while(|| conn.sync())??;
+            r
+        } else {
+            run_client(rt, opts, s)?
+        };
+        let _ = write!(out, "{}", report_row(&r, opts.gbits));
+        let _ = out.flush();
+        last = Some(r);
+    }
+    Ok(last)
 }
 
 /// The dialogue up to the first traffic: TCP, negotiation, buffer and QP, keys, header
@@ -174,12 +313,24 @@ fn setup(
     let (negotiated, agreed) = rt.serve_while(move || session.negotiate(&local))??;
     let mtu = Mtu::from_bytes(agreed.mtu.bytes()).unwrap_or(Mtu::M1024);
 
-    // perftest's buffer: twice the larger of the message and the cycle buffer.
-    let buf_len = 2 * (size as usize).max(agreed.sys.cycle_buffer as usize);
+    // perftest's buffer: twice the larger of the message (-a: the largest) and the cycle
+    // buffer.
+    let largest = if opts.all_sizes { MAX_SIZE } else { size };
+    let buf_len = 2 * (largest as usize).max(agreed.sys.cycle_buffer as usize);
     let va = super::super::ids::random_va(buf_len);
     let key = rt.register_mr(va, vec![0; buf_len], Access::ALL)?;
-    let tx_depth = opts.tx_depth.min(opts.iters);
-    let cq_mod = if size > 8192 { 1 } else { tx_depth.min(100) };
+    // Duration mode has no count to stay under.
+    let tx_depth = match opts.duration {
+        Some(_) => opts.tx_depth,
+        None => opts.tx_depth.min(opts.iters),
+    };
+    // Moderation is off for large messages, but not with -a (perftest cannot change it
+    // between sizes).
+    let cq_mod = if size > 8192 && !opts.all_sizes {
+        1
+    } else {
+        tx_depth.min(100)
+    };
     let cq = rt.create_cq((tx_depth + opts.rx_depth) as usize);
     let mut init = QpInit::new(QpType::Rc, cq);
     init.max_send_wr = tx_depth;
@@ -197,9 +348,14 @@ fn setup(
     path.max_dest_rd_atomic = out_reads;
     path.min_rnr_timer = RnrTimer::new(12);
     rt.init_qp(qpn, &path)?;
-    let receiving = opts.server.is_none() && opts.test == BwTest::Send;
+    // With -a, receives are posted size by size (`run_all_sizes`).
+    let receiving = opts.server.is_none() && opts.test == BwTest::Send && !opts.all_sizes;
     if receiving {
-        for _ in 0..opts.rx_depth.min(opts.iters) {
+        let posted = match opts.duration {
+            Some(_) => opts.rx_depth,
+            None => opts.rx_depth.min(opts.iters),
+        };
+        for _ in 0..posted {
             rt.post_recv(qpn, recv_wr(key, va, size))?;
         }
     }
@@ -234,7 +390,10 @@ fn setup(
     path.rq_psn = peer.psn;
     path.max_rd_atomic = peer.out_reads.clamp(1, u16::from(MAX_RD_ATOMIC)) as u8;
     rt.connect_qp(qpn, &path)?;
-    for _ in 0..opts.test.syncs_after_connect() {
+    // -a's SEND takes its last handshake before each size.
+    let syncs =
+        opts.test.syncs_after_connect() - usize::from(opts.all_sizes && opts.test == BwTest::Send);
+    for _ in 0..syncs {
         rt.serve_while(|| conn.sync())??;
     }
     let setup = Setup {
@@ -278,7 +437,7 @@ impl Header<'_> {
              Dual-port       : OFF\t\tDevice         : roce\n \
              Number of qps   : 1\t\tTransport type : IB\n \
              Connection type : RC\t\tUsing SRQ      : OFF\n",
-            title(o.test)
+            title(o.test, o.atomic)
         );
         if o.server.is_some() {
             s.push_str(&format!(" TX depth        : {}\n", self.tx_depth));
@@ -292,11 +451,15 @@ impl Header<'_> {
             self.mtu.bytes(),
             o.gid_index
         ));
-        if o.test == BwTest::Read {
+        // ctx_print_test_info: READ and atomics show their outstanding reads instead of the
+        // inline size.
+        if matches!(o.test, BwTest::Read | BwTest::Atomic) {
             s.push_str(&format!(" Outstand reads  : {}\n", self.out_reads));
+        } else {
+            s.push_str(" Max inline data : 0[B]\n");
         }
         s.push_str(&format!(
-            " Max inline data : 0[B]\n rdma_cm QPs\t : OFF\n Data ex. method : Ethernet\n{LINE}\n"
+            " rdma_cm QPs\t : OFF\n Data ex. method : Ethernet\n{LINE}\n"
         ));
         s
     }
@@ -371,8 +534,9 @@ fn slope_le(p: Point, q: Point, r: Point, s: Point) -> bool {
 }
 
 /// The figures of `posted.len()` messages of `size` bytes: the average from the first post
-/// to the last completion, and the peak of [`peak_delta`].
-fn report(size: u32, posted: &[Instant], completed: &[Instant]) -> BwReport {
+/// to the last completion, and the peak of [`peak_delta`], bandwidth in `unit`s (bytes per
+/// second) of [`PerfOptions::unit`].
+fn report(size: u32, posted: &[Instant], completed: &[Instant], unit: f64) -> BwReport {
     let (Some(first), Some(last)) = (posted.first(), completed.last()) else {
         return BwReport::default();
     };
@@ -385,16 +549,16 @@ fn report(size: u32, posted: &[Instant], completed: &[Instant]) -> BwReport {
     BwReport {
         size: u64::from(size),
         iters: completed.len() as u64,
-        bw_peak: f64::from(size) / fastest / MIB,
-        bw_avg: f64::from(size) * iters / secs / MIB,
+        bw_peak: f64::from(size) / fastest / unit,
+        bw_avg: f64::from(size) * iters / secs / unit,
         msg_rate: iters / secs / 1e6,
     }
 }
 
-/// Posts `iters` operations, at most `tx_depth` outstanding, a completion every `cq_mod`.
-fn run_client(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<BwReport, AppError> {
+/// The work request of the test.
+fn client_op(opts: &PerfOptions, s: &Setup) -> SendOp {
     let (addr, rkey) = (s.peer.vaddr, s.peer.rkey);
-    let op = match opts.test {
+    match opts.test {
         BwTest::Write => SendOp::Write {
             remote_addr: addr,
             rkey,
@@ -404,17 +568,33 @@ fn run_client(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<BwRepor
             rkey,
         },
         BwTest::Send => SendOp::Send,
-        BwTest::Atomic => SendOp::FetchAdd {
-            remote_addr: addr,
-            rkey,
-            add: 1,
+        BwTest::Atomic => match opts.atomic {
+            AtomicType::FetchAndAdd => SendOp::FetchAdd {
+                remote_addr: addr,
+                rkey,
+                add: 1,
+            },
+            AtomicType::CmpAndSwap => SendOp::CompareSwap {
+                remote_addr: addr,
+                rkey,
+                compare: 0,
+                swap: 0,
+            },
         },
-    };
-    let sge = vec![Sge {
+    }
+}
+
+fn client_sge(s: &Setup) -> Vec<Sge> {
+    vec![Sge {
         addr: s.va,
         length: s.size,
         lkey: s.key,
-    }];
+    }]
+}
+
+/// Posts `iters` operations, at most `tx_depth` outstanding, a completion every `cq_mod`.
+fn run_client(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<BwReport, AppError> {
+    let (op, sge) = (client_op(opts, s), client_sge(s));
     let iters = opts.iters;
     let mut posted_at = Vec::with_capacity(iters as usize);
     let mut completed_at = Vec::with_capacity(iters as usize);
@@ -436,8 +616,142 @@ fn run_client(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<BwRepor
         completed_at.resize(upto.max(completed) as usize, Instant::now());
         completed = completed.max(upto);
     }
-    Ok(report(s.size, &posted_at, &completed_at))
+    Ok(report(s.size, &posted_at, &completed_at, opts.unit()))
 }
+
+/// `-D`: posts for `duration`, at most `tx_depth` outstanding, a completion every `cq_mod`,
+/// and counts the operations completed between the margins (a quarter of `duration` at
+/// each end, perftest's default); the last request is signalled so that all are reaped
+/// before the end. No peak, as perftest's `noPeak`.
+fn run_client_for(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    s: &Setup,
+    duration: Duration,
+) -> Result<BwReport, AppError> {
+    let (op, sge) = (client_op(opts, s), client_sge(s));
+    let mut window = Window::new(duration);
+    let (mut posted, mut completed) = (0u64, 0u64);
+    let mut last_signaled = true;
+    loop {
+        let stopped = window.ended(Instant::now());
+        while posted - completed < u64::from(s.tx_depth) && (!stopped || !last_signaled) {
+            let mut wr = SendWr::new(posted, op, sge.clone());
+            wr.signaled = stopped || (posted + 1) % u64::from(s.cq_mod) == 0;
+            last_signaled = wr.signaled;
+            rt.post_send(s.qpn, wr)?;
+            posted += 1;
+        }
+        if stopped && completed == posted {
+            break;
+        }
+        let wc = rt
+            .wait_completion(s.cq, opts.timeout)
+            .map_err(|_| stalled(opts, completed as u32))?;
+        check(&wc)?;
+        completed = completed.max((wc.wr_id + 1).min(posted));
+        window.note(Instant::now(), completed);
+    }
+    Ok(window.report(s.size, opts.unit()))
+}
+
+/// `-D`'s measurement: the operations completed from a quarter of the duration to three
+/// quarters of it (perftest's margins, `duration / 4` each), over that time.
+#[derive(Debug)]
+struct Window {
+    start: Instant,
+    duration: Duration,
+    /// (when, operations completed by then) at the start and at the end of the window.
+    first: Option<(Instant, u64)>,
+    last: Option<(Instant, u64)>,
+}
+
+impl Window {
+    fn new(duration: Duration) -> Window {
+        Window {
+            start: Instant::now(),
+            duration,
+            first: None,
+            last: None,
+        }
+    }
+
+    /// The test's time is up.
+    fn ended(&self, now: Instant) -> bool {
+        now >= self.start + self.duration
+    }
+
+    /// `count` operations have completed by `now`.
+    fn note(&mut self, now: Instant, count: u64) {
+        let margin = self.duration / 4;
+        if self.first.is_none() && now >= self.start + margin {
+            self.first = Some((now, count));
+        }
+        if self.last.is_none() && now >= self.start + self.duration - margin {
+            self.last = Some((now, count));
+        }
+    }
+
+    fn report(&self, size: u32, unit: f64) -> BwReport {
+        let (Some((t0, c0)), Some((t1, c1))) = (self.first, self.last) else {
+            return BwReport {
+                size: u64::from(size),
+                ..BwReport::default()
+            };
+        };
+        let secs = t1.saturating_duration_since(t0).as_secs_f64().max(1e-9);
+        let n = (c1 - c0) as f64;
+        BwReport {
+            size: u64::from(size),
+            iters: c1 - c0,
+            bw_peak: 0.0,
+            bw_avg: f64::from(size) * n / secs / unit,
+            msg_rate: n / secs / 1e6,
+        }
+    }
+}
+
+/// `-D` on the SEND server: receives (reposting each) for `duration` on its own clock,
+/// measured as [`Window`] does, then reaps what is still in flight until the link has been
+/// quiet for [`QUIET`], so that no SEND of the client meets an empty receive queue.
+fn run_send_server_for(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    s: &Setup,
+    duration: Duration,
+) -> Result<BwReport, AppError> {
+    let mut window = Window::new(duration);
+    let mut received = 0u64;
+    let mut last_arrival = Instant::now();
+    loop {
+        let now = Instant::now();
+        let wait = if window.ended(now) {
+            QUIET
+        } else {
+            (window.start + duration)
+                .saturating_duration_since(now)
+                .max(QUIET)
+        };
+        match rt.wait_completion(s.cq, wait) {
+            Ok(wc) => {
+                check(&wc)?;
+                received += 1;
+                rt.post_recv(s.qpn, recv_wr(s.key, s.va, s.size))?;
+                last_arrival = Instant::now();
+                window.note(last_arrival, received);
+            }
+            Err(_) if window.ended(Instant::now()) => break,
+            Err(_) if last_arrival.elapsed() > opts.timeout => {
+                return Err(stalled(opts, received as u32));
+            }
+            Err(_) => window.note(Instant::now(), received),
+        }
+    }
+    Ok(window.report(s.size, opts.unit()))
+}
+
+/// How long the `-D` SEND server waits for stragglers after its time is up.
+const QUIET: Duration = Duration::from_millis(200);
 
 /// Receives `iters` SENDs, keeping receives posted, timed from the end of the handshakes.
 fn run_send_server(
@@ -466,7 +780,7 @@ fn run_send_server(
         }
     }
     since.truncate(arrived.len());
-    Ok(report(s.size, &since, &arrived))
+    Ok(report(s.size, &since, &arrived, opts.unit()))
 }
 
 #[cfg(test)]
@@ -518,15 +832,24 @@ mod tests {
 
     /// One test, the client's QPNs and keys drawn from `seed`.
     fn perf_seeded(test: BwTest, size: u32, seed: u64) -> (PerfResult, PerfResult, String) {
-        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
-        let port = free_port();
+        perf_with(options(test, size), seed)
+    }
+
+    fn options(test: BwTest, size: u32) -> PerfOptions {
         let mut opts = PerfOptions::new(test, None);
-        opts.port = port;
         opts.size = size;
         opts.iters = 300;
         opts.tx_depth = 32;
         opts.rx_depth = 64;
         opts.timeout = Duration::from_secs(20);
+        opts
+    }
+
+    /// Our client against our server, both with `opts`; the client's output.
+    fn perf_with(mut opts: PerfOptions, seed: u64) -> (PerfResult, PerfResult, String) {
+        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
+        let port = free_port();
+        opts.port = port;
         let server_opts = opts.clone();
         let server = thread::spawn(move || {
             let mut rt = runtime(b, "10.0.0.2/24");
@@ -559,7 +882,7 @@ mod tests {
                 own.bw_avg > 0.0 && own.bw_peak >= own.bw_avg * 0.99,
                 "{own:?}"
             );
-            assert!(out.contains(title(test)), "{out}");
+            assert!(out.contains(&title(test, AtomicType::FetchAndAdd)), "{out}");
             assert!(out.contains(" #bytes     #iterations"), "{out}");
             if test == BwTest::Send {
                 assert_eq!(server.own.unwrap().iters, 300);
@@ -611,8 +934,138 @@ mod tests {
             msg_rate: 0.000079,
         };
         assert_eq!(
-            report_table(&r).lines().nth(1).unwrap(),
+            report_table(&r, false).lines().nth(1).unwrap(),
             " 8192       20               0.83               0.62   \t\t   0.000079"
         );
+        // Gb/s below 0.1: REPORT_FMT_EXT's six decimals.
+        let slow = BwReport {
+            bw_peak: 0.083,
+            bw_avg: 0.062,
+            ..r
+        };
+        let table = report_table(&slow, true);
+        assert!(
+            table.starts_with(" #bytes     #iterations    BW peak[Gb/sec]"),
+            "{table}"
+        );
+        assert_eq!(
+            table.lines().nth(1).unwrap(),
+            " 8192       20           0.083000            0.062000            0.000079"
+        );
+        assert_eq!(report_row(&r, true), report_row(&r, false));
+    }
+
+    /// -a: the client prints a row per size, 2 to 8 MiB; the passive WRITE server prints
+    /// the last; SEND's server measures each size itself.
+    #[test]
+    fn all_sizes_run_every_power_of_two() {
+        for test in [BwTest::Write, BwTest::Send] {
+            let mut opts = options(test, 65536);
+            opts.all_sizes = true;
+            opts.iters = 3;
+            let (client, server, out) = perf_with(opts, 3);
+            let sizes: Vec<u64> = out
+                .lines()
+                .skip_while(|l| !l.starts_with(" #bytes"))
+                .skip(1)
+                .map_while(|l| l.split_whitespace().next()?.parse().ok())
+                .collect();
+            let want: Vec<u64> = (1..=23).map(|e| 1 << e).collect();
+            assert_eq!(sizes, want, "{test:?}\n{out}");
+            assert_eq!(client.own.unwrap().size, u64::from(MAX_SIZE));
+            assert_eq!(server.printed.size, u64::from(MAX_SIZE), "{test:?}");
+            assert_eq!(server.own.is_some(), test == BwTest::Send);
+        }
+    }
+
+    /// -D: operations counted in the middle half, no peak, reported in Gb/s when asked;
+    /// compare-and-swap runs as the atomic.
+    #[test]
+    fn duration_mode_counts_the_middle_of_the_run() {
+        for test in [BwTest::Write, BwTest::Send, BwTest::Atomic] {
+            let mut opts = options(test, 4096);
+            opts.duration = Some(Duration::from_secs(1));
+            opts.gbits = true;
+            opts.atomic = AtomicType::CmpAndSwap;
+            let (client, server, out) = perf_with(opts, 4);
+            let own = client.own.unwrap();
+            assert!(own.iters > 0 && own.bw_avg > 0.0, "{test:?} {own:?}");
+            assert_eq!(own.bw_peak, 0.0);
+            assert!(out.contains("BW average[Gb/sec]"), "{out}");
+            if test == BwTest::Atomic {
+                assert!(out.contains("Atomic CMP_AND_SWAP BW Test"), "{out}");
+            }
+            if test == BwTest::Send {
+                assert!(server.own.unwrap().iters > 0);
+            } else {
+                assert_eq!(server.printed, own);
+            }
+        }
+    }
+
+    #[test]
+    fn compare_and_swap_swaps_zero_for_zero() {
+        let s = Setup {
+            qpn: Qpn::new(1),
+            cq: CqId(0),
+            key: 1,
+            va: 0,
+            size: 8,
+            tx_depth: 1,
+            cq_mod: 1,
+            peer: Keys {
+                lid: 0,
+                out_reads: 1,
+                qpn: Qpn::new(2),
+                psn: crate::wire::Psn::new(0),
+                rkey: 7,
+                vaddr: 0x1000,
+                gid: None,
+                srqn: 0,
+            },
+        };
+        let mut opts = PerfOptions::new(BwTest::Atomic, None);
+        opts.atomic = AtomicType::CmpAndSwap;
+        let cas = SendOp::CompareSwap {
+            remote_addr: 0x1000,
+            rkey: 7,
+            compare: 0,
+            swap: 0,
+        };
+        assert_eq!(client_op(&opts, &s), cas);
+        opts.atomic = AtomicType::FetchAndAdd;
+        assert!(matches!(
+            client_op(&opts, &s),
+            SendOp::FetchAdd { add: 1, .. }
+        ));
+    }
+
+    #[test]
+    fn combinations_perftest_refuses_are_one_line_errors() {
+        let refused = |f: &dyn Fn(&mut PerfOptions)| {
+            let mut o = options(BwTest::Atomic, 8);
+            f(&mut o);
+            match o.check() {
+                Err(AppError::Usage(m)) => m,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(refused(&|o| o.all_sizes = true).contains("atomic"));
+        let m = refused(&|o| {
+            o.test = BwTest::Write;
+            o.all_sizes = true;
+            o.duration = Some(Duration::from_secs(2));
+        });
+        assert!(m.contains("-D") && m.contains("-a"), "{m}");
+        assert!(refused(&|o| o.duration = Some(Duration::ZERO)).contains("at least 1"));
+        assert!(
+            refused(&|o| {
+                o.test = BwTest::Write;
+                o.size = MAX_SIZE + 1;
+            })
+            .contains("above")
+        );
+        assert!(refused(&|o| o.iters = 0).contains("positive"));
+        assert!(options(BwTest::Write, 8).check().is_ok());
     }
 }
