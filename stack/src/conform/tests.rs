@@ -72,6 +72,7 @@ each_check! {
     resp_dup_read_resume => "resp.dup.read-resume",
     resp_dup_atomic => "resp.dup.atomic",
     resp_rd_atomic_depth => "resp.rd-atomic.depth",
+    resp_rd_atomic_depth_atomic => "resp.rd-atomic.depth-atomic",
     resp_opseq_middle_without_first => "resp.opseq.middle-without-first",
     resp_opseq_last_without_first => "resp.opseq.last-without-first",
     resp_opseq_only_inside_message => "resp.opseq.only-inside-message",

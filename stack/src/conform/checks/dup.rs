@@ -1,7 +1,8 @@
 //! Duplicate requests (IBA 9.7.5.2.1): SENDs and WRITEs are acknowledged again and not
-//! executed again, READs answered again, atomics answered from the saved result.
+//! executed again, READs answered again, atomics answered from the saved result; and the
+//! responder resources READs and atomics share (9.5): one request too many is refused.
 
-use super::{Result, Setup, connect, describe_all, fail, pass, pattern, quiet, rc, until};
+use super::{Result, Setup, connect, describe_all, fail, pass, pattern, quiet, rc, until, verdict};
 use crate::conform::harness::Ctx;
 use crate::conform::suite::{Check, Role, Verdict};
 use crate::wire::NakCode;
@@ -52,6 +53,14 @@ pub(super) const CHECKS: &[Check] = &[
                 Request",
         role: Role::Responder,
         body: depth,
+    },
+    Check {
+        id: "resp.rd-atomic.depth-atomic",
+        rule: "IBA 9.7.5.2.3, 9.5",
+        title: "an atomic behind max_dest_rd_atomic outstanding READs is NAKed Invalid Request \
+                and not executed",
+        role: Role::Responder,
+        body: depth_atomic,
     },
 ];
 
@@ -280,4 +289,51 @@ fn depth(ctx: &mut Ctx<'_>) -> Result<Verdict> {
             describe_all(&frames)
         )),
     }
+}
+
+/// READs and atomics share the responder's max_dest_rd_atomic resources (IBA 9.5): two 4-packet
+/// READs fill them, so a FETCH_ADD sent right behind them is one too many. It must be refused
+/// (NAK Invalid Request at its PSN) and, above all, not executed: a responder that executes it
+/// has no room left to save its result for a duplicate (9.7.5.2.1).
+fn depth_atomic(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let mut s = Setup::rc();
+    s.path.max_dest_rd_atomic = DEPTH;
+    let c = connect(ctx, s)?;
+    // Little-endian peers are assumed, as in dup_atomic.
+    ctx.write_mr(&c.mr, 0, &5u64.to_le_bytes())?;
+    let per = 4u32;
+    for k in 0..u32::from(DEPTH) {
+        c.read(ctx, c.epsn.add(per * k), 0, per * c.mtu)?;
+    }
+    let atomic = c.epsn.add(per * u32::from(DEPTH));
+    c.fetch_add(ctx, atomic, 0, 10)?;
+    let frames = [
+        until(ctx, |f| f.is_any_nak() || f.psn() == atomic)?,
+        quiet(ctx)?,
+    ]
+    .concat();
+    let word = ctx.read_mr(&c.mr, 0, 8)?;
+    let value = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
+    let answered = |k: u32| {
+        frames
+            .iter()
+            .any(|f| f.op() == op::RDMA_READ_RESPONSE_LAST && f.psn() == c.epsn.add(per * k + 3))
+    };
+    let nak = frames.iter().find(|f| f.is_any_nak());
+    let refused = nak.is_some_and(|f| f.is_nak(NakCode::InvalidRequest) && f.psn() == atomic);
+    verdict(
+        refused && value == 5 && (0..u32::from(DEPTH)).all(answered),
+        format!(
+            "{DEPTH} 4-packet READs then FETCH_ADD 10 at {:#x}, max_dest_rd_atomic {DEPTH}: {}; \
+             memory {value}{}",
+            atomic.value(),
+            describe_all(&frames),
+            if refused && value == 5 {
+                String::new()
+            } else {
+                " (expected both READs answered, NAK INVALID_REQUEST for the atomic, memory 5)"
+                    .to_owned()
+            }
+        ),
+    )
 }
