@@ -24,6 +24,7 @@ pub mod immdt;
 pub mod mad;
 pub mod opcode;
 pub mod packet;
+pub mod pause;
 pub mod reth;
 pub mod sample;
 
