@@ -14,6 +14,7 @@ Usage: view_needs_browser.py ROCE_BINARY
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -172,6 +173,44 @@ def cm_exchange(driver, work, artifacts):
     driver.save_screenshot(os.path.join(artifacts, "rdma_cm.png"))
 
 
+def pcap_records(path):
+    """(header, [(ts_sec, ts_usec, data)]) of a little-endian microsecond pcap file."""
+    raw = open(path, "rb").read()
+    records, at = [], 24
+    while at + 16 <= len(raw):
+        sec, usec, incl, _orig = struct.unpack_from("<IIII", raw, at)
+        records.append((sec, usec, raw[at + 16:at + 16 + incl]))
+        at += 16 + incl
+    return raw[:24], records
+
+
+def pauses(driver, work, artifacts):
+    """A PFC pause in force while frames fly is a band on the ladder's time axis."""
+    header, records = pcap_records(os.path.join(ROOT, "pcaps", "rc_write.pcap"))
+    sec, usec, first = records[0]
+    # PFC (802.1Qbb): MAC control 0x8808, opcode 0x0101, priority 0 enabled, 0xffff quanta
+    # (335.5 us at 100 Gb/s), padded to 60 bytes; sent 1 us after the first frame.
+    pfc = (bytes.fromhex("0180c2000001") + first[6:12] + struct.pack(">HHH", 0x8808, 0x0101, 1)
+           + struct.pack(">8H", 0xffff, *[0] * 7)).ljust(60, b"\0")
+    out = [(sec, usec, first), (sec, usec + 1, pfc)] + records[1:]
+    body = b"".join(struct.pack("<IIII", s_, u_, len(d), len(d)) + d for s_, u_, d in out)
+    cap = os.path.join(work, "pfc.pcap")
+    open(cap, "wb").write(header + body)
+    html = os.path.join(work, "pfc.html")
+    roce("view", cap, "-o", html)
+    driver.get("file://" + html)
+    bands = driver.find_elements(By.CSS_SELECTOR, '#ladder-svg .pause[data-pause-priority="0"]')
+    check("PFC: the pause is drawn as a band on the ladder", len(bands) == 1, len(bands))
+    check("PFC: the band names the pause", bands and "PFC pause of priority 0 by 52:54:00:77:00:0c"
+          in driver.execute_script("return arguments[0].textContent", bands[0]))
+    driver.find_element(By.ID, "goto").send_keys("2\n")
+    summary = driver.find_element(By.CSS_SELECTOR, "#frame-details .summary").text
+    check("PFC: the pause frame is shown with decode's summary", summary.startswith("#2 ")
+          and "0x8808" in summary, summary)
+    check("PFC: no console errors", not console_errors(driver))
+    driver.save_screenshot(os.path.join(artifacts, "pfc.png"))
+
+
 def bad_input(driver, work, artifacts):
     whole = open(os.path.join(ROOT, "pcaps", "rc_loss_write.pcap"), "rb").read()
     cut = os.path.join(work, "cut.pcap")
@@ -228,6 +267,17 @@ def lessons(driver, work, artifacts):
             check(f"gen {lesson} --view: the frame's comment is shown",
                   comment and word in comment[0].text, comment and comment[0].text)
         driver.save_screenshot(os.path.join(artifacts, f"lesson-{lesson}.png"))
+    # The PFC lesson: the pause is one band across the ladder; the XOFF frame (5) says why.
+    roce("gen", "pfc", "-o", os.path.join(work, "pfc-lesson.pcapng"), "--view")
+    driver.get("file://" + os.path.join(work, "pfc-lesson.html"))
+    bands = driver.find_elements(By.CSS_SELECTOR, '#ladder-svg .pause[data-pause-priority="0"]')
+    check("gen pfc --view: the pause is one band on the ladder", len(bands) == 1, len(bands))
+    driver.find_element(By.ID, "goto").send_keys("5\n")
+    comment = driver.find_elements(By.CSS_SELECTOR, "#frame-details .comment")
+    check("gen pfc --view: the XOFF frame's comment is shown",
+          comment and "PFC XOFF" in comment[0].text, comment and comment[0].text)
+    check("gen pfc --view: no console errors", not console_errors(driver))
+    driver.save_screenshot(os.path.join(artifacts, "lesson-pfc.png"))
     # The rdma_cm lessons: their views show the CM exchange, each message linked to its frame.
     names = [line.split()[0] for line in roce("gen", "--list").stdout.splitlines() if line.strip()]
     cm_lessons = [n for n in names if n.startswith("cm-")]
@@ -258,6 +308,7 @@ def main():
         for name in CAPTURES:
             view_capture(driver, name, work, artifacts)
         cm_exchange(driver, work, artifacts)
+        pauses(driver, work, artifacts)
         bad_input(driver, work, artifacts)
         lessons(driver, work, artifacts)
     finally:

@@ -30,8 +30,11 @@ fn flows(dir: &Path, lesson: &str) -> (Value, Value) {
     );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["icrc_errors"], 0, "{lesson}");
+    // Only the PFC lesson has more: B's port's two PFC frames.
+    let pfc = if lesson == "pfc" { 2 } else { 0 };
     assert_eq!(
-        doc["packets"], doc["roce_packets"],
+        n(&doc["packets"]),
+        n(&doc["roce_packets"]) + pfc,
         "{lesson}: nothing but RoCE"
     );
     let pick = |src: &str| {
@@ -119,6 +122,13 @@ fn every_lesson_shows_its_point_to_the_analyser() {
     let (a, b) = flows(&dir, "retry-exceeded");
     assert!(b.is_null(), "B never hears A");
     assert_eq!(n(&a["opcodes"]["RC_RDMA_WRITE_FIRST"]), 4);
+
+    // PFC: B's port's XOFF and XON (the two frames that are not RoCE); A's WRITE waits
+    // behind them and loses nothing.
+    let (a, b) = flows(&dir, "pfc");
+    assert_eq!(n(&a["packets"]), 16);
+    assert_eq!(n(&a["retransmitted_packets"]), 0);
+    assert_eq!(n(&b["opcodes"]["RC_ACKNOWLEDGE"]), 1);
 }
 
 #[test]
@@ -174,7 +184,7 @@ fn list_help_and_bad_input() {
     let out = roce(&["gen", "--list"]);
     let list = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
-    assert_eq!(list.lines().count(), 18, "{list}");
+    assert_eq!(list.lines().count(), 19, "{list}");
     assert!(list.contains("atomic-replay") && list.contains("cnp"));
 
     let out = roce(&["gen", "--help"]);

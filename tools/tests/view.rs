@@ -203,6 +203,23 @@ fn lesson_comments_and_views_from_gen() {
         page.contains("RNR NAK for PSN"),
         "the pcapng comments are in the page"
     );
+
+    // gen --view reads pause quanta at the lessons' 10 Gb/s: XOFF's 65535 quanta would last
+    // 3.36 ms, the XON ends the band after 150 us.
+    let cap = dir.join("pfc.pcapng");
+    let out = roce(&["gen", "pfc", "-o", cap.to_str().unwrap(), "--view"]);
+    assert!(out.status.success());
+    let page = std::fs::read_to_string(dir.join("pfc.html")).unwrap();
+    let data: Value = page
+        .split_once("id=\"view-data\">")
+        .and_then(|(_, rest)| rest.split_once("</script>"))
+        .map(|(json, _)| serde_json::from_str(json).unwrap())
+        .unwrap();
+    let bands = data["pauses"].as_array().unwrap();
+    assert_eq!(bands.len(), 1, "{bands:?}");
+    let lasted = bands[0][1].as_f64().unwrap() - bands[0][0].as_f64().unwrap();
+    assert!((lasted - 150.0).abs() < 1e-6, "{lasted}");
+    assert_eq!(bands[0][2], 0, "priority 0");
 }
 
 #[test]
@@ -210,4 +227,84 @@ fn help_has_an_example() {
     let out = roce(&["view", "--help"]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("Examples:") && text.contains("data-frame"));
+}
+
+#[test]
+fn pauses_in_force_are_bands_on_the_time_axis() {
+    use roce::io::pcap::PcapWriter;
+    use roce::time::Instant;
+    use roce::wire::pause::{MacControlRepr, PauseRepr, PfcRepr};
+    use roce::wire::{BthRepr, ExtHeaders, IbPacketRepr, Opcode, Psn, Qpn, RoceRepr};
+    const T0: u64 = 1_700_000_000_000_000_000;
+    let (x, h) = ([2, 0, 0, 0, 0, 0x0a], [2, 0, 0, 0, 0, 0x01]);
+    let send = |psn: u32| {
+        let ib = IbPacketRepr::new(
+            BthRepr::new(Opcode(0x04), Qpn::new(0x11), Psn::new(psn)),
+            ExtHeaders::default(),
+            &[7; 8],
+        );
+        let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        RoceRepr::rxe(h, x, a, b, Qpn::new(0x12), ib)
+            .unwrap()
+            .to_vec()
+            .unwrap()
+    };
+    let pfc = |prio: usize, q: u16| MacControlRepr::Pfc(PfcRepr::new(&[(prio, q)])).frame(x);
+    let at = |ns: u64, data: Vec<u8>| (Instant::from_nanos(T0 + ns), data);
+    // At 100 Gb/s 1000 quanta are 5120 ns.
+    let records = vec![
+        at(0, send(1)),
+        at(1_000, pfc(3, 1000)), // priority 3 paused from 1 us to 6.12 us
+        at(8_000, send(2)),
+        at(10_000, pfc(3, 1000)),
+        at(12_000, pfc(3, 0)), // XON: paused 10 us to 12 us
+        at(
+            20_000,
+            MacControlRepr::Pause(PauseRepr { quanta: 2000 }).frame(x),
+        ),
+        at(40_000, send(3)),
+    ];
+    let mut pcap = PcapWriter::new(Vec::new()).unwrap();
+    for (t, frame) in &records {
+        pcap.write_frame(*t, frame).unwrap();
+    }
+    let cap = temp_file("pauses.pcap", &pcap.into_inner());
+    let (code, page, data) = view("pauses.html", &[cap.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    let bands: Vec<(f64, f64, i64)> = data["pauses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b[0].as_f64().unwrap(),
+                b[1].as_f64().unwrap(),
+                b[2].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        bands,
+        vec![(1.0, 6.12, 3), (10.0, 12.0, 3), (20.0, 30.24, -1)],
+        "{page:.0}"
+    );
+    // The pause frames are rows of the page, explained as decode explains them.
+    let kinds = data["rows"]["k"].as_array().unwrap();
+    assert_eq!(kinds.iter().filter(|k| k.as_u64() == Some(2048)).count(), 4);
+    // Read at 10 Gb/s the same quanta last ten times longer: the first pause is refreshed at
+    // 10 us before it lapses and runs on to the XON; the PAUSE lasts 102.4 us.
+    let (_, _, data) = view(
+        "pauses10.html",
+        &[cap.to_str().unwrap(), "--link-gbps", "10"],
+    );
+    let bands = data["pauses"].as_array().unwrap();
+    assert_eq!(bands.len(), 2);
+    assert_eq!(
+        (bands[0][0].as_f64(), bands[0][1].as_f64()),
+        (Some(1.0), Some(12.0))
+    );
+    assert_eq!(
+        (bands[1][0].as_f64(), bands[1][1].as_f64()),
+        (Some(20.0), Some(122.4))
+    );
 }

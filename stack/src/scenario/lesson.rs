@@ -14,7 +14,9 @@ use std::rc::Rc;
 
 use thiserror::Error;
 
-use super::net::{Bottleneck, CAPTURE_ORIGIN, NetConfig, NetError, Network, Side, WireTap};
+use super::net::{
+    Bottleneck, CAPTURE_ORIGIN, HOST_PRIORITY, NetConfig, NetError, Network, Side, WireTap,
+};
 use crate::cc::{CcError, Preset};
 use crate::endpoint::Host;
 use crate::endpoint::connect::{QpPath, connect};
@@ -26,6 +28,7 @@ use crate::transport::{
     Access, CqId, Mtu, QpInit, QpType, SendOp, SendWr, Sge, TransportConfig, TransportError,
     WorkCompletion,
 };
+use crate::wire::pause::{MacControlRepr, PfcRepr, quanta_to_ps};
 use crate::wire::{Ecn, NakCode, Psn, Qpn, RnrTimer, RocePacket, Syndrome};
 
 mod script;
@@ -55,10 +58,11 @@ pub enum Lesson {
     NakAccess,
     NakInvalid,
     RetryExceeded,
+    Pfc,
 }
 
 impl Lesson {
-    pub const ALL: [Lesson; 18] = [
+    pub const ALL: [Lesson; 19] = [
         Lesson::Write,
         Lesson::WriteImm,
         Lesson::Send,
@@ -77,6 +81,7 @@ impl Lesson {
         Lesson::NakAccess,
         Lesson::NakInvalid,
         Lesson::RetryExceeded,
+        Lesson::Pfc,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -99,6 +104,7 @@ impl Lesson {
             Lesson::NakAccess => "nak-access",
             Lesson::NakInvalid => "nak-invalid",
             Lesson::RetryExceeded => "retry-exceeded",
+            Lesson::Pfc => "pfc",
         }
     }
 
@@ -150,6 +156,9 @@ impl Lesson {
             }
             Lesson::RetryExceeded => {
                 "B is unreachable: A resends its WRITE until retry_cnt (3) local ACK timeouts (1 ms each) are spent, then completes it with RETRY_EXC_ERR"
+            }
+            Lesson::Pfc => {
+                "B's port sends PFC XOFF in the middle of a 16-packet WRITE: A's NIC stops for 150 us until XON; the WRITE stalls, nothing is lost or resent"
             }
         }
     }
@@ -234,6 +243,8 @@ const Q_KEY: u32 = 0x1111_1111;
 /// B's 8-byte atomic target, and its value before the lesson.
 const ATOMIC_AT: u64 = VA_B + 8192;
 const ATOMIC_START: u64 = 0x0000_0000_0000_002a;
+/// Each host's line rate.
+const LINE_GBPS: f64 = 10.0;
 /// A lesson that has not finished by then failed.
 const TIME_LIMIT: Duration = Duration::from_millis(100);
 
@@ -254,7 +265,11 @@ struct Tap {
     at_arrival: bool,
     script: Vec<Drop>,
     annotator: Annotator,
+    /// A comment for the next frame each side sends (A's, B's), from the lesson's script.
+    next_note: [Option<String>; 2],
     frames: u64,
+    /// Frames each side sent (A's, B's).
+    sent: [u64; 2],
     dropped: u64,
     error: Option<std::io::Error>,
 }
@@ -292,6 +307,7 @@ impl Tap {
             }
         }
         let mut notes: Vec<String> = self.first_comment.take().into_iter().collect();
+        notes.extend(self.next_note[from as usize].take());
         if let Some(p) = &packet {
             notes.extend(self.annotator.note(self.frames + 1, from, p));
         }
@@ -303,6 +319,7 @@ impl Tap {
         }
         let comment = (!notes.is_empty()).then(|| notes.join("; "));
         self.frames += 1;
+        self.sent[from as usize] += 1;
         let at = CAPTURE_ORIGIN + (at - Instant::ZERO);
         if let Err(e) = self.writer.write_frame(at, frame, comment.as_deref()) {
             self.error.get_or_insert(e);
@@ -323,7 +340,7 @@ impl Run {
     fn new(lesson: Lesson, opts: &GenOptions) -> Result<Run, GenError> {
         let cnp = lesson == Lesson::Cnp;
         let net_config = NetConfig {
-            line_gbps: 10.0,
+            line_gbps: LINE_GBPS,
             delay: Duration::from_micros(2),
             loss: 0.0,
             reorder: 0.0,
@@ -398,7 +415,9 @@ impl Run {
             at_arrival: cnp,
             script: script::drops(lesson),
             annotator: Annotator::new(opts.mtu.bytes()),
+            next_note: [None, None],
             frames: 0,
+            sent: [0, 0],
             dropped: 0,
             error: None,
         }));
@@ -445,8 +464,13 @@ impl Run {
         }
         let mut done_a = Vec::new();
         let mut done_b = Vec::new();
+        let mut pauses = (self.lesson == Lesson::Pfc).then(PauseScript::default);
         let limit = Instant::ZERO + TIME_LIMIT;
         loop {
+            let pause_wake = match &mut pauses {
+                Some(p) => p.poll(&mut self.net, &self.tap)?,
+                None => None,
+            };
             if let Some((at, _)) = &late_recv
                 && self.net.now() >= *at
                 && let Some((_, r)) = late_recv.take()
@@ -455,13 +479,17 @@ impl Run {
             }
             collect(&mut self.net.a, a.cq, &mut done_a);
             collect(&mut self.net.b, b.cq, &mut done_b);
-            if done_a.len() >= want_a && done_b.len() >= want_b && late_recv.is_none() {
+            let paused = pauses.as_ref().is_some_and(|p| !p.done());
+            if done_a.len() >= want_a && done_b.len() >= want_b && late_recv.is_none() && !paused {
                 break;
             }
             let wake = late_recv
                 .as_ref()
                 .map(|(t, _)| *t)
-                .filter(|&t| t > self.net.now());
+                .into_iter()
+                .chain(pause_wake)
+                .filter(|&t| t > self.net.now())
+                .min();
             if !self.net.step(wake)? || self.net.now() > limit {
                 return Err(self.failed(format!(
                     "stopped with {} of {want_a} completions at A and {} of {want_b} at B",
@@ -488,6 +516,9 @@ impl Run {
             }
         }
         self.check_atomics()?;
+        if let Some(p) = &pauses {
+            p.check().map_err(|what| self.failed(what))?;
+        }
         lands.map_or(Ok(()), |l| self.check_landing(l))
     }
 
@@ -570,6 +601,104 @@ impl Run {
             }
         }
         Ok(())
+    }
+}
+
+/// The PFC lesson's script: B's port pauses A's priority once A has sent
+/// [`PauseScript::AFTER`] frames, and lifts the pause [`PauseScript::STALL`] later.
+#[derive(Debug, Default)]
+struct PauseScript {
+    /// When B sent XOFF.
+    xoff: Option<Instant>,
+    /// A's frames sent when XOFF took hold of A's NIC.
+    held: Option<u64>,
+    /// A's frames sent when B sent XON.
+    xon: Option<u64>,
+}
+
+impl PauseScript {
+    /// A's frames before B's buffer passes its XOFF threshold.
+    const AFTER: u64 = 4;
+    /// How long B's buffer takes to drain below its XON threshold.
+    const STALL: Duration = Duration::from_micros(150);
+    /// XOFF's time: the most there is (3.36 ms at 10 Gb/s), as switches send it, lifted by
+    /// an XON rather than left to run out.
+    const XOFF_QUANTA: u16 = 0xffff;
+
+    /// Sends what is due now; the next time something is due.
+    fn poll<W: std::io::Write>(
+        &mut self,
+        net: &mut Network<W>,
+        tap: &Rc<RefCell<Tap>>,
+    ) -> Result<Option<Instant>, GenError> {
+        let now = net.now();
+        let a_sent = tap.borrow().sent[Side::A as usize];
+        if self.held.is_none() && net.paused_until(Side::A) > now {
+            self.held = Some(a_sent);
+        }
+        // A MAC control frame waits for the frame on B's wire.
+        let wire = net.wire_free(Side::B);
+        if wire > now {
+            return Ok(Some(wire));
+        }
+        match (self.xoff, self.xon) {
+            (None, _) if a_sent >= Self::AFTER => {
+                tap.borrow_mut().next_note[Side::B as usize] = Some(format!(
+                    "PFC XOFF from B's port: priority {HOST_PRIORITY} paused for {} quanta \
+                     ({:.2} ms at {LINE_GBPS} Gb/s): B's receive buffer for that priority passed its XOFF \
+                     threshold. The hosts' frames carry no VLAN tag, so they travel in the \
+                     port's default priority, {HOST_PRIORITY} (deployments give RoCE a lossless \
+                     priority of its own, often 3). A's NIC stops sending on it when this \
+                     arrives; what A sent before then still comes, into the headroom the \
+                     buffer keeps for it: nothing is dropped",
+                    Self::XOFF_QUANTA,
+                    quanta_to_ps(Self::XOFF_QUANTA, (LINE_GBPS * 1e9) as u64) as f64 / 1e9
+                ));
+                let pfc = PfcRepr::new(&[(HOST_PRIORITY, Self::XOFF_QUANTA)]);
+                let sent = net.send_mac_control(Side::B, &MacControlRepr::Pfc(pfc))?;
+                debug_assert!(sent, "B's wire is free");
+                self.xoff = Some(now);
+                Ok(Some(now + Self::STALL))
+            }
+            (Some(at), None) if now >= at + Self::STALL => {
+                let mut t = tap.borrow_mut();
+                t.next_note[Side::B as usize] = Some(format!(
+                    "PFC XON from B's port: time 0 for priority {HOST_PRIORITY} lifts the pause \
+                     (B's buffer drained below its XON threshold); A's NIC sends again when \
+                     this arrives"
+                ));
+                t.next_note[Side::A as usize] = Some(format!(
+                    "A's NIC held this frame while priority {HOST_PRIORITY} was paused ({} us \
+                     from XOFF to XON): the WRITE stalled, but nothing was lost, so nothing is \
+                     resent and no NAK is needed",
+                    Self::STALL.as_micros()
+                ));
+                self.xon = Some(a_sent);
+                drop(t);
+                let pfc = PfcRepr::new(&[(HOST_PRIORITY, 0)]);
+                let sent = net.send_mac_control(Side::B, &MacControlRepr::Pfc(pfc))?;
+                debug_assert!(sent, "B's wire is free");
+                Ok(None)
+            }
+            (Some(at), None) => Ok(Some(at + Self::STALL)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Both frames went out.
+    fn done(&self) -> bool {
+        self.xon.is_some()
+    }
+
+    /// The pause held A: XOFF reached A's NIC before XON was sent, and A sent nothing from
+    /// then until XON.
+    fn check(&self) -> Result<(), String> {
+        match (self.held, self.xon) {
+            (Some(held), Some(xon)) if held == xon => Ok(()),
+            (Some(held), Some(xon)) => Err(format!("A sent {} frames while paused", xon - held)),
+            (None, _) => Err("XOFF never held A's NIC".into()),
+            (_, None) => Err("XON was never sent".into()),
+        }
     }
 }
 

@@ -23,7 +23,9 @@ use crate::io::memory::{self, MAC_A, MAC_B, MemoryDevice, MemoryLinkConfig};
 use crate::io::{Clock, Device, DeviceError, VirtualClock};
 use crate::time::Instant;
 use crate::transport::TransportConfig;
-use crate::wire::Ecn;
+use crate::wire::encap::ETHERNET_HEADER_LEN;
+use crate::wire::pause::{ETHERTYPE_MAC_CONTROL, MacControlRepr, quanta_to_ps};
+use crate::wire::{Ecn, NotRoce, PacketError, RocePacket};
 
 pub const IP_A: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 168, 77, 1));
 pub const IP_B: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 168, 77, 2));
@@ -37,6 +39,11 @@ const WIRE_EXTRA: usize = 24;
 /// Capture timestamps start here (2025-01-01T00:00:00Z), so the same run always writes the
 /// same file.
 pub(crate) const CAPTURE_ORIGIN: Instant = Instant::from_nanos(1_735_689_600 * 1_000_000_000);
+
+/// The PFC priority the hosts' frames travel in: they carry no VLAN tag, so a port classes
+/// them in its default priority, 0 (IEEE 802.1Q). Deployments give RoCE a lossless priority
+/// of its own (3, often) by a tag's PCP or by DSCP; these hosts need neither.
+pub const HOST_PRIORITY: usize = 0;
 
 /// After this many steps without virtual time moving, the run is declared stuck.
 const MAX_STEPS_WITHOUT_TIME: u32 = 1_000_000;
@@ -114,6 +121,9 @@ pub struct Network<W: Write> {
     dev_a: MemoryDevice,
     dev_b: MemoryDevice,
     wire_free: [Instant; 2],
+    /// Each NIC sends nothing before this: a PAUSE, or a PFC frame for [`HOST_PRIORITY`],
+    /// from its link partner holds it (IEEE 802.3 Annex 31B, 802.1Qbb).
+    paused_until: [Instant; 2],
     line_gbps: f64,
     capture: Option<WindowedCapture<W>>,
     capture_side: Side,
@@ -198,6 +208,7 @@ impl<W: Write> Network<W> {
             dev_a,
             dev_b,
             wire_free: [Instant::ZERO; 2],
+            paused_until: [Instant::ZERO; 2],
             line_gbps: config.line_gbps,
             capture,
             capture_side,
@@ -250,6 +261,57 @@ impl<W: Write> Network<W> {
         self.tap = Some(tap);
     }
 
+    /// Host `from`'s port sends a MAC control frame (a PAUSE or PFC `body`) to its link
+    /// partner, as a port does when its receive buffer passes a threshold: the tap and the
+    /// capture see it like any frame; the NIC at the other end honours it and its host never
+    /// sees it. Sent only if `from`'s wire is free now: false, and nothing sent, while a
+    /// frame is on it (the caller tries again at [`Network::wire_free`]).
+    pub fn send_mac_control(
+        &mut self,
+        from: Side,
+        body: &MacControlRepr,
+    ) -> Result<bool, NetError> {
+        let mac = match from {
+            Side::A => MAC_A,
+            Side::B => MAC_B,
+        };
+        let frame = body.frame(mac);
+        let i = from as usize;
+        let at = self.now();
+        if self.wire_free[i] > at {
+            return Ok(false);
+        }
+        if from == self.capture_side
+            && let Some(capture) = &mut self.capture
+        {
+            capture.record(CAPTURE_ORIGIN + (at - Instant::ZERO), &frame)?;
+        }
+        let carried = self
+            .tap
+            .as_mut()
+            .is_none_or(|t| t.on_frame(at, from, &frame));
+        if carried {
+            let dev = match from {
+                Side::A => &mut self.dev_a,
+                Side::B => &mut self.dev_b,
+            };
+            // The in-memory link always has room.
+            dev.transmit(&frame)?;
+        }
+        self.wire_free[i] = at + self.serialization(frame.len());
+        Ok(true)
+    }
+
+    /// When host `side`'s wire is done with the frame it is sending (a time past if idle).
+    pub fn wire_free(&self, side: Side) -> Instant {
+        self.wire_free[side as usize]
+    }
+
+    /// Until when host `side`'s NIC is paused (a time past if it is not).
+    pub fn paused_until(&self, side: Side) -> Instant {
+        self.paused_until[side as usize]
+    }
+
     /// What the link did to the frames each side sent: `(a_to_b, b_to_a)`.
     pub fn link_stats(&self) -> (FaultStats, FaultStats) {
         (self.dev_a.sent_stats(), self.dev_b.sent_stats())
@@ -261,7 +323,11 @@ impl<W: Write> Network<W> {
     pub fn step(&mut self, wake: Option<Instant>) -> Result<bool, NetError> {
         self.transmit()?;
         let now = self.now();
-        let wires = self.wire_free.into_iter().filter(|&t| t > now);
+        let wires = self
+            .wire_free
+            .into_iter()
+            .chain(self.paused_until)
+            .filter(|&t| t > now);
         let next = [self.a.poll_timeout(now), self.b.poll_timeout(now)]
             .into_iter()
             .flatten()
@@ -313,7 +379,7 @@ impl<W: Write> Network<W> {
         let now = self.now();
         for side in [Side::A, Side::B] {
             let i = side as usize;
-            while self.wire_free[i] <= now {
+            while self.wire_free[i] <= now && self.paused_until[i] <= now {
                 let Network {
                     a,
                     b,
@@ -360,9 +426,15 @@ impl<W: Write> Network<W> {
             capture,
             capture_side,
             tap,
+            paused_until,
+            line_gbps,
             ..
         } = self;
-        for (side, host, dev) in [(Side::A, a, dev_a), (Side::B, b, dev_b)] {
+        let [paused_a, paused_b] = paused_until;
+        let link_bits_per_sec = (*line_gbps * 1e9) as u64;
+        for (side, host, dev, paused) in
+            [(Side::A, a, dev_a, paused_a), (Side::B, b, dev_b, paused_b)]
+        {
             let mut capture = capture.as_mut().filter(|_| side == *capture_side);
             while dev.receive(&mut |frame| {
                 if let Some(tap) = tap.as_mut() {
@@ -373,12 +445,73 @@ impl<W: Write> Network<W> {
                 {
                     capture_error.get_or_insert(e);
                 }
-                host.handle_frame(now, frame);
+                // The MAC takes flow control frames for itself.
+                match mac_control(frame) {
+                    Some(body) => honour(body, now, link_bits_per_sec, paused),
+                    None => host.handle_frame(now, frame),
+                }
             })? {}
         }
         match capture_error {
             Some(e) => Err(e.into()),
             None => Ok(()),
         }
+    }
+}
+
+/// The body of a MAC control frame (EtherType 0x8808, never tagged), as the wire slicer
+/// finds it.
+fn mac_control(frame: &[u8]) -> Option<MacControlRepr> {
+    match RocePacket::parse(frame) {
+        Err(PacketError::NotRoce(NotRoce::EtherType(ETHERTYPE_MAC_CONTROL))) => frame
+            .get(ETHERNET_HEADER_LEN..)
+            .and_then(MacControlRepr::parse),
+        _ => None,
+    }
+}
+
+/// A NIC's transmitter after a PAUSE or PFC frame arrived at `now`: a time for the hosts'
+/// priority (or a PAUSE's, for the whole link) replaces what was left of any earlier one,
+/// zero lifting it (IEEE 802.3 Annex 31B; 802.1Qbb).
+fn honour(body: MacControlRepr, now: Instant, link_bits_per_sec: u64, paused: &mut Instant) {
+    let quanta = match body {
+        MacControlRepr::Pause(p) => p.quanta,
+        MacControlRepr::Pfc(p) if p.enabled(HOST_PRIORITY) => p.quanta[HOST_PRIORITY],
+        _ => return,
+    };
+    let ps = quanta_to_ps(quanta, link_bits_per_sec);
+    *paused = now + Duration::from_nanos(ps.div_ceil(1000));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::pause::{PauseRepr, PfcRepr};
+
+    #[test]
+    fn a_nic_honours_pause_for_its_priority_only() {
+        let now = Instant::ZERO + Duration::from_micros(10);
+        let ten_gbps = 10_000_000_000;
+        let mut until = Instant::ZERO;
+        let pfc = |times: &[(usize, u16)]| MacControlRepr::Pfc(PfcRepr::new(times));
+        // Another priority's pause leaves the hosts' frames alone.
+        honour(pfc(&[(3, 0xffff)]), now, ten_gbps, &mut until);
+        assert_eq!(until, Instant::ZERO);
+        // 1000 quanta of 51.2 ns at 10 Gb/s.
+        honour(pfc(&[(HOST_PRIORITY, 1000)]), now, ten_gbps, &mut until);
+        assert_eq!(until, now + Duration::from_nanos(51_200));
+        // A later time replaces what is left; zero lifts the pause.
+        honour(pfc(&[(HOST_PRIORITY, 10)]), now, ten_gbps, &mut until);
+        assert_eq!(until, now + Duration::from_nanos(512));
+        honour(pfc(&[(HOST_PRIORITY, 0)]), now, ten_gbps, &mut until);
+        assert_eq!(until, now);
+        // 802.3x PAUSE stops the whole link.
+        let pause = MacControlRepr::Pause(PauseRepr { quanta: 2 });
+        honour(pause, now, ten_gbps, &mut until);
+        assert_eq!(until, now + Duration::from_nanos(103));
+        // The slicer finds the body of a whole frame.
+        let frame = pause.frame(MAC_B);
+        assert_eq!(mac_control(&frame), Some(pause));
+        assert_eq!(mac_control(&frame[..13]), None);
     }
 }

@@ -122,6 +122,8 @@ fn write(lesson: Lesson, opts: &GenOptions, path: &Path, view: bool) -> anyhow::
             flow: None,
             from: 1,
             count: super::view::DEFAULT_COUNT,
+            // The lessons' link runs at 10 Gb/s: pause quanta count at that.
+            link_gbps: 10.0,
         })?;
         std::fs::write(&page, &built.html)
             .with_context(|| format!("cannot write {}", page.display()))?;

@@ -7,6 +7,7 @@ mod html;
 // `roce conform --junit` escapes its XML with the same function.
 pub(crate) use html::escape;
 mod model;
+mod pauses;
 mod plots;
 
 use std::collections::HashMap;
@@ -17,6 +18,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use roce::analysis::{Analyzer, Outcome, PacketNote, Report};
 use roce::capture::Frame;
+use roce::wire::pause::MacControlRepr;
 use roce::wire::{Syndrome, Transport};
 use serde::Serialize;
 
@@ -35,10 +37,10 @@ pub const MAX_COUNT: u64 = 100_000;
 /// goodput and the rate / ECN CE / CNP timeline of the whole capture, the rdma_cm connections,
 /// and a ladder diagram of the selected flow and its reverse: time, Wireshark's frame numbers
 /// (from 1), opcodes and PSNs; retransmissions, NAKs with their cause, RNR waits, CE marks and
-/// CNPs highlighted. Click a frame (or move with the arrow keys) to see its headers field by
-/// field, as `roce decode` explains them and with the keys of `roce decode --json`, and its
-/// bytes with the chosen field highlighted. Keys: Up/Down or j/k move, +/- zoom, g goes to a
-/// frame.
+/// CNPs highlighted, PFC and PAUSE pauses as bands across the time they lasted. Click a
+/// frame (or move with the arrow keys) to see its headers field by field, as `roce decode`
+/// explains them and with the keys of `roce decode --json`, and its bytes with the chosen
+/// field highlighted. Keys: Up/Down or j/k move, +/- zoom, g goes to a frame.
 ///
 /// A page holds the details of up to --count frames (a page of the capture, or of one flow's
 /// exchange with --flow); the flows and plots always cover the whole capture. A damaged
@@ -71,6 +73,17 @@ pub struct ViewArgs {
     /// Frames in the page (at most 100000).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_COUNT)]
     pub count: u64,
+    /// Link speed in Gb/s: a PAUSE or PFC quantum is 512 bit times at it.
+    #[arg(long, value_name = "G", default_value_t = 100.0, value_parser = parse_gbps)]
+    pub link_gbps: f64,
+}
+
+/// A link speed: positive and at most 1.6 Tb/s.
+fn parse_gbps(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(g) if g > 0.0 && g <= 1600.0 => Ok(g),
+        _ => Err(format!("{s:?} is not a link speed in Gb/s (0 < G <= 1600)")),
+    }
 }
 
 /// Bits of a ladder row's kind, read by the page's script.
@@ -86,6 +99,7 @@ mod kind {
     pub const RESENT: u32 = 256;
     pub const MALFORMED: u32 = 512;
     pub const NOT_ROCE: u32 = 1024;
+    pub const PAUSE: u32 = 2048;
 }
 
 /// The frames of the page, one column per property (compact in JSON).
@@ -125,6 +139,9 @@ struct Data<'a> {
     rows: &'a Rows,
     /// Brackets between two frames: [from frame, to frame, kind, text].
     spans: &'a [(u64, u64, &'static str, u32)],
+    /// PAUSE and PFC pauses in force during the page: [start us, end us, priority (-1: the
+    /// whole link, 802.3x), label, what (strings)].
+    pauses: &'a [(f64, f64, i64, u32, u32)],
     details: &'a [Details],
     tables: &'a Tables,
     /// `roce analyze --json` of the whole capture.
@@ -277,6 +294,8 @@ pub fn build(args: &ViewArgs) -> anyhow::Result<View> {
         };
         rule.reverse = f.reverse;
     }
+    let link_bits_per_sec = (args.link_gbps * 1e9) as u64;
+    let mut pauses = pauses::Pauses::default();
     let mut analyzer = Analyzer::new();
     let mut tables = Tables::default();
     let mut rows = Rows::default();
@@ -291,6 +310,16 @@ pub fn build(args: &ViewArgs) -> anyhow::Result<View> {
             Outcome::Roce(n) => timeline.packet(since, Some(n)),
             _ => timeline.packet(since, None),
         }
+        // The pauses in force while the page's frames flew (those over before it are let go).
+        let pause = pauses::pause_frame(frame.data);
+        if let Some((src, body)) = &pause
+            && (rows.n.len() as u64) < rule.count
+        {
+            pauses.frame(frame.timestamp_ns, *src, body, link_bits_per_sec);
+        }
+        if rows.n.is_empty() {
+            pauses.forget_before(frame.timestamp_ns);
+        }
         if in_page(&rule, frame.index + 1, &outcome, rows.n.len() as u64) {
             let comment = comment.map(String::from_utf8_lossy);
             push_row(
@@ -299,6 +328,7 @@ pub fn build(args: &ViewArgs) -> anyhow::Result<View> {
                 &mut tables,
                 frame,
                 outcome,
+                pause.map(|p| p.1),
                 comment.as_deref(),
             );
         }
@@ -316,6 +346,35 @@ pub fn build(args: &ViewArgs) -> anyhow::Result<View> {
         .collect();
     annotate(&report, &mut rows, &mut tables);
     let spans = spans(&report, &rows, &mut tables);
+    let pauses: Vec<(f64, f64, i64, u32, u32)> = pauses
+        .finish()
+        .into_iter()
+        .map(|p| {
+            let us = |ts: u64| ts.saturating_sub(start) as f64 / 1e3;
+            let lasted = super::analyze::text::duration(p.end_ts.saturating_sub(p.start_ts));
+            let (label, what) = match p.priority {
+                Some(n) => (
+                    format!("PFC priority {n} paused {lasted}"),
+                    format!("PFC pause of priority {n}"),
+                ),
+                None => (
+                    format!("PAUSE {lasted}"),
+                    "802.3x PAUSE of the whole link".to_string(),
+                ),
+            };
+            let text = format!(
+                "{what} by {}: {lasted}",
+                crate::cmd::decode::explain::mac(p.mac)
+            );
+            (
+                us(p.start_ts),
+                us(p.end_ts),
+                p.priority.map_or(-1, i64::from),
+                tables.string(&label),
+                tables.string(&text),
+            )
+        })
+        .collect();
     let initial_flow = args.flow.or_else(|| busiest_flow(&rows, &report));
     let page_from = rows.n.first().copied().unwrap_or(0);
     let page_to = rows.n.last().copied().unwrap_or(0);
@@ -328,6 +387,7 @@ pub fn build(args: &ViewArgs) -> anyhow::Result<View> {
         initial_flow,
         rows: &rows,
         spans: &spans,
+        pauses: &pauses,
         details: &details,
         tables: &tables,
         analysis: serde_json::from_str(&super::analyze::json::render(&report)?)?,
@@ -393,6 +453,7 @@ fn push_row(
     tables: &mut Tables,
     frame: &Frame<'_>,
     outcome: Outcome,
+    pause: Option<MacControlRepr>,
     comment: Option<&str>,
 ) {
     let dissected = Dissected::of(frame);
@@ -443,7 +504,10 @@ fn push_row(
             (n.flow as i64, k, label, i64::from(n.psn.value()), Some(n))
         }
         Outcome::Malformed => (-1, kind::MALFORMED, "malformed RoCEv2".into(), -1, None),
-        Outcome::NotRoce => (-1, kind::NOT_ROCE, "not RoCEv2".into(), -1, None),
+        Outcome::NotRoce => match pause {
+            Some(body) => (-1, kind::PAUSE, pause_label(&body), -1, None),
+            None => (-1, kind::NOT_ROCE, "not RoCEv2".into(), -1, None),
+        },
         Outcome::Untracked => (
             -1,
             kind::NOT_ROCE,
@@ -590,4 +654,19 @@ fn busiest_flow(rows: &Rows, report: &Report) -> Option<usize> {
 /// Where `roce gen --view` writes a lesson's page: beside its capture.
 pub fn beside(capture: &Path) -> PathBuf {
     capture.with_extension("html")
+}
+
+/// A pause frame's row label: what it paused, priority:quanta.
+fn pause_label(body: &MacControlRepr) -> String {
+    match body {
+        MacControlRepr::Pause(p) => format!("PAUSE {} quanta", p.quanta),
+        MacControlRepr::Pfc(p) => {
+            let prios: Vec<String> = (0..roce::wire::pause::PRIORITIES)
+                .filter(|&n| p.enabled(n))
+                .map(|n| format!("{n}:{}", p.quanta[n]))
+                .collect();
+            format!("PFC {}", prios.join(" "))
+        }
+        MacControlRepr::Other(code) => format!("MAC control {code:#06x}"),
+    }
 }

@@ -5,13 +5,27 @@ use std::io::Cursor;
 use super::*;
 use crate::capture::CaptureReader;
 use crate::scenario::{IP_A, IP6_A, IP6_B};
+use crate::wire::encap::ETHERNET_HEADER_LEN;
 
-/// Each frame of a lesson's capture: (from A, opcode name, ICRC ok).
+/// A PFC frame's time for the hosts' priority, `None` for any other frame.
+fn pfc_time(frame: &[u8]) -> Option<u16> {
+    match MacControlRepr::parse(frame.get(ETHERNET_HEADER_LEN..)?)? {
+        MacControlRepr::Pfc(p) if p.enabled(HOST_PRIORITY) => Some(p.quanta[HOST_PRIORITY]),
+        _ => None,
+    }
+}
+
+/// Each frame of a lesson's capture: (from A, opcode name, ICRC ok); B's port's PFC frames
+/// are "PFC" from B.
 fn frames(g: &Generated) -> Vec<(bool, &'static str, bool)> {
     let mut r = CaptureReader::new(Cursor::new(g.pcapng.clone())).unwrap();
     let mut out = Vec::new();
     while let Some(f) = r.next_frame().unwrap() {
-        let p = f.roce().expect("every frame is RoCEv2");
+        if pfc_time(f.data).is_some() && f.data[6..12] == MAC_B {
+            out.push((false, "PFC", true));
+            continue;
+        }
+        let p = f.roce().expect("every frame is RoCEv2 or B's PFC");
         let from_a = [IP_A, IP6_A].contains(&p.ip().src_addr());
         out.push((from_a, p.opcode().name(), p.icrc_ok()));
     }
@@ -109,6 +123,45 @@ fn each_lesson_shows_what_it_teaches() {
 
     let (_, f) = run(Lesson::Cnp);
     assert!(count(&f, false, "CNP") >= 2, "{f:?}");
+
+    let (g, f) = run(Lesson::Pfc);
+    assert_eq!(g.dropped, 0);
+    assert_eq!(count(&f, false, "PFC"), 2);
+    assert_eq!(
+        count(&f, true, "RC_RDMA_WRITE_MIDDLE"),
+        14,
+        "nothing resent"
+    );
+    assert_eq!(count(&f, false, "RC_ACKNOWLEDGE"), 1, "and no NAK");
+}
+
+#[test]
+fn pfc_pause_holds_the_sender_from_xoff_to_xon() {
+    let g = generate(Lesson::Pfc, &GenOptions::default()).unwrap();
+    let mut r = CaptureReader::new(Cursor::new(g.pcapng.clone())).unwrap();
+    let (mut xoff, mut xon, mut a_sent) = (None, None, Vec::new());
+    while let Some(f) = r.next_frame().unwrap() {
+        match pfc_time(f.data) {
+            Some(0) => xon = Some(f.timestamp_ns),
+            Some(q) => {
+                assert_eq!(q, 0xffff);
+                xoff = Some(f.timestamp_ns);
+            }
+            None if f.data[6..12] == MAC_A => a_sent.push(f.timestamp_ns),
+            None => {}
+        }
+    }
+    let (xoff, xon) = (xoff.unwrap(), xon.unwrap());
+    assert_eq!(xon - xoff, 150_000, "XON 150 us after XOFF");
+    // Each reaches A's NIC one link delay (2 us) after B sent it: from then until XON
+    // arrives A sends nothing, and it sends again as soon as XON arrives.
+    let (held, lifted) = (xoff + 2_000, xon + 2_000);
+    assert!(
+        a_sent.iter().all(|&t| t < held || t >= lifted),
+        "{a_sent:?}"
+    );
+    assert!(a_sent.iter().any(|&t| t > xoff && t < held), "in flight");
+    assert_eq!(a_sent.iter().find(|&&t| t >= held), Some(&lifted));
 }
 
 #[test]
@@ -121,6 +174,9 @@ fn over_ipv6_every_lesson_is_the_same_exchange() {
         let g = generate(lesson, &v6).unwrap();
         let mut r = CaptureReader::new(Cursor::new(g.pcapng.clone())).unwrap();
         while let Some(f) = r.next_frame().unwrap() {
+            if pfc_time(f.data).is_some() {
+                continue;
+            }
             let p = f.roce().unwrap();
             let hosts = [p.ip().src_addr(), p.ip().dst_addr()];
             assert!(

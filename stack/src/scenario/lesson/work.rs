@@ -107,6 +107,8 @@ pub fn plan(
             work(vec![wr(a, write, VA_A, 3000)], vec![])
         }
         Lesson::LossGbn => work(vec![wr(a, write, VA_A, 8192)], vec![]),
+        // 16 packets: some before the pause, the rest after.
+        Lesson::Pfc => work(vec![wr(a, write, VA_A, 16384)], vec![]),
         Lesson::WriteImm => {
             let op = SendOp::WriteWithImm {
                 remote_addr: VA_B,

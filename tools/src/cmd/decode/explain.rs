@@ -44,7 +44,7 @@ fn render(out: &mut String, sections: &[Section]) {
     }
 }
 
-fn mac(m: [u8; 6]) -> String {
+pub(crate) fn mac(m: [u8; 6]) -> String {
     m.iter()
         .map(|b| format!("{b:02x}"))
         .collect::<Vec<_>>()

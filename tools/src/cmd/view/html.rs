@@ -114,7 +114,8 @@ pub fn page(
          <div class=\"legend\"><span class=\"k-req\">request</span><span class=\"k-resp\">response</span>\
          <span class=\"k-retx\">retransmitted</span><span class=\"k-nak\">NAK</span>\
          <span class=\"k-rnr\">RNR NAK</span><span class=\"k-cnp\">CNP</span>\
-         <span class=\"k-ce\">ECN CE</span><span class=\"k-bad\">bad ICRC</span></div>\
+         <span class=\"k-ce\">ECN CE</span><span class=\"k-bad\">bad ICRC</span>\
+         <span class=\"k-pause\">PFC / PAUSE in force</span></div>\
          <div id=\"ladder-head\"></div>\
          <div id=\"ladder\" tabindex=\"0\"><div id=\"ladder-space\"><svg id=\"ladder-svg\" \
          xmlns=\"http://www.w3.org/2000/svg\"></svg></div></div></section>\

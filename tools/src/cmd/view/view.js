@@ -151,6 +151,7 @@
     svg.appendChild(sv("line", { x1: g.left, y1: 0, x2: g.left, y2: shown.length * rowH + 20, class: "life" }));
     svg.appendChild(sv("line", { x1: g.right, y1: 0, x2: g.right, y2: shown.length * rowH + 20, class: "life" }));
     const frag = document.createDocumentFragment();
+    for (const band of D.pauses) pauseBand(band, from, to, g, frag);
     for (let p = from; p < to; p++) frag.appendChild(rowElement(shown[p], p, g));
     let lane = 0;
     for (const s of D.spans) {
@@ -203,6 +204,29 @@
       row.appendChild(sv("circle", { cx: tx, cy: top + drop / 2, r: 4, class: "ce" }));
     }
     return row;
+  }
+  // The first position in `shown` whose frame is at or after `us`.
+  function firstAt(us) {
+    let lo = 0, hi = shown.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (R.t[shown[mid]] < us) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+  // A pause in force: a shaded band over the frames sent while it lasted, or a thin one
+  // between two frames when none was.
+  function pauseBand(band, from, to, g, frag) {
+    const p1 = firstAt(band[0]), p2 = firstAt(band[1]) - 1;
+    if (p1 >= to || Math.max(p1, p2) < from) return;
+    const y1 = p1 * rowH, y2 = p2 >= p1 ? (p2 + 1) * rowH : y1 + 4;
+    const gr = sv("g", { class: "pause", "data-pause-priority": band[2] });
+    gr.appendChild(sv("rect", { x: 0, y: y1 - (p2 >= p1 ? 0 : 2), width: g.w, height: y2 - y1 }));
+    // The label at the band's foot, clear of the arrow labels at the top of each row.
+    const ly = p2 >= p1 ? y2 - 4 : y1 + 10;
+    gr.appendChild(sv("text", { x: g.w - 4, y: ly, "text-anchor": "end" }, S[band[3]]));
+    gr.appendChild(sv("title", {}, S[band[4]]));
+    frag.appendChild(gr);
   }
   // Arrow heads, one per kind of row (the colour comes from the stylesheet).
   function markers() {
