@@ -472,7 +472,7 @@ fn mac_control(frame: &[u8]) -> Option<MacControlRepr> {
 
 /// A NIC's transmitter after a PAUSE or PFC frame arrived at `now`: a time for the hosts'
 /// priority (or a PAUSE's, for the whole link) replaces what was left of any earlier one,
-/// zero lifting it (IEEE 802.3 Annex 31B; 802.1Qbb).
+/// zero lifting it (IEEE 802.3 Annex 31B; 802.1Qbb; docs/congestion.md, "PAUSE and PFC").
 fn honour(body: MacControlRepr, now: Instant, link_bits_per_sec: u64, paused: &mut Instant) {
     let quanta = match body {
         MacControlRepr::Pause(p) => p.quanta,
