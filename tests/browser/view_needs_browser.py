@@ -272,6 +272,13 @@ def lessons(driver, work, artifacts):
     driver.get("file://" + os.path.join(work, "pfc-lesson.html"))
     bands = driver.find_elements(By.CSS_SELECTOR, '#ladder-svg .pause[data-pause-priority="0"]')
     check("gen pfc --view: the pause is one band on the ladder", len(bands) == 1, len(bands))
+    # XOFF and XON are arrows of the exchange, from B's end (the right) to A's.
+    arrows = driver.find_elements(By.CSS_SELECTOR, "#ladder-svg .row.k-pause")
+    check("gen pfc --view: XOFF and XON drawn in the ladder", [a.get_attribute("data-frame")
+          for a in arrows] == ["5", "8"], [a.get_attribute("data-frame") for a in arrows])
+    lines = [a.find_element(By.CSS_SELECTOR, "line.arrow") for a in arrows]
+    check("gen pfc --view: the pause arrows go from B to A", lines and all(
+          float(x.get_attribute("x1")) > float(x.get_attribute("x2")) for x in lines))
     driver.find_element(By.ID, "goto").send_keys("5\n")
     comment = driver.find_elements(By.CSS_SELECTOR, "#frame-details .comment")
     check("gen pfc --view: the XOFF frame's comment is shown",

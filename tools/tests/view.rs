@@ -220,6 +220,35 @@ fn lesson_comments_and_views_from_gen() {
     let lasted = bands[0][1].as_f64().unwrap() - bands[0][0].as_f64().unwrap();
     assert!((lasted - 150.0).abs() < 1e-6, "{lasted}");
     assert_eq!(bands[0][2], 0, "priority 0");
+    // XOFF and XON are rows from B's MAC, which the ladder draws with the flows to and from it.
+    let strings = data["tables"]["s"].as_array().unwrap();
+    let text = |v: &Value| strings[v.as_u64().unwrap() as usize].as_str().unwrap();
+    let rows = &data["rows"];
+    let pauses: Vec<(u64, &str, &str)> = rows["pf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let row = p[0].as_u64().unwrap() as usize;
+            (
+                rows["n"][row].as_u64().unwrap(),
+                text(&rows["lab"][row]),
+                text(&p[1]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pauses,
+        [
+            (5, "PFC priority 0 XOFF 65535 quanta", "02:00:00:00:00:0b"),
+            (8, "PFC priority 0 XON", "02:00:00:00:00:0b")
+        ]
+    );
+    assert_eq!(
+        text(&rows["fm"]["0"][1]),
+        "02:00:00:00:00:0b",
+        "flow 0 goes to B"
+    );
 }
 
 #[test]

@@ -10,7 +10,7 @@ mod model;
 mod pauses;
 mod plots;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -121,6 +121,11 @@ struct Rows {
     why: Vec<i64>,
     /// PSN, -1 for none.
     psn: Vec<i64>,
+    /// Pause frames: [row, source MAC (string index)], drawn in the ladder of a flow to or
+    /// from that MAC.
+    pf: Vec<(usize, u32)>,
+    /// The Ethernet source and destination MACs (string indices) of each flow in the page.
+    fm: BTreeMap<usize, (u32, u32)>,
     #[serde(skip)]
     ts: Vec<u64>,
     #[serde(skip)]
@@ -311,7 +316,7 @@ pub fn build(args: &ViewArgs) -> anyhow::Result<View> {
             _ => timeline.packet(since, None),
         }
         // The pauses in force while the page's frames flew (those over before it are let go).
-        let pause = pauses::pause_frame(frame.data);
+        let pause = pauses::pause_frame(frame);
         if let Some((src, body)) = &pause
             && (rows.n.len() as u64) < rule.count
         {
@@ -328,7 +333,7 @@ pub fn build(args: &ViewArgs) -> anyhow::Result<View> {
                 &mut tables,
                 frame,
                 outcome,
-                pause.map(|p| p.1),
+                pause,
                 comment.as_deref(),
             );
         }
@@ -453,10 +458,22 @@ fn push_row(
     tables: &mut Tables,
     frame: &Frame<'_>,
     outcome: Outcome,
-    pause: Option<MacControlRepr>,
+    pause: Option<([u8; 6], MacControlRepr)>,
     comment: Option<&str>,
 ) {
     let dissected = Dissected::of(frame);
+    let mut mac = |m| tables.string(&crate::cmd::decode::explain::mac(m));
+    if let (Outcome::Roce(n), Dissected::Roce(p)) = (&outcome, &dissected)
+        && let Some(eth) = p.eth()
+        && !rows.fm.contains_key(&n.flow)
+    {
+        let macs = (mac(eth.src), mac(eth.dst));
+        rows.fm.insert(n.flow, macs);
+    }
+    if let Some((src, _)) = &pause {
+        let src = mac(*src);
+        rows.pf.push((rows.n.len(), src));
+    }
     details.push(tables.details(frame.index as usize, frame.data, &dissected, comment));
     // A management datagram (rdma_cm) says which message it is, as decode's summary does.
     let mad = match &dissected {
@@ -505,7 +522,7 @@ fn push_row(
         }
         Outcome::Malformed => (-1, kind::MALFORMED, "malformed RoCEv2".into(), -1, None),
         Outcome::NotRoce => match pause {
-            Some(body) => (-1, kind::PAUSE, pause_label(&body), -1, None),
+            Some((_, body)) => (-1, kind::PAUSE, pause_label(&body), -1, None),
             None => (-1, kind::NOT_ROCE, "not RoCEv2".into(), -1, None),
         },
         Outcome::Untracked => (
@@ -656,16 +673,20 @@ pub fn beside(capture: &Path) -> PathBuf {
     capture.with_extension("html")
 }
 
-/// A pause frame's row label: what it paused, priority:quanta.
+/// A pause frame's row label: what it paused (XOFF: a time, XON: zero) and for how many quanta.
 fn pause_label(body: &MacControlRepr) -> String {
+    let time = |q: u16| match q {
+        0 => "XON".to_string(),
+        q => format!("XOFF {q} quanta"),
+    };
     match body {
-        MacControlRepr::Pause(p) => format!("PAUSE {} quanta", p.quanta),
+        MacControlRepr::Pause(p) => format!("PAUSE {}", time(p.quanta)),
         MacControlRepr::Pfc(p) => {
             let prios: Vec<String> = (0..roce::wire::pause::PRIORITIES)
                 .filter(|&n| p.enabled(n))
-                .map(|n| format!("{n}:{}", p.quanta[n]))
+                .map(|n| format!("priority {n} {}", time(p.quanta[n])))
                 .collect();
-            format!("PFC {}", prios.join(" "))
+            format!("PFC {}", prios.join(", "))
         }
         MacControlRepr::Other(code) => format!("MAC control {code:#06x}"),
     }

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use roce::capture::{Frame, Link};
 use roce::wire::encap::ETHERNET_HEADER_LEN;
 use roce::wire::pause::{ETHERTYPE_MAC_CONTROL, MacControlRepr, PRIORITIES, quanta_to_ps};
 use roce::wire::{NotRoce, PacketError, RocePacket};
@@ -14,8 +15,12 @@ use roce::wire::{NotRoce, PacketError, RocePacket};
 const MAX_OPEN: usize = 4096;
 
 /// A PAUSE or PFC frame's source MAC and body; `None` for any other frame. MAC control
-/// frames are never tagged.
-pub fn pause_frame(frame: &[u8]) -> Option<([u8; 6], MacControlRepr)> {
+/// frames are Ethernet frames, never tagged (a cooked or raw IP capture has none).
+pub fn pause_frame(frame: &Frame<'_>) -> Option<([u8; 6], MacControlRepr)> {
+    if frame.link != Link::Ethernet {
+        return None;
+    }
+    let frame = frame.data;
     let Err(PacketError::NotRoce(NotRoce::EtherType(ETHERTYPE_MAC_CONTROL))) =
         RocePacket::parse(frame)
     else {

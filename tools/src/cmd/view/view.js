@@ -9,7 +9,10 @@
   const S = D.tables.s, F = D.tables.f, H = D.tables.h, P = D.tables.p;
   const R = D.rows, A = D.analysis;
   const K = { REQ: 1, RETX: 2, NAK: 4, RNR: 8, CNP: 16, CE: 32, IMPLIED: 64, BAD: 128,
-    RESENT: 256, MALFORMED: 512, NOTROCE: 1024 };
+    RESENT: 256, MALFORMED: 512, NOTROCE: 1024, PAUSE: 2048 };
+  // Pause frames by row: the MAC (string index) of the port that sent them.
+  const pauseMac = new Map(R.pf);
+  let flowMacs = null;   // the selected flow's [source MAC, destination MAC], if known
   const SVG = "http://www.w3.org/2000/svg";
   // Rows drawn around the scroll position: a chunk holds CHUNK rows, and the chunk in view is
   // drawn with its neighbours, so scrolling redraws only when a chunk boundary is crossed.
@@ -63,6 +66,7 @@
     return "+" + (us / 1e6).toFixed(4) + " s";
   }
   function kindClass(k) {
+    if (k & K.PAUSE) return "k-pause";
     if (k & K.BAD) return "k-bad";
     if (k & K.NAK) return "k-nak";
     if (k & K.RNR) return "k-rnr";
@@ -101,10 +105,13 @@
       tr.classList.toggle("current", Number(tr.getAttribute("data-flow-row")) === f);
     });
     const rev = reverseOf(f);
+    flowMacs = R.fm[f] || null;
     shown = [];
     posOf = new Map();
     for (let i = 0; i < R.n.length; i++) {
-      if (R.fl[i] === f || (rev !== null && R.fl[i] === rev)) {
+      // A pause frame from either end's MAC is part of the exchange: drawn from that end.
+      const paused = pauseMac.has(i) && flowMacs !== null && flowMacs.indexOf(pauseMac.get(i)) >= 0;
+      if (R.fl[i] === f || (rev !== null && R.fl[i] === rev) || paused) {
         posOf.set(i, shown.length);
         shown.push(i);
       }
@@ -172,7 +179,7 @@
   function rowElement(i, p, g) {
     const k = R.k[i];
     const y = p * rowH;
-    const out = R.fl[i] === flow;
+    const out = pauseMac.has(i) ? flowMacs !== null && pauseMac.get(i) === flowMacs[0] : R.fl[i] === flow;
     const cls = kindClass(k);
     const row = sv("g", { class: "row " + cls + (i === selected ? " selected" : ""),
       "data-frame": R.n[i], "data-flow": R.fl[i], "data-row": i });
@@ -231,7 +238,7 @@
   // Arrow heads, one per kind of row (the colour comes from the stylesheet).
   function markers() {
     const defs = sv("defs");
-    for (const c of ["k-req", "k-resp", "k-retx", "k-nak", "k-rnr", "k-cnp", "k-bad"]) {
+    for (const c of ["k-req", "k-resp", "k-retx", "k-nak", "k-rnr", "k-cnp", "k-bad", "k-pause"]) {
       const m = sv("marker", { id: "m-" + c, markerWidth: 10, markerHeight: 8, refX: 9, refY: 4,
         orient: "auto", markerUnits: "userSpaceOnUse", class: c });
       m.appendChild(sv("path", { d: "M0,0 L10,4 L0,8 z" }));
