@@ -316,7 +316,10 @@ pub fn build(args: &ViewArgs) -> anyhow::Result<View> {
             _ => timeline.packet(since, None),
         }
         // The pauses in force while the page's frames flew (those over before it are let go).
-        let pause = pauses::pause_frame(frame);
+        let pause = match outcome {
+            Outcome::NotRoce => pauses::pause_frame(frame),
+            _ => None,
+        };
         if let Some((src, body)) = &pause
             && (rows.n.len() as u64) < rule.count
         {
