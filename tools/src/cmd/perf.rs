@@ -31,7 +31,8 @@ pub enum TestArg {
 
 /// A bandwidth test with perftest's ib_write_bw, ib_read_bw, ib_send_bw or ib_atomic_bw on
 /// the other side (run there with `-x 1 -F`), or another roce: perftest's out-of-band
-/// dialogue over TCP, one RC QP, and its result table. Without SERVER, waits for a client.
+/// dialogue over TCP, one RC QP, and its result table; with --lat the latency test against
+/// ib_write_lat, ib_read_lat or ib_atomic_lat. Without SERVER, waits for a client.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
@@ -42,6 +43,9 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
       namespace's kernel address)
   roce perf write --iface tap:roce0 --ip 10.77.0.2/24 -a -n 20 10.77.0.11
       every size from 2 bytes to 8 MiB, against `ib_write_bw -x 1 -F -a -n 20`
+  roce perf write --lat --iface tap:roce0 --ip 10.77.0.2/24 -n 1000 10.77.0.11
+      the client of `ib_write_lat -x 1 -F -n 1000`: t_min, t_max, t_typical, t_avg,
+      t_stdev and the 99% and 99.9% percentiles
   roce perf atomic --iface tap:roce0 --ip 10.77.0.2/24 -A CMP_AND_SWAP -D 5 --report_gbits 10.77.0.11
       compare-and-swap for 5 seconds, against `ib_atomic_bw -x 1 -F -A CMP_AND_SWAP -D 5`")]
 pub struct PerfArgs {
@@ -68,6 +72,10 @@ pub struct PerfArgs {
     /// Path MTU (default: the largest the device carries; the peers agree on the smaller).
     #[arg(short = 'm', long, value_parser = parse_mtu)]
     pub mtu: Option<Mtu>,
+    /// The latency test instead: ib_write_lat, ib_read_lat or ib_atomic_lat on the other
+    /// side (default size 2, as perftest), printing perftest's latency table.
+    #[arg(long = "lat")]
+    pub lat: bool,
     /// Every size from 2 bytes to 8 MiB, a row each (perftest's -a; not with atomics).
     #[arg(short = 'a', long = "all")]
     pub all: bool,
@@ -97,6 +105,12 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("-A/--atomic_type applies to the atomic test only");
     }
     let mut opts = PerfOptions::new(test, args.endpoint.server.clone());
+    opts.latency = args.lat;
+    if args.lat {
+        // perftest's DEF_SIZE_LAT and one operation at a time.
+        opts.size = 2;
+        opts.tx_depth = 1;
+    }
     opts.size = args.size.unwrap_or(opts.size);
     opts.iters = args.iters.unwrap_or(opts.iters);
     opts.port = args.endpoint.port.unwrap_or(opts.port);

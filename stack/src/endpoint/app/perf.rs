@@ -20,6 +20,8 @@ use std::io::Write;
 use std::time::Instant;
 
 use super::{AppError, check, check_mtu, local_gid, peer_addr, random_psn};
+
+mod lat;
 use crate::endpoint::connect::QpPath;
 use crate::endpoint::oob::perftest::{
     BwReport, BwTest, Connected, IbMtu, Keys, Negotiation, Role, Session, SysData,
@@ -30,6 +32,7 @@ use crate::transport::{
     Access, CqId, MAX_RD_ATOMIC, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge,
 };
 use crate::wire::{Qpn, RnrTimer};
+pub use lat::{LatReport, lat_header, lat_report, lat_row};
 
 const LINE: &str =
     "---------------------------------------------------------------------------------------";
@@ -84,6 +87,9 @@ pub struct PerfOptions {
     pub duration: Option<Duration>,
     /// `--report_gbits`: bandwidth in Gb/s instead of MiB/s.
     pub gbits: bool,
+    /// `--lat`: the latency test (ib_write_lat, ib_read_lat, ib_atomic_lat) instead of
+    /// the bandwidth test.
+    pub latency: bool,
 }
 
 impl PerfOptions {
@@ -104,6 +110,7 @@ impl PerfOptions {
             all_sizes: false,
             duration: None,
             gbits: false,
+            latency: false,
         }
     }
 
@@ -128,6 +135,12 @@ impl PerfOptions {
         if self.duration.is_some_and(|d| d.as_secs() < 1) {
             return usage("the duration (-D) is whole seconds, at least 1");
         }
+        if self.latency && self.test == BwTest::Send {
+            return usage("send --lat (ib_send_lat) is not implemented yet");
+        }
+        if self.latency && (self.all_sizes || self.duration.is_some()) {
+            return usage("--lat runs one size for -n iterations (no -a, no -D yet)");
+        }
         if self.size > MAX_SIZE {
             return usage(&format!("message size {} is above {MAX_SIZE}", self.size));
         }
@@ -142,14 +155,17 @@ pub struct PerfResult {
     pub own: Option<BwReport>,
     /// The row printed: ours, or the client's on a passive server.
     pub printed: BwReport,
+    /// `--lat`: the latency figures this side printed (none on a passive server).
+    pub latency: Option<LatReport>,
 }
 
-fn title(test: BwTest, atomic: AtomicType) -> String {
+fn title(test: BwTest, atomic: AtomicType, latency: bool) -> String {
+    let kind = if latency { "Latency" } else { "BW" };
     match test {
-        BwTest::Write => "RDMA_Write BW Test".into(),
-        BwTest::Read => "RDMA_Read BW Test".into(),
-        BwTest::Send => "Send BW Test".into(),
-        BwTest::Atomic => format!("Atomic {} BW Test", atomic.name()),
+        BwTest::Write => format!("RDMA_Write {kind} Test"),
+        BwTest::Read => format!("RDMA_Read {kind} Test"),
+        BwTest::Send => format!("Send {kind} Test"),
+        BwTest::Atomic => format!("Atomic {} {kind} Test", atomic.name()),
     }
 }
 
@@ -187,6 +203,9 @@ struct Setup {
     key: u32,
     /// The buffer's address, drawn per run as a process's heap would be.
     va: u64,
+    /// Where in the buffer the peer's writes land: its second half in the WRITE latency
+    /// test (perftest's `vaddr` of `buf + BUFF_SIZE`), else 0.
+    recv_offset: u64,
     size: u32,
     tx_depth: u32,
     cq_mod: u32,
@@ -206,6 +225,20 @@ pub fn run(
         opts.size
     };
     let (mut conn, mut s) = setup(rt, opts, size, out)?;
+    if opts.latency {
+        let latency = lat::run(rt, opts, conn, &s, out)?;
+        let _ = writeln!(out, "{LINE}");
+        let printed = BwReport {
+            size: u64::from(size),
+            iters: u64::from(opts.iters),
+            ..BwReport::default()
+        };
+        return Ok(PerfResult {
+            own: None,
+            printed,
+            latency,
+        });
+    }
     let start = Instant::now();
     let own = match (opts.server.is_some(), opts.test) {
         _ if opts.all_sizes => run_all_sizes(rt, opts, &mut conn, &mut s, out)?,
@@ -234,7 +267,11 @@ pub fn run(
         Some(_) if opts.all_sizes => writeln!(out, "{LINE}"),
         _ => write!(out, "{}", report_table(&printed, opts.gbits)),
     };
-    Ok(PerfResult { own, printed })
+    Ok(PerfResult {
+        own,
+        printed,
+        latency: None,
+    })
 }
 
 /// `-a`: every size from 2 bytes to [`MAX_SIZE`], a row each. The client of WRITE and READ
@@ -319,6 +356,11 @@ fn setup(
     let buf_len = 2 * (largest as usize).max(agreed.sys.cycle_buffer as usize);
     let va = super::super::ids::random_va(buf_len);
     let key = rt.register_mr(va, vec![0; buf_len], Access::ALL)?;
+    let recv_offset = if opts.latency && opts.test == BwTest::Write {
+        (buf_len / 2) as u64
+    } else {
+        0
+    };
     // Duration mode has no count to stay under.
     let tx_depth = match opts.duration {
         Some(_) => opts.tx_depth,
@@ -365,11 +407,15 @@ fn setup(
         qpn,
         psn,
         rkey: key,
-        vaddr: va,
+        vaddr: va + recv_offset,
         gid: Some(gid),
         srqn: 0,
     };
     let mut conn = rt.serve_while(move || negotiated.exchange_keys(keys))??;
+    // The latency tests shake hands once more before connecting.
+    if opts.latency {
+        rt.serve_while(|| conn.sync())??;
+    }
     let peer = *conn.peer();
     let header = Header {
         opts,
@@ -401,6 +447,7 @@ fn setup(
         cq,
         key,
         va,
+        recv_offset,
         size,
         tx_depth,
         cq_mod,
@@ -437,17 +484,18 @@ impl Header<'_> {
              Dual-port       : OFF\t\tDevice         : roce\n \
              Number of qps   : 1\t\tTransport type : IB\n \
              Connection type : RC\t\tUsing SRQ      : OFF\n",
-            title(o.test, o.atomic)
+            title(o.test, o.atomic, o.latency)
         );
         if o.server.is_some() {
             s.push_str(&format!(" TX depth        : {}\n", self.tx_depth));
         } else if o.test == BwTest::Send {
             s.push_str(&format!(" RX depth        : {}\n", o.rx_depth));
         }
+        if !o.latency {
+            s.push_str(&format!(" CQ Moderation   : {}\n", self.cq_mod));
+        }
         s.push_str(&format!(
-            " CQ Moderation   : {}\n Mtu             : {}[B]\n Link type       : Ethernet\n \
-             GID index       : {}\n",
-            self.cq_mod,
+            " Mtu             : {}[B]\n Link type       : Ethernet\n GID index       : {}\n",
             self.mtu.bytes(),
             o.gid_index
         ));
@@ -882,7 +930,10 @@ mod tests {
                 own.bw_avg > 0.0 && own.bw_peak >= own.bw_avg * 0.99,
                 "{own:?}"
             );
-            assert!(out.contains(&title(test, AtomicType::FetchAndAdd)), "{out}");
+            assert!(
+                out.contains(&title(test, AtomicType::FetchAndAdd, false)),
+                "{out}"
+            );
             assert!(out.contains(" #bytes     #iterations"), "{out}");
             if test == BwTest::Send {
                 assert_eq!(server.own.unwrap().iters, 300);
@@ -1003,6 +1054,34 @@ mod tests {
         }
     }
 
+    /// --lat: WRITE ping-pongs (both sides measure), READ and atomics one at a time (the
+    /// server passive); perftest's latency table.
+    #[test]
+    fn latency_tests_between_two_runtimes() {
+        for test in [BwTest::Write, BwTest::Read, BwTest::Atomic] {
+            let mut opts = options(test, 64);
+            opts.latency = true;
+            opts.iters = 200;
+            let (client, server, out) = perf_with(opts, 5);
+            let lat = client.latency.unwrap();
+            assert_eq!(
+                (lat.size, lat.iters),
+                (if test == BwTest::Atomic { 8 } else { 64 }, 200)
+            );
+            assert!(
+                lat.t_min > 0.0 && lat.t_min <= lat.t_typical && lat.t_typical <= lat.t_max,
+                "{test:?} {lat:?}"
+            );
+            assert!(out.contains(" #bytes #iterations    t_min[usec]"), "{out}");
+            assert!(
+                out.contains(&title(test, AtomicType::FetchAndAdd, true)),
+                "{out}"
+            );
+            assert!(!out.contains("CQ Moderation"), "{out}");
+            assert_eq!(server.latency.is_some(), test == BwTest::Write, "{test:?}");
+        }
+    }
+
     #[test]
     fn compare_and_swap_swaps_zero_for_zero() {
         let s = Setup {
@@ -1010,6 +1089,7 @@ mod tests {
             cq: CqId(0),
             key: 1,
             va: 0,
+            recv_offset: 0,
             size: 8,
             tx_depth: 1,
             cq_mod: 1,
