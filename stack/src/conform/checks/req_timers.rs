@@ -166,11 +166,15 @@ fn retransmit(ctx: &mut Ctx<'_>) -> Result<Verdict> {
 
 fn retry_exhausted(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let c = timers(ctx, 2)?;
+    // Timed from before the post (the peer cannot send earlier), not from the first packet's
+    // arrival: a tester descheduled when it came stamps it late, by a millisecond or more on
+    // a loaded host, and a 3-timeout wait would look short.
+    let posted = ctx.now();
     ctx.post_send(c.work(SendKind::Write, 1, 0, 64))?;
     let t = ctx.env().timing;
-    let Some(first) = first_request(ctx, c.spsn)? else {
+    if first_request(ctx, c.spsn)?.is_none() {
         return fail("the WRITE never arrived");
-    };
+    }
     let timeout = local_ack_timeout(ACK_TIMEOUT).unwrap_or_default();
     // The spec allows a timer up to four times its nominal value, and a slow peer more.
     let wcs = ctx.poll_cq(c.qpn, Duration::from_secs(10))?;
@@ -181,12 +185,14 @@ fn retry_exhausted(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         .filter(|f| is_request(f) && f.psn() == c.spsn)
         .collect();
     let state = c.state(ctx)?;
-    let took = done.saturating_since(first.at);
+    let took = done.saturating_since(posted);
     let evidence = format!(
-        "WRITE at {:#x} never answered: sent {} times in all, {} after the first: {}; QP {state}",
+        "WRITE at {:#x} never answered: sent {} times in all; failed {} after it was posted \
+         (local ACK timeout {}): {}; QP {state}",
         c.spsn.value(),
         resent.len() + 1,
         ms(took),
+        ms(timeout),
         wcs_text(&wcs)
     );
     let ok = wcs

@@ -161,13 +161,30 @@ const CNP_AFTER: u32 = 20;
 const CNPS: u32 = 8;
 const RATE_PACKETS: u32 = CNP_AFTER + CNPS + 4;
 
-/// Bytes per second over `frames` (from the first's arrival to the last's).
+/// Bytes per second over `frames`: the median packet over the median gap between arrivals, so
+/// that a stall of either host inside the window (a loaded machine, a descheduled agent) does
+/// not decide the verdict either way. `None` with fewer than two frames or no time between them.
 fn rate(frames: &[RxFrame]) -> Option<f64> {
-    let (first, last) = (frames.first()?, frames.last()?);
-    let secs = last.at.saturating_since(first.at).as_secs_f64();
-    let bytes: usize = frames[1..].iter().map(|f| f.payload.len()).sum();
-    (secs > 0.0).then(|| bytes as f64 / secs)
+    fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> Option<T> {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(core::cmp::Ordering::Equal));
+        v.get(v.len() / 2).copied()
+    }
+    let later = frames.get(1..)?;
+    let gap = median(
+        frames
+            .windows(2)
+            .map(|w| w[1].at.saturating_since(w[0].at).as_secs_f64())
+            .collect(),
+    )?;
+    let size = median(later.iter().map(|f| f.payload.len()).collect())?;
+    (gap > 0.0).then(|| size as f64 / gap)
 }
+
+/// How many times the rate check measures before it judges that CNPs do not slow the peer:
+/// the tester's timestamps and the CNPs it sends are only as prompt as its own scheduling,
+/// and a tester descheduled for a millisecond on a loaded host sees a burst where the peer
+/// paced. A peer with no reaction shows none in any attempt; each attempt is in the evidence.
+const RATE_ATTEMPTS: usize = 3;
 
 fn cnp_rate(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     if ctx.env().cc == "none" {
@@ -177,6 +194,21 @@ fn cnp_rate(ctx: &mut Ctx<'_>) -> Result<Verdict> {
                 .into(),
         ));
     }
+    let mut seen = Vec::new();
+    for _ in 0..RATE_ATTEMPTS {
+        let (slowed, evidence) = rate_attempt(ctx)?;
+        seen.push(evidence);
+        if slowed {
+            return pass(seen.join("; then "));
+        }
+    }
+    fail(seen.join("; then "))
+}
+
+/// One measurement: a WRITE of RATE_PACKETS packets from a fresh QP, CNPs after CNP_AFTER of
+/// them; whether the rate over the packets that followed CNPs fell below 85% of the rate
+/// before, and the figures.
+fn rate_attempt(ctx: &mut Ctx<'_>) -> Result<(bool, String)> {
     let mut s = Setup::rc();
     s.mr_len = RATE_PACKETS * 1024;
     let c = connect(ctx, s)?;
@@ -213,15 +245,20 @@ fn cnp_rate(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let during: Vec<RxFrame> = first_seen[at(CNP_AFTER + 1)..at(CNP_AFTER + CNPS + 1)].to_vec();
     let wcs = ctx.poll_cq(c.qpn, t.response.max(Duration::from_secs(1)))?;
     let (Some(r0), Some(r1)) = (rate(&before), rate(&during)) else {
-        return fail(format!(
-            "too few packets to measure: {} before the CNPs, {} while they came",
-            before.len(),
-            during.len()
+        return Ok((
+            false,
+            format!(
+                "cannot measure a rate: {} packets before the CNPs, {} while they came (or no \
+                 time between them); {}",
+                before.len(),
+                during.len(),
+                wcs_text(&wcs)
+            ),
         ));
     };
     let evidence = format!(
-        "{:.3} Gb/s over the {} packets before the CNPs, {:.3} Gb/s over the {} that each \
-         followed a CNP ({:.0}%); {}",
+        "median {:.3} Gb/s over the {} packets before the CNPs, {:.3} Gb/s over the {} that \
+         each followed a CNP ({:.0}%); {}",
         r0 * 8e-9,
         before.len(),
         r1 * 8e-9,
@@ -229,5 +266,5 @@ fn cnp_rate(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         100.0 * r1 / r0,
         wcs_text(&wcs)
     );
-    verdict(r1 <= 0.85 * r0, evidence)
+    Ok((r1 <= 0.85 * r0, evidence))
 }
