@@ -124,6 +124,30 @@ impl DcqcnParams {
         }
     }
 
+    /// The DCQCN the HPCC authors compare HPCC with in their ns-3 runs
+    /// (alibaba-edu/High-Precision-Congestion-Control, simulation/run.py, `--cc dcqcn`):
+    /// g = 1/256 applied every 1 us (ALPHA_RESUME_INTERVAL), at most one cut per 4 us
+    /// (RATE_DECREASE_INTERVAL), increase timer 300 us (RP_TIMER), no byte counter (their
+    /// model has none), F = 1, R_AI 5 Mb/s and R_HAI 50 Mb/s per 25 Gb/s of line rate, min rate
+    /// 1 Gb/s (MIN_RATE), R_T clamped only after a timer increase (CLAMP_TARGET_RATE 0).
+    pub fn hpcc_ns3(line_rate_bps: f64) -> DcqcnParams {
+        let per_25g = line_rate_bps / 25e9;
+        DcqcnParams {
+            line_rate_bps,
+            min_rate_bps: (1e9f64).min(line_rate_bps),
+            g: 1.0 / 256.0,
+            initial_alpha: 1.0,
+            alpha_period: Time::from_micros(1),
+            increase_period: Time::from_micros(300),
+            byte_counter: 0,
+            fast_recovery_steps: 1,
+            rate_ai_bps: 5e6 * per_25g,
+            rate_hai_bps: 50e6 * per_25g,
+            rate_reduce_period: Time::from_micros(4),
+            clamp_target_always: false,
+        }
+    }
+
     pub fn validate(&self) -> Result<(), CcError> {
         check_rate("line rate", self.line_rate_bps)?;
         check_rate("min rate", self.min_rate_bps)?;
