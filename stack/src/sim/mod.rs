@@ -4,3 +4,4 @@
 //! - [`dcqcn`]: N DCQCN senders through one ECN-marking switch queue to one receiver.
 
 pub mod dcqcn;
+pub mod net;

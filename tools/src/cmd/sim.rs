@@ -1,6 +1,7 @@
 //! `roce sim dcqcn [...]`: the DCQCN simulator (roce::sim::dcqcn) from the command line.
 
 mod json;
+mod net;
 mod svg;
 mod text;
 
@@ -22,6 +23,7 @@ pub struct SimArgs {
 #[derive(Debug, Subcommand)]
 pub enum SimCommand {
     Dcqcn(DcqcnArgs),
+    Net(Box<net::NetArgs>),
 }
 
 /// Simulate DCQCN: N senders through one ECN-marking switch queue to one receiver.
@@ -100,6 +102,7 @@ pub struct DcqcnArgs {
 pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     match args.which {
         SimCommand::Dcqcn(args) => dcqcn(args),
+        SimCommand::Net(args) => net::run(*args),
     }
 }
 

@@ -23,12 +23,13 @@ pub fn plot(run: &Run) -> anyhow::Result<String> {
     Ok(doc)
 }
 
-type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
-type Drawn = Result<(), Box<dyn std::error::Error>>;
-type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+pub(super) type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+pub(super) type Drawn = Result<(), Box<dyn std::error::Error>>;
+pub(super) type Chart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
 /// A panel with time (ms) across and `y_desc` up to `top`.
-fn panel<'a, 'b>(
+pub(super) fn panel<'a, 'b>(
     area: &'a Area<'b>,
     caption: &str,
     y_desc: &str,
@@ -49,7 +50,7 @@ fn panel<'a, 'b>(
     Ok(chart)
 }
 
-fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>) -> Drawn {
+pub(super) fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>) -> Drawn {
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))

@@ -1,0 +1,294 @@
+//! `roce sim net --svg FILE`: for each run, the long-lived flows' throughput (or everything
+//! delivered), the busiest queues and the most paused ports over time; then FCT slowdown by
+//! flow size, every run on the same axes.
+
+use anyhow::anyhow;
+use plotters::prelude::*;
+
+use super::super::svg::{Area, Drawn, legend, panel};
+use super::NetRun;
+
+const WIDTH: u32 = 1000;
+const PANEL: u32 = 320;
+/// Series drawn per panel at most (the busiest).
+const LINES: usize = 6;
+
+/// What one panel shows.
+enum Panel<'a> {
+    Throughput(&'a NetRun),
+    Queues(&'a NetRun),
+    Pauses(&'a NetRun),
+    Fct(&'a [NetRun], Pct),
+}
+
+#[derive(Clone, Copy)]
+enum Pct {
+    P50,
+    P99,
+}
+
+fn panels(runs: &[NetRun]) -> Vec<Panel<'_>> {
+    let mut out = Vec::new();
+    let several = runs.len() > 1;
+    for run in runs {
+        let r = &run.report;
+        // With several runs of a workload, the FCT panels compare them; alone, show it all.
+        if !several || !r.long_lived.is_empty() {
+            out.push(Panel::Throughput(run));
+        }
+        if !several
+            && r.samples
+                .ports
+                .iter()
+                .any(|p| p.queue_bytes.iter().any(|&q| q > 0))
+        {
+            out.push(Panel::Queues(run));
+        }
+        if !r.pfc.paused.is_zero() && (!several || !r.long_lived.is_empty()) {
+            out.push(Panel::Pauses(run));
+        }
+    }
+    let fct = runs.iter().any(|r| {
+        r.report
+            .fct_slowdown
+            .by_size
+            .iter()
+            .any(|b| b.slowdown.flows > 0)
+    });
+    if fct {
+        out.push(Panel::Fct(runs, Pct::P99));
+        out.push(Panel::Fct(runs, Pct::P50));
+    }
+    out
+}
+
+pub fn plot(runs: &[NetRun]) -> anyhow::Result<String> {
+    let panels = panels(runs);
+    let mut doc = String::new();
+    {
+        let height = PANEL * panels.len().max(1) as u32;
+        let root = SVGBackend::with_string(&mut doc, (WIDTH, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| anyhow!("svg: {e}"))?;
+        let areas = root.split_evenly((panels.len().max(1), 1));
+        for (panel, area) in panels.iter().zip(&areas) {
+            draw(panel, area).map_err(|e| anyhow!("svg: {e}"))?;
+        }
+        root.present().map_err(|e| anyhow!("svg: {e}"))?;
+    }
+    Ok(doc)
+}
+
+fn draw(panel: &Panel<'_>, area: &Area<'_>) -> Drawn {
+    match panel {
+        Panel::Throughput(run) => throughput(run, area),
+        Panel::Queues(run) => queues(run, area),
+        Panel::Pauses(run) => pauses(run, area),
+        Panel::Fct(runs, pct) => fct(runs, *pct, area),
+    }
+}
+
+fn times(run: &NetRun) -> Vec<f64> {
+    run.report
+        .samples
+        .times
+        .iter()
+        .map(|t| t.as_millis_f64())
+        .collect()
+}
+
+fn label(run: &NetRun) -> String {
+    match run.preset {
+        Some(p) if run.report.control == "dcqcn" => format!("{} ({p})", run.report.control),
+        _ => run.report.control.to_string(),
+    }
+}
+
+fn throughput(run: &NetRun, area: &Area<'_>) -> Drawn {
+    let r = &run.report;
+    let t = times(run);
+    let end = run.config.duration.as_millis_f64();
+    let top = run.config.host_bps as f64 / 1e9 * 1.1;
+    if r.long_lived.is_empty() {
+        let peak = r.samples.delivered_bps.iter().copied().fold(0.0, f64::max) / 1e9;
+        let caption = format!("{}: throughput delivered, all flows", label(run));
+        let mut chart = panel(area, &caption, "Gb/s", end, peak * 1.1 + 1.0)?;
+        let points = t
+            .iter()
+            .zip(&r.samples.delivered_bps)
+            .map(|(&x, y)| (x, y / 1e9));
+        chart.draw_series(LineSeries::new(points, BLUE.stroke_width(1)))?;
+        return Ok(());
+    }
+    let caption = format!("{}: throughput of each long-lived flow", label(run));
+    let mut chart = panel(area, &caption, "Gb/s", end, top)?;
+    for (i, (flow, series)) in r
+        .long_lived
+        .iter()
+        .zip(&r.samples.flow_throughput_bps)
+        .enumerate()
+        .take(2 * LINES)
+    {
+        let colour = Palette99::pick(i).to_rgba();
+        let points = t.iter().zip(series).map(|(&x, y)| (x, y / 1e9));
+        chart
+            .draw_series(LineSeries::new(points, colour.stroke_width(1)))?
+            .label(format!("h{}->h{}", flow.src, flow.dst))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
+    }
+    legend(&mut chart)
+}
+
+fn queues(run: &NetRun, area: &Area<'_>) -> Drawn {
+    let t = times(run);
+    let end = run.config.duration.as_millis_f64();
+    let mut ports: Vec<_> = run.report.samples.ports.iter().collect();
+    ports.sort_by_key(|p| std::cmp::Reverse(p.queue_bytes.iter().copied().max().unwrap_or(0)));
+    let peak = ports
+        .first()
+        .and_then(|p| p.queue_bytes.iter().copied().max())
+        .unwrap_or(0) as f64
+        / 1e3;
+    let caption = format!(
+        "{}: busiest egress queues (largest in each interval)",
+        label(run)
+    );
+    let mut chart = panel(area, &caption, "queue (KB)", end, peak * 1.1 + 1.0)?;
+    for (i, p) in ports.iter().take(LINES).enumerate() {
+        let colour = Palette99::pick(i).to_rgba();
+        let points = t
+            .iter()
+            .zip(&p.queue_bytes)
+            .map(|(&x, &q)| (x, q as f64 / 1e3));
+        chart
+            .draw_series(LineSeries::new(points, colour.stroke_width(1)))?
+            .label(p.port.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
+    }
+    legend(&mut chart)
+}
+
+fn pauses(run: &NetRun, area: &Area<'_>) -> Drawn {
+    let t = times(run);
+    let end = run.config.duration.as_millis_f64();
+    let mut ports: Vec<_> = run
+        .report
+        .samples
+        .ports
+        .iter()
+        .filter(|p| p.paused.iter().any(|&x| x > 0.0))
+        .collect();
+    let total =
+        |p: &&roce::sim::net::PortSeries| p.paused.iter().map(|&x| f64::from(x)).sum::<f64>();
+    ports.sort_by(|a, b| total(b).total_cmp(&total(a)));
+    let caption = format!(
+        "{}: PFC, share of each interval a port was paused",
+        label(run)
+    );
+    let mut chart = panel(area, &caption, "paused (%)", end, 105.0)?;
+    for (i, p) in ports.iter().take(LINES).enumerate() {
+        let colour = Palette99::pick(i).to_rgba();
+        let points = t
+            .iter()
+            .zip(&p.paused)
+            .map(|(&x, &y)| (x, 100.0 * f64::from(y)));
+        chart
+            .draw_series(LineSeries::new(points, colour.stroke_width(1)))?
+            .label(p.port.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
+    }
+    legend(&mut chart)
+}
+
+fn size_label(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1_000_000 => format!("{:.0}M", b as f64 / 1e6),
+        b if b >= 1_000 => format!("{:.0}K", b as f64 / 1e3),
+        b => format!("{b}"),
+    }
+}
+
+/// p99 (or p50) FCT slowdown per size bucket, buckets evenly spaced as the HPCC paper's
+/// Figure 11 draws them, slowdown on a log scale.
+fn fct(runs: &[NetRun], pct: Pct, area: &Area<'_>) -> Drawn {
+    let Some(first) = runs.first() else {
+        return Ok(());
+    };
+    let bounds: Vec<u64> = first
+        .report
+        .fct_slowdown
+        .by_size
+        .iter()
+        .map(|b| b.max_bytes)
+        .collect();
+    let pick = |s: &roce::sim::net::Percentiles| match pct {
+        Pct::P50 => s.p50,
+        Pct::P99 => s.p99,
+    };
+    let top = runs
+        .iter()
+        .flat_map(|r| {
+            r.report
+                .fct_slowdown
+                .by_size
+                .iter()
+                .map(|b| pick(&b.slowdown))
+        })
+        .fold(1.0, f64::max);
+    let name = match pct {
+        Pct::P50 => "p50",
+        Pct::P99 => "p99",
+    };
+    let caption = format!("{name} FCT slowdown by flow size (5% of the flows per point)");
+    let n = bounds.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(-0.5..n - 0.5, (1.0..top * 1.5).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("flow size (bytes, up to)")
+        .y_desc(format!("{name} slowdown"))
+        .x_labels(bounds.len().max(2))
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 0.01 && i >= 0.0 {
+                bounds
+                    .get(i as usize)
+                    .map(|&b| size_label(b))
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .draw()?;
+    for (k, run) in runs.iter().enumerate() {
+        let colour = Palette99::pick(k).to_rgba();
+        let points: Vec<(f64, f64)> = run
+            .report
+            .fct_slowdown
+            .by_size
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.slowdown.flows > 0)
+            .map(|(i, b)| (i as f64, pick(&b.slowdown).max(1.0)))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))?
+            .label(label(run))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
+        chart.draw_series(
+            points
+                .into_iter()
+                .map(|p| Circle::new(p, 3, colour.filled())),
+        )?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()?;
+    Ok(())
+}
