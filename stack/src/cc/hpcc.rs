@@ -77,6 +77,16 @@ impl HpccParams {
         }
     }
 
+    /// As the authors' ns-3 runs set it (run.py, `--cc hp`): the paper's values but
+    /// MI_THRESH 0, so every update takes the multiplicative branch,
+    /// W = W^c / (U / eta) + W_AI, growing as fast as it shrinks.
+    pub fn ns3(line_rate_bps: f64, base_rtt: Time) -> HpccParams {
+        HpccParams {
+            max_stage: 0,
+            ..HpccParams::paper(line_rate_bps, base_rtt)
+        }
+    }
+
     /// Checks every parameter can run.
     pub fn validate(&self) -> Result<(), CcError> {
         check_rate("line rate", self.line_rate_bps)?;

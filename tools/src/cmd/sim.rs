@@ -34,6 +34,9 @@ pub enum SimCommand {
 /// bottleneck's; flows start at line rate and never run dry. Rates count wire bytes
 /// (payload, headers, preamble and gap). Runs are deterministic for a given --seed.
 ///
+/// The switch marks as the paper's (Kmin 5 KB, Kmax 200 KB, Pmax 0.01) unless --kmin, --kmax
+/// or --pmax say otherwise.
+///
 /// Fairness, utilisation and the queue are measured over the last --window-ms; the
 /// CoNEXT 2016 fluid model's fixed point for the flows running at the end is shown beside the
 /// mean queue.
@@ -70,15 +73,8 @@ pub struct DcqcnArgs {
     /// Start time of each flow, ms, comma-separated (default: all at 0).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub start_ms: Vec<f64>,
-    /// RED marking starts above this queue length, KB (1 KB = 1000 B). Default 5.
-    #[arg(long, value_name = "KB")]
-    pub kmin: Option<f64>,
-    /// RED marks every packet above this queue length, KB. Default 200.
-    #[arg(long, value_name = "KB")]
-    pub kmax: Option<f64>,
-    /// RED marking probability at Kmax, 0 to 1. Default 0.01.
-    #[arg(long, value_name = "P")]
-    pub pmax: Option<f64>,
+    #[command(flatten)]
+    pub marking: Marking,
     /// Seed of the switch's marking decisions.
     #[arg(long, value_name = "S", default_value_t = 1)]
     pub seed: u64,
@@ -103,6 +99,42 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     match args.which {
         SimCommand::Dcqcn(args) => dcqcn(args),
         SimCommand::Net(args) => net::run(*args),
+    }
+}
+
+/// The switches' RED marking (Kmin, Kmax, Pmax), as both simulators take it; each command's
+/// help gives its defaults.
+#[derive(Debug, Args)]
+pub struct Marking {
+    /// RED marking starts above this queue length, KB (1 KB = 1000 B).
+    #[arg(long, value_name = "KB")]
+    pub kmin: Option<f64>,
+    /// RED marks every packet above this queue length, KB.
+    #[arg(long, value_name = "KB")]
+    pub kmax: Option<f64>,
+    /// RED marking probability at Kmax, 0 to 1.
+    #[arg(long, value_name = "P")]
+    pub pmax: Option<f64>,
+}
+
+impl Marking {
+    /// The marker, each threshold not given taken from `default`.
+    pub fn marker(&self, default: Marker) -> anyhow::Result<Marker> {
+        let kb = |flag: &str, v: Option<f64>, default: u64| -> anyhow::Result<u64> {
+            match v {
+                None => Ok(default),
+                Some(v) if v.is_finite() && (0.0..=1e9).contains(&v) => {
+                    Ok((v * 1e3).round() as u64)
+                }
+                Some(v) => bail!("{flag} must be a queue length in KB, got {v}"),
+            }
+        };
+        Marker::new(
+            kb("--kmin", self.kmin, default.kmin_bytes())?,
+            kb("--kmax", self.kmax, default.kmax_bytes())?,
+            self.pmax.unwrap_or(default.pmax()),
+        )
+        .map_err(|e| anyhow::anyhow!("marking: {e}"))
     }
 }
 
@@ -190,20 +222,7 @@ fn config(args: &DcqcnArgs) -> anyhow::Result<SimConfig> {
             None => bail!("--preset must be paper, mlx5 or none, got {name:?}"),
         },
     };
-    let paper = Marker::paper();
-    let kb = |flag: &str, v: Option<f64>, default: u64| -> anyhow::Result<u64> {
-        match v {
-            None => Ok(default),
-            Some(v) if v.is_finite() && (0.0..=1e9).contains(&v) => Ok((v * 1e3).round() as u64),
-            Some(v) => bail!("{flag} must be a queue length in KB, got {v}"),
-        }
-    };
-    let marker = Marker::new(
-        kb("--kmin", args.kmin, paper.kmin_bytes())?,
-        kb("--kmax", args.kmax, paper.kmax_bytes())?,
-        args.pmax.unwrap_or(paper.pmax()),
-    )
-    .map_err(|e| anyhow::anyhow!("marking: {e}"))?;
+    let marker = args.marking.marker(Marker::paper())?;
     let ms = Time::from_millis(1);
     let flow_starts = if args.start_ms.is_empty() {
         vec![Time::ZERO; flows]

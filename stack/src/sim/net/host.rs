@@ -48,10 +48,11 @@ impl Sim<'_> {
         let n = host.active.len();
         let mut wake = Time::MAX;
         let mut chosen = None;
-        for k in 0..n {
-            let i = (host.rr + k) % n;
+        let mut i = if host.rr < n { host.rr } else { 0 };
+        for _ in 0..n {
             let flow = &self.flows[host.active[i] as usize];
             if !flow.window_open(self.mtu) {
+                i = if i + 1 < n { i + 1 } else { 0 };
                 continue;
             }
             let t = flow.pacer.next_send_time();
@@ -60,6 +61,7 @@ impl Sim<'_> {
                 break;
             }
             wake = wake.min(t);
+            i = if i + 1 < n { i + 1 } else { 0 };
         }
         match chosen {
             Some(i) => self.send_data(h, i),

@@ -20,7 +20,7 @@ use roce::sim::net::{
     TraceEvent, Workload, run as simulate,
 };
 
-use super::time;
+use super::{Marking, time};
 
 /// Simulate a RoCE fabric: PFC, ECN, ECMP, workloads; DCQCN, HPCC or TIMELY at the hosts.
 ///
@@ -75,9 +75,9 @@ pub struct NetArgs {
     /// runs each on the same flows and compares them.
     #[arg(long, value_name = "CC", default_value = "dcqcn")]
     pub cc: String,
-    /// DCQCN's parameters: paper (SIGCOMM 2015, the default), mlx5 (NVIDIA firmware
-    /// defaults) or ns3 (the DCQCN of the HPCC authors' ns-3 runs). HPCC and TIMELY use their
-    /// papers' settings.
+    /// Parameters: paper (each controller's paper, the default), mlx5 (DCQCN as NVIDIA's
+    /// firmware defaults it; the others as their papers) or ns3 (DCQCN and HPCC as the HPCC
+    /// authors' ns-3 runs set them). TIMELY's paper and ns-3 settings are the same.
     #[arg(long, value_name = "P")]
     pub preset: Option<String>,
     /// PFC on the data priority: on or off (off: a full buffer drops).
@@ -96,16 +96,11 @@ pub struct NetArgs {
     /// Dynamic threshold alpha: the share of the free buffer one queue may hold.
     #[arg(long, value_name = "A", default_value_t = 0.125)]
     pub dt_alpha: f64,
-    /// RED marking starts above this egress queue, KB (default: 5 with DCQCN's paper preset,
-    /// else 100 per 25 Gb/s as the HPCC runs; scaled with each port's rate).
-    #[arg(long, value_name = "KB")]
-    pub kmin: Option<f64>,
-    /// RED marks every packet above this egress queue, KB (default 200, or 400 per 25 Gb/s).
-    #[arg(long, value_name = "KB")]
-    pub kmax: Option<f64>,
-    /// RED marking probability at Kmax (default 0.01, or 0.2).
-    #[arg(long, value_name = "P")]
-    pub pmax: Option<f64>,
+    /// ECN marking at the host link rate, scaled with each port's rate (default: Kmin 5 KB,
+    /// Kmax 200 KB, Pmax 0.01 with DCQCN's paper preset; else 100 KB and 400 KB per 25 Gb/s
+    /// and 0.2, as the HPCC runs).
+    #[command(flatten)]
+    pub marking: Marking,
     /// Flow sizes: websearch, hadoop, or a CDF file (`SIZE CDF` lines, CDF in percent).
     #[arg(long, value_name = "W")]
     pub workload: Option<String>,
@@ -183,9 +178,9 @@ pub fn run(args: NetArgs) -> anyhow::Result<ExitCode> {
     for (name, preset) in controls {
         let mut cfg = base.clone();
         cfg.control = control(&cfg, name, preset)?;
-        let marking_given = args.kmin.is_some() || args.kmax.is_some() || args.pmax.is_some();
-        if !marking_given && name == "dcqcn" && preset == Some("paper") {
-            cfg.marker = Marker::paper();
+        if name == "dcqcn" && preset == Some("paper") {
+            // The paper's marking goes with the paper's parameters.
+            cfg.marker = args.marking.marker(Marker::paper())?;
         }
         let mut observer = CliObserver::new(name, &cfg, trace.as_mut());
         let wall = Instant::now();
@@ -223,13 +218,14 @@ fn parse_controls(args: &NetArgs) -> anyhow::Result<Vec<(&'static str, Option<&'
         Some("ns3") => "ns3",
         Some(name) => match Preset::from_name(name) {
             Some(p) => p.name(),
-            None => bail!("--preset must be paper, mlx5 or ns3 (DCQCN's parameters), got {name:?}"),
+            None => bail!("--preset must be paper, mlx5 or ns3, got {name:?}"),
         },
     };
     let mut out = Vec::new();
     for name in args.cc.split(',').map(str::trim) {
         let entry = match name {
             "dcqcn" => ("dcqcn", Some(dcqcn_preset)),
+            "hpcc" if dcqcn_preset == "ns3" => ("hpcc", Some("ns3")),
             "hpcc" => ("hpcc", Some("paper")),
             "timely" => ("timely", Some("paper")),
             "none" => ("none", None),
@@ -251,6 +247,7 @@ fn control(cfg: &NetConfig, name: &str, preset: Option<&str>) -> anyhow::Result<
             None if preset == Some("ns3") => DcqcnParams::hpcc_ns3(line),
             None => DcqcnParams::paper(line),
         }),
+        "hpcc" if preset == Some("ns3") => Control::Hpcc(HpccParams::ns3(line, cfg.max_base_rtt())),
         "hpcc" => Control::Hpcc(HpccParams::paper(line, cfg.max_base_rtt())),
         "timely" => Control::Timely(TimelyParams::paper(line)),
         _ => Control::None,
@@ -306,18 +303,13 @@ fn config(args: &NetArgs) -> anyhow::Result<NetConfig> {
         );
     }
     cfg.dt_alpha = args.dt_alpha;
-    let marker = Marker::new(
-        match args.kmin {
-            Some(kb) => kbytes("--kmin", kb)?,
-            None => (100_000.0 * per_25g) as u64,
-        },
-        match args.kmax {
-            Some(kb) => kbytes("--kmax", kb)?,
-            None => (400_000.0 * per_25g) as u64,
-        },
-        args.pmax.unwrap_or(0.2),
-    );
-    cfg.marker = marker.map_err(|e| anyhow::anyhow!("marking: {e}"))?;
+    let hpcc_runs = Marker::new(
+        (100_000.0 * per_25g) as u64,
+        (400_000.0 * per_25g) as u64,
+        0.2,
+    )
+    .unwrap_or(Marker::paper());
+    cfg.marker = args.marking.marker(hpcc_runs)?;
     cfg.payload_bytes = args.payload;
     cfg.workload = workload(args)?;
     cfg.duration = time("--duration-ms", args.duration_ms, ms)?;

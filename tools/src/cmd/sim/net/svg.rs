@@ -23,7 +23,7 @@ enum Panel<'a> {
 
 #[derive(Clone, Copy)]
 enum Pct {
-    P50,
+    P95,
     P99,
 }
 
@@ -57,7 +57,8 @@ fn panels(runs: &[NetRun]) -> Vec<Panel<'_>> {
     });
     if fct {
         out.push(Panel::Fct(runs, Pct::P99));
-        out.push(Panel::Fct(runs, Pct::P50));
+        // The HPCC paper's Figure 11 plots the 95th percentile.
+        out.push(Panel::Fct(runs, Pct::P95));
     }
     out
 }
@@ -128,7 +129,7 @@ fn throughput(run: &NetRun, area: &Area<'_>) -> Drawn {
         .enumerate()
         .take(2 * LINES)
     {
-        let colour = Palette99::pick(i).to_rgba();
+        let colour = colour(i);
         let points = t.iter().zip(series).map(|(&x, y)| (x, y / 1e9));
         chart
             .draw_series(LineSeries::new(points, colour.stroke_width(1)))?
@@ -141,7 +142,14 @@ fn throughput(run: &NetRun, area: &Area<'_>) -> Drawn {
 fn queues(run: &NetRun, area: &Area<'_>) -> Drawn {
     let t = times(run);
     let end = run.config.duration.as_millis_f64();
-    let mut ports: Vec<_> = run.report.samples.ports.iter().collect();
+    // Queues that held a few packets at most are not worth a line.
+    let mut ports: Vec<_> = run
+        .report
+        .samples
+        .ports
+        .iter()
+        .filter(|p| p.queue_bytes.iter().any(|&q| q >= 3_000))
+        .collect();
     ports.sort_by_key(|p| std::cmp::Reverse(p.queue_bytes.iter().copied().max().unwrap_or(0)));
     let peak = ports
         .first()
@@ -154,7 +162,7 @@ fn queues(run: &NetRun, area: &Area<'_>) -> Drawn {
     );
     let mut chart = panel(area, &caption, "queue (KB)", end, peak * 1.1 + 1.0)?;
     for (i, p) in ports.iter().take(LINES).enumerate() {
-        let colour = Palette99::pick(i).to_rgba();
+        let colour = colour(i);
         let points = t
             .iter()
             .zip(&p.queue_bytes)
@@ -186,7 +194,7 @@ fn pauses(run: &NetRun, area: &Area<'_>) -> Drawn {
     );
     let mut chart = panel(area, &caption, "paused (%)", end, 105.0)?;
     for (i, p) in ports.iter().take(LINES).enumerate() {
-        let colour = Palette99::pick(i).to_rgba();
+        let colour = colour(i);
         let points = t
             .iter()
             .zip(&p.paused)
@@ -199,15 +207,37 @@ fn pauses(run: &NetRun, area: &Area<'_>) -> Drawn {
     legend(&mut chart)
 }
 
+/// 3.3K, 1.5M, 30M: one decimal below ten, none above.
 fn size_label(bytes: u64) -> String {
+    let short = |v: f64, unit: &str| {
+        if v < 10.0 && v.fract() >= 0.05 {
+            format!("{v:.1}{unit}")
+        } else {
+            format!("{v:.0}{unit}")
+        }
+    };
     match bytes {
-        b if b >= 1_000_000 => format!("{:.0}M", b as f64 / 1e6),
-        b if b >= 1_000 => format!("{:.0}K", b as f64 / 1e3),
+        b if b >= 1_000_000 => short(b as f64 / 1e6, "M"),
+        b if b >= 1_000 => short(b as f64 / 1e3, "K"),
         b => format!("{b}"),
     }
 }
 
-/// p99 (or p50) FCT slowdown per size bucket, buckets evenly spaced as the HPCC paper's
+/// Distinct colours for a few series (Palette99's third is a pale yellow).
+const COLOURS: [RGBColor; 6] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(0, 0, 0),
+];
+
+fn colour(i: usize) -> RGBAColor {
+    COLOURS[i % COLOURS.len()].to_rgba()
+}
+
+/// p99 (or p95) FCT slowdown per size bucket, buckets evenly spaced as the HPCC paper's
 /// Figure 11 draws them, slowdown on a log scale.
 fn fct(runs: &[NetRun], pct: Pct, area: &Area<'_>) -> Drawn {
     let Some(first) = runs.first() else {
@@ -221,7 +251,7 @@ fn fct(runs: &[NetRun], pct: Pct, area: &Area<'_>) -> Drawn {
         .map(|b| b.max_bytes)
         .collect();
     let pick = |s: &roce::sim::net::Percentiles| match pct {
-        Pct::P50 => s.p50,
+        Pct::P95 => s.p95,
         Pct::P99 => s.p99,
     };
     let top = runs
@@ -235,7 +265,7 @@ fn fct(runs: &[NetRun], pct: Pct, area: &Area<'_>) -> Drawn {
         })
         .fold(1.0, f64::max);
     let name = match pct {
-        Pct::P50 => "p50",
+        Pct::P95 => "p95",
         Pct::P99 => "p99",
     };
     let caption = format!("{name} FCT slowdown by flow size (5% of the flows per point)");
@@ -245,12 +275,13 @@ fn fct(runs: &[NetRun], pct: Pct, area: &Area<'_>) -> Drawn {
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(56)
-        .build_cartesian_2d(-0.5..n - 0.5, (1.0..top * 1.5).log_scale())?;
+        .build_cartesian_2d(-0.5..n - 0.5, (1.0..top * 4.0).log_scale())?;
     chart
         .configure_mesh()
         .x_desc("flow size (bytes, up to)")
         .y_desc(format!("{name} slowdown"))
         .x_labels(bounds.len().max(2))
+        .light_line_style(WHITE.mix(0.0))
         .x_label_formatter(&|x| {
             let i = x.round();
             if (x - i).abs() < 0.01 && i >= 0.0 {
@@ -264,7 +295,7 @@ fn fct(runs: &[NetRun], pct: Pct, area: &Area<'_>) -> Drawn {
         })
         .draw()?;
     for (k, run) in runs.iter().enumerate() {
-        let colour = Palette99::pick(k).to_rgba();
+        let colour = colour(k);
         let points: Vec<(f64, f64)> = run
             .report
             .fct_slowdown
