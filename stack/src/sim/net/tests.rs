@@ -136,7 +136,7 @@ fn runs_are_deterministic_per_seed() {
         load: 0.5,
         until: None,
     };
-    cfg.duration = Time::from_millis(3);
+    cfg.duration = Time::from_millis(2);
     cfg.control = Control::Dcqcn(DcqcnParams::mlx5(100e9));
     let a = run(&cfg, &mut ()).unwrap();
     assert!(a.flows.finished > 10, "{:?}", a.flows);
@@ -208,7 +208,7 @@ fn pauses_spread_hop_by_hop_and_slow_a_victim_flow_until_dcqcn_acts() {
 
 #[test]
 fn each_controller_shares_an_incast_and_keeps_the_link_busy() {
-    let mut cfg = incast(4, 100, 20);
+    let mut cfg = incast(4, 100, 10);
     // The ns-3 runs' receivers flag every marked packet's ACK; their senders cut every 4 us.
     cfg.cnp_interval = Time::from_micros(4);
     for control in controls(&cfg) {
@@ -247,10 +247,10 @@ fn memory_follows_the_flows_in_flight() {
         load: 0.3,
         until: None,
     };
-    cfg.duration = Time::from_millis(20);
+    cfg.duration = Time::from_millis(8);
     cfg.control = Control::Hpcc(HpccParams::paper(100e9, cfg.max_base_rtt()));
     let r = run(&cfg, &mut ()).unwrap();
-    assert!(r.flows.started > 4_000, "{:?}", r.flows);
+    assert!(r.flows.started > 1_500, "{:?}", r.flows);
     assert!(r.flows.slots <= r.flows.peak_in_flight);
     assert!(r.flows.slots * 20 < r.flows.started, "{:?}", r.flows);
 }
