@@ -75,7 +75,7 @@ fn benches(c: &mut Criterion<CpuTime>) {
 
 criterion_group! {
     name = group;
-    config = Criterion::default().with_measurement(CpuTime).configure_from_args();
+    config = common::cpu_criterion(1);
     targets = benches
 }
 
