@@ -9,15 +9,7 @@ use common::roce;
 fn json(args: &[&str]) -> Value {
     let mut all = vec!["sim", "dcqcn", "--json"];
     all.extend_from_slice(args);
-    let out = roce(&all);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    common::roce_json(&all)
 }
 
 #[test]
@@ -76,7 +68,7 @@ fn without_control_the_queue_grows() {
 fn the_table_and_the_svg() {
     // An empty file the run must replace.
     let svg = common::temp_file_in("sim-tests", "dcqcn.svg", b"");
-    let out = roce(&[
+    let text = common::roce_ok(&[
         "sim",
         "dcqcn",
         "--flows",
@@ -86,22 +78,16 @@ fn the_table_and_the_svg() {
         "--svg",
         svg.to_str().unwrap(),
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::assert_contains_all(
+        &text,
+        &[
+            "flow  start ms",
+            "final rate Gb/s",
+            "Jain's fairness",
+            "utilisation",
+            "queue mean",
+        ],
     );
-    let text = String::from_utf8(out.stdout).unwrap();
-    for needle in [
-        "flow  start ms",
-        "final rate Gb/s",
-        "Jain's fairness",
-        "utilisation",
-        "queue mean",
-    ] {
-        assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
-    }
     let doc = std::fs::read_to_string(&svg).unwrap();
     assert!(doc.starts_with("<svg"), "{}", &doc[..doc.len().min(80)]);
     assert!(doc.contains("DCQCN rate R_C per flow") && doc.contains("switch queue"));
@@ -121,11 +107,7 @@ fn bad_flags_get_one_line_and_a_failure() {
     ] {
         let mut all = vec!["sim", "dcqcn"];
         all.extend_from_slice(args);
-        let out = roce(&all);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-        assert!(out.stdout.is_empty(), "{args:?}");
+        common::roce_one_line_error(&all);
     }
 }
 

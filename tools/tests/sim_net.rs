@@ -10,15 +10,7 @@ use common::roce;
 fn json(args: &[&str]) -> Value {
     let mut all = vec!["sim", "net", "--json"];
     all.extend_from_slice(args);
-    let out = roce(&all);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    common::roce_json(&all)
 }
 
 #[test]
@@ -115,7 +107,7 @@ fn long_lived_flows_fairness_and_pauses() {
 fn the_table_the_svg_and_the_trace() {
     let svg = common::temp_file_in("sim-net-tests", "victim.svg", b"");
     let trace = common::temp_file_in("sim-net-tests", "trace.jsonl", b"");
-    let out = roce(&[
+    let text = common::roce_ok(&[
         "sim",
         "net",
         "--topology",
@@ -135,25 +127,19 @@ fn the_table_the_svg_and_the_trace() {
         "--trace",
         trace.to_str().unwrap(),
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::assert_contains_all(
+        &text,
+        &[
+            "== none",
+            "== dcqcn (paper)",
+            "PFC:",
+            "long-lived flows",
+            "h2->h5",
+            "Jain's fairness",
+            "FCT slowdown over 1 flows",
+            "egress queues per switch",
+        ],
     );
-    let text = String::from_utf8(out.stdout).unwrap();
-    for needle in [
-        "== none",
-        "== dcqcn (paper)",
-        "PFC:",
-        "long-lived flows",
-        "h2->h5",
-        "Jain's fairness",
-        "FCT slowdown over 1 flows",
-        "egress queues per switch",
-    ] {
-        assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
-    }
     let doc = std::fs::read_to_string(&svg).unwrap();
     assert!(doc.starts_with("<svg"), "{}", &doc[..doc.len().min(80)]);
     for caption in [
@@ -240,12 +226,8 @@ fn bad_input_gets_one_line_and_a_failure() {
     for (args, needle) in cases {
         let mut all = vec!["sim", "net"];
         all.extend_from_slice(args);
-        let out = roce(&all);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        let err = common::roce_one_line_error(&all);
         assert!(err.contains(needle), "{args:?}: {err} lacks {needle:?}");
-        assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
 

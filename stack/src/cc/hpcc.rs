@@ -26,7 +26,7 @@
 //! As in the authors' ns-3 code (alibaba-edu/High-Precision-Congestion-Control, rdma-hw.cc),
 //! U starts at 1 and the first ACK only records the telemetry it carries.
 
-use super::{AckFeedback, CcError, CongestionControl, Time, check_fraction, check_rate};
+use super::{AckFeedback, CcError, CongestionControl, Time, check_fraction, check_rate_range};
 
 /// The most switch hops a packet records telemetry for (the paper's INT header holds 5).
 pub const MAX_INT_HOPS: usize = 5;
@@ -89,14 +89,7 @@ impl HpccParams {
 
     /// Checks every parameter can run.
     pub fn validate(&self) -> Result<(), CcError> {
-        check_rate("line rate", self.line_rate_bps)?;
-        check_rate("min rate", self.min_rate_bps)?;
-        if self.min_rate_bps > self.line_rate_bps {
-            return Err(CcError::Invalid(format!(
-                "min rate {} bit/s exceeds line rate {} bit/s",
-                self.min_rate_bps, self.line_rate_bps
-            )));
-        }
+        check_rate_range(self.line_rate_bps, self.min_rate_bps)?;
         if self.base_rtt.is_zero() {
             return Err(CcError::Zero { name: "base RTT" });
         }
@@ -256,12 +249,6 @@ impl CongestionControl for Hpcc {
             self.last_update_seq = ack.sent_bytes;
         }
         self.remember(int);
-    }
-
-    fn on_bytes_sent(&mut self, _now: Time, _bytes: u64) {}
-    fn on_timer(&mut self, _now: Time) {}
-    fn next_timer(&self) -> Option<Time> {
-        None
     }
 }
 

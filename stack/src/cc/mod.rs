@@ -49,12 +49,16 @@ pub trait CongestionControl {
     fn on_cnp(&mut self, now: Time);
     /// An ACK for this QP arrived.
     fn on_ack(&mut self, _now: Time, _ack: &AckFeedback<'_>) {}
-    /// The requester put `bytes` on the wire for this QP.
-    fn on_bytes_sent(&mut self, now: Time, bytes: u64);
+    /// The requester put `bytes` on the wire for this QP (nothing by default: only a
+    /// scheme that counts bytes, as DCQCN's byte counter, needs it).
+    fn on_bytes_sent(&mut self, _now: Time, _bytes: u64) {}
     /// Runs every timer due at or before `now`; calling it early or twice does nothing.
-    fn on_timer(&mut self, now: Time);
-    /// The earliest deadline [`CongestionControl::on_timer`] must be called at, if any.
-    fn next_timer(&self) -> Option<Time>;
+    fn on_timer(&mut self, _now: Time) {}
+    /// The earliest deadline [`CongestionControl::on_timer`] must be called at, if any (none
+    /// by default: an ACK-clocked scheme has no timer).
+    fn next_timer(&self) -> Option<Time> {
+        None
+    }
 }
 
 /// What one ACK tells the sender's congestion control.
@@ -90,11 +94,6 @@ impl CongestionControl for NoControl {
         self.line_rate_bps
     }
     fn on_cnp(&mut self, _now: Time) {}
-    fn on_bytes_sent(&mut self, _now: Time, _bytes: u64) {}
-    fn on_timer(&mut self, _now: Time) {}
-    fn next_timer(&self) -> Option<Time> {
-        None
-    }
 }
 
 /// A parameter no controller, marker or simulation can run with.
@@ -133,6 +132,18 @@ pub(crate) fn check_rate(name: &'static str, value: f64) -> Result<(), CcError> 
     } else {
         Err(CcError::Rate { name, value })
     }
+}
+
+/// Checks a line rate and a floor below it, both positive and finite.
+pub(crate) fn check_rate_range(line_rate_bps: f64, min_rate_bps: f64) -> Result<(), CcError> {
+    check_rate("line rate", line_rate_bps)?;
+    check_rate("min rate", min_rate_bps)?;
+    if min_rate_bps > line_rate_bps {
+        return Err(CcError::Invalid(format!(
+            "min rate {min_rate_bps} bit/s exceeds line rate {line_rate_bps} bit/s"
+        )));
+    }
+    Ok(())
 }
 
 pub(crate) fn check_fraction(name: &'static str, value: f64) -> Result<(), CcError> {

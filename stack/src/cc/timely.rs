@@ -17,7 +17,9 @@
 //! `rate_hai_bps` (the paper's N = 5 times delta) until the next decrease. R stays within
 //! [min rate, line rate]. The first sample only sets prev_rtt.
 
-use super::{AckFeedback, CcError, CongestionControl, Time, check_fraction, check_rate};
+use super::{
+    AckFeedback, CcError, CongestionControl, Time, check_fraction, check_rate, check_rate_range,
+};
 
 /// Increases in a row before hyperactive increase (the paper's 5 completions).
 const HAI_AFTER: u32 = 5;
@@ -67,14 +69,7 @@ impl TimelyParams {
 
     /// Checks every parameter can run.
     pub fn validate(&self) -> Result<(), CcError> {
-        check_rate("line rate", self.line_rate_bps)?;
-        check_rate("min rate", self.min_rate_bps)?;
-        if self.min_rate_bps > self.line_rate_bps {
-            return Err(CcError::Invalid(format!(
-                "min rate {} bit/s exceeds line rate {} bit/s",
-                self.min_rate_bps, self.line_rate_bps
-            )));
-        }
+        check_rate_range(self.line_rate_bps, self.min_rate_bps)?;
         check_fraction("alpha", self.alpha)?;
         check_fraction("beta", self.beta)?;
         check_rate("delta", self.rate_ai_bps)?;
@@ -183,12 +178,6 @@ impl CongestionControl for Timely {
         }
         self.update(rtt);
         self.last_update_seq = ack.sent_bytes;
-    }
-
-    fn on_bytes_sent(&mut self, _now: Time, _bytes: u64) {}
-    fn on_timer(&mut self, _now: Time) {}
-    fn next_timer(&self) -> Option<Time> {
-        None
     }
 }
 

@@ -15,7 +15,7 @@
 //! running; once a flow is back at line rate its timers stop, so an idle QP costs no wake-ups
 //! (the alpha decays it missed are applied at the next CNP).
 
-use super::{CcError, CongestionControl, Time, check_fraction, check_rate};
+use super::{CcError, CongestionControl, Time, check_fraction, check_rate_range};
 
 /// DCQCN reaction-point parameters. Rates in bit/s; every field says its source.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -149,14 +149,7 @@ impl DcqcnParams {
     }
 
     pub fn validate(&self) -> Result<(), CcError> {
-        check_rate("line rate", self.line_rate_bps)?;
-        check_rate("min rate", self.min_rate_bps)?;
-        if self.min_rate_bps > self.line_rate_bps {
-            return Err(CcError::Invalid(format!(
-                "min rate {} bit/s exceeds line rate {} bit/s",
-                self.min_rate_bps, self.line_rate_bps
-            )));
-        }
+        check_rate_range(self.line_rate_bps, self.min_rate_bps)?;
         check_fraction("g", self.g)?;
         check_fraction("initial alpha", self.initial_alpha)?;
         if !(self.rate_ai_bps.is_finite() && self.rate_ai_bps >= 0.0) {

@@ -50,6 +50,20 @@ pub(super) fn panel<'a, 'b>(
     Ok(chart)
 }
 
+/// One line of `chart` in `colour`, named `label` in the legend.
+pub(super) fn labelled_line(
+    chart: &mut Chart<'_, '_>,
+    points: impl IntoIterator<Item = (f64, f64)>,
+    colour: RGBAColor,
+    label: String,
+) -> Drawn {
+    chart
+        .draw_series(LineSeries::new(points, colour.stroke_width(1)))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
+    Ok(())
+}
+
 pub(super) fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>) -> Drawn {
     chart
         .configure_series_labels()
@@ -83,10 +97,7 @@ fn rates(run: &Run, area: &Area<'_>) -> Drawn {
             .iter()
             .zip(std::iter::once(first).chain(flow.rate_bps.iter().copied()))
             .map(|(&x, y)| (x, y / 1e9));
-        chart
-            .draw_series(LineSeries::new(points, colour.stroke_width(1)))?
-            .label(format!("flow {i}"))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
+        labelled_line(&mut chart, points, colour, format!("flow {i}"))?;
     }
     legend(&mut chart)
 }

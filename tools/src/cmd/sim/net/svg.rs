@@ -5,8 +5,9 @@
 use anyhow::anyhow;
 use plotters::prelude::*;
 
-use super::super::svg::{Area, Drawn, legend, panel};
+use super::super::svg::{Area, Drawn, labelled_line, legend, panel};
 use super::NetRun;
+use roce::sim::net::PortSeries;
 
 const WIDTH: u32 = 1000;
 const PANEL: u32 = 320;
@@ -129,80 +130,80 @@ fn throughput(run: &NetRun, area: &Area<'_>) -> Drawn {
         .enumerate()
         .take(2 * LINES)
     {
-        let colour = colour(i);
         let points = t.iter().zip(series).map(|(&x, y)| (x, y / 1e9));
-        chart
-            .draw_series(LineSeries::new(points, colour.stroke_width(1)))?
-            .label(format!("h{}->h{}", flow.src, flow.dst))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
+        labelled_line(
+            &mut chart,
+            points,
+            colour(i),
+            format!("h{}->h{}", flow.src, flow.dst),
+        )?;
     }
     legend(&mut chart)
 }
 
 fn queues(run: &NetRun, area: &Area<'_>) -> Drawn {
-    let t = times(run);
-    let end = run.config.duration.as_millis_f64();
-    // Queues that held a few packets at most are not worth a line.
-    let mut ports: Vec<_> = run
-        .report
-        .samples
-        .ports
-        .iter()
-        .filter(|p| p.queue_bytes.iter().any(|&q| q >= 3_000))
-        .collect();
-    ports.sort_by_key(|p| std::cmp::Reverse(p.queue_bytes.iter().copied().max().unwrap_or(0)));
-    let peak = ports
-        .first()
-        .and_then(|p| p.queue_bytes.iter().copied().max())
-        .unwrap_or(0) as f64
-        / 1e3;
     let caption = format!(
         "{}: busiest egress queues (largest in each interval)",
         label(run)
     );
-    let mut chart = panel(area, &caption, "queue (KB)", end, peak * 1.1 + 1.0)?;
-    for (i, p) in ports.iter().take(LINES).enumerate() {
-        let colour = colour(i);
-        let points = t
-            .iter()
-            .zip(&p.queue_bytes)
-            .map(|(&x, &q)| (x, q as f64 / 1e3));
-        chart
-            .draw_series(LineSeries::new(points, colour.stroke_width(1)))?
-            .label(p.port.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
-    }
-    legend(&mut chart)
+    // Queues that held a few packets at most are not worth a line; the deepest first.
+    let series = |p: &PortSeries| p.queue_bytes.iter().map(|&q| q as f64 / 1e3).collect();
+    let lines = busiest(run, series, |kb| kb.iter().any(|&q| q >= 3.0), max);
+    let peak = lines.first().map_or(0.0, |(_, kb)| max(kb));
+    port_lines(run, area, &caption, "queue (KB)", peak * 1.1 + 1.0, &lines)
 }
 
 fn pauses(run: &NetRun, area: &Area<'_>) -> Drawn {
-    let t = times(run);
-    let end = run.config.duration.as_millis_f64();
-    let mut ports: Vec<_> = run
-        .report
-        .samples
-        .ports
-        .iter()
-        .filter(|p| p.paused.iter().any(|&x| x > 0.0))
-        .collect();
-    let total =
-        |p: &&roce::sim::net::PortSeries| p.paused.iter().map(|&x| f64::from(x)).sum::<f64>();
-    ports.sort_by(|a, b| total(b).total_cmp(&total(a)));
     let caption = format!(
         "{}: PFC, share of each interval a port was paused",
         label(run)
     );
-    let mut chart = panel(area, &caption, "paused (%)", end, 105.0)?;
-    for (i, p) in ports.iter().take(LINES).enumerate() {
-        let colour = colour(i);
-        let points = t
-            .iter()
-            .zip(&p.paused)
-            .map(|(&x, &y)| (x, 100.0 * f64::from(y)));
-        chart
-            .draw_series(LineSeries::new(points, colour.stroke_width(1)))?
-            .label(p.port.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
+    // The longest paused first.
+    let series = |p: &PortSeries| p.paused.iter().map(|&x| 100.0 * f64::from(x)).collect();
+    let total = |pct: &[f64]| pct.iter().sum::<f64>();
+    let lines = busiest(run, series, |pct| pct.iter().any(|&x| x > 0.0), total);
+    port_lines(run, area, &caption, "paused (%)", 105.0, &lines)
+}
+
+fn max(values: &[f64]) -> f64 {
+    values.iter().copied().fold(0.0, f64::max)
+}
+
+/// Each port's `series` that `keep` accepts, the highest `rank` first, [`LINES`] at most.
+fn busiest(
+    run: &NetRun,
+    series: impl Fn(&PortSeries) -> Vec<f64>,
+    keep: impl Fn(&[f64]) -> bool,
+    rank: impl Fn(&[f64]) -> f64,
+) -> Vec<(&str, Vec<f64>)> {
+    let mut lines: Vec<_> = run
+        .report
+        .samples
+        .ports
+        .iter()
+        .map(|p| (p.port.as_str(), series(p)))
+        .filter(|(_, values)| keep(values))
+        .collect();
+    lines.sort_by(|a, b| rank(&b.1).total_cmp(&rank(&a.1)));
+    lines.truncate(LINES);
+    lines
+}
+
+/// A panel of one line per port over the run's sample times.
+fn port_lines(
+    run: &NetRun,
+    area: &Area<'_>,
+    caption: &str,
+    y_desc: &str,
+    top: f64,
+    lines: &[(&str, Vec<f64>)],
+) -> Drawn {
+    let t = times(run);
+    let end = run.config.duration.as_millis_f64();
+    let mut chart = panel(area, caption, y_desc, end, top)?;
+    for (i, (port, values)) in lines.iter().enumerate() {
+        let points = t.iter().copied().zip(values.iter().copied());
+        labelled_line(&mut chart, points, colour(i), port.to_string())?;
     }
     legend(&mut chart)
 }
