@@ -11,7 +11,7 @@
 # capture checked for 4096-byte payloads; write/read/send again with 2% loss on the bridge
 # (`softroce-lab loss 20`); write and send with DCQCN on at our end (ECT(0) data, which rxe
 # ignores); perftest's -a, -A CMP_AND_SWAP and -D (with --report_gbits); ib_write_lat,
-# ib_read_lat and ib_atomic_lat. rdma_cm cases: rping over IPv4 and IPv6, and a refused connection (no listener:
+# ib_send_lat, ib_read_lat and ib_atomic_lat. rdma_cm cases: rping over IPv4 and IPv6, and a refused connection (no listener:
 # REJ reason 8 from rxe's CM or ours), both ways. A case passes when both sides exit 0 (and,
 # for the refused ones, the failing side said why).
 #
@@ -255,7 +255,7 @@ case_lat() {
   fi
 }
 for role in client server; do
-  for test in write read atomic; do
+  for test in write send read atomic; do
     case_lat "ib_${test}_lat-$role" $role $test
   done
 done

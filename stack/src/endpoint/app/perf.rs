@@ -135,9 +135,6 @@ impl PerfOptions {
         if self.duration.is_some_and(|d| d.as_secs() < 1) {
             return usage("the duration (-D) is whole seconds, at least 1");
         }
-        if self.latency && self.test == BwTest::Send {
-            return usage("send --lat (ib_send_lat) is not implemented yet");
-        }
         if self.latency && (self.all_sizes || self.duration.is_some()) {
             return usage("--lat runs one size for -n iterations (no -a, no -D yet)");
         }
@@ -204,8 +201,11 @@ struct Setup {
     /// The buffer's address, drawn per run as a process's heap would be.
     va: u64,
     /// Where in the buffer the peer's writes land: its second half in the WRITE latency
-    /// test (perftest's `vaddr` of `buf + BUFF_SIZE`), else 0.
+    /// test (perftest's `vaddr` of `buf + BUFF_SIZE`) and where SEND latency receives go,
+    /// else 0.
     recv_offset: u64,
+    /// Receive completions: `cq` but in the SEND latency test.
+    recv_cq: CqId,
     size: u32,
     tx_depth: u32,
     cq_mod: u32,
@@ -356,7 +356,7 @@ fn setup(
     let buf_len = 2 * (largest as usize).max(agreed.sys.cycle_buffer as usize);
     let va = super::super::ids::random_va(buf_len);
     let key = rt.register_mr(va, vec![0; buf_len], Access::ALL)?;
-    let recv_offset = if opts.latency && opts.test == BwTest::Write {
+    let recv_offset = if opts.latency && matches!(opts.test, BwTest::Write | BwTest::Send) {
         (buf_len / 2) as u64
     } else {
         0
@@ -375,6 +375,12 @@ fn setup(
     };
     let cq = rt.create_cq((tx_depth + opts.rx_depth) as usize);
     let mut init = QpInit::new(QpType::Rc, cq);
+    // ib_send_lat waits on receives and sends apart.
+    let lat_send = opts.latency && opts.test == BwTest::Send;
+    if lat_send {
+        init.recv_cq = rt.create_cq(opts.rx_depth as usize);
+    }
+    let recv_cq = init.recv_cq;
     init.max_send_wr = tx_depth;
     init.max_recv_wr = opts.rx_depth;
     let qpn = rt.create_qp(init)?;
@@ -391,14 +397,16 @@ fn setup(
     path.min_rnr_timer = RnrTimer::new(12);
     rt.init_qp(qpn, &path)?;
     // With -a, receives are posted size by size (`run_all_sizes`).
-    let receiving = opts.server.is_none() && opts.test == BwTest::Send && !opts.all_sizes;
+    // Both sides of ib_send_lat receive.
+    let receiving =
+        (opts.server.is_none() || opts.latency) && opts.test == BwTest::Send && !opts.all_sizes;
     if receiving {
         let posted = match opts.duration {
             Some(_) => opts.rx_depth,
             None => opts.rx_depth.min(opts.iters),
         };
         for _ in 0..posted {
-            rt.post_recv(qpn, recv_wr(key, va, size))?;
+            rt.post_recv(qpn, recv_wr(key, va + recv_offset, size))?;
         }
     }
     let keys = Keys {
@@ -412,8 +420,8 @@ fn setup(
         srqn: 0,
     };
     let mut conn = rt.serve_while(move || negotiated.exchange_keys(keys))??;
-    // The latency tests shake hands once more before connecting.
-    if opts.latency {
+    // The latency tests but ib_send_lat shake hands once more before connecting.
+    if opts.latency && !lat_send {
         rt.serve_while(|| conn.sync())??;
     }
     let peer = *conn.peer();
@@ -448,6 +456,7 @@ fn setup(
         key,
         va,
         recv_offset,
+        recv_cq,
         size,
         tx_depth,
         cq_mod,
@@ -907,7 +916,8 @@ mod tests {
         let mut rt = runtime_seeded(a, "10.0.0.1/24", seed);
         opts.server = Some("127.0.0.1".into());
         let mut out = Vec::new();
-        let client = run(&mut rt, &opts, &mut out).unwrap();
+        let client = run(&mut rt, &opts, &mut out)
+            .unwrap_or_else(|e| panic!("{:?} lat {}: {e:?}", opts.test, opts.latency));
         (
             client,
             server.join().unwrap(),
@@ -1054,11 +1064,11 @@ mod tests {
         }
     }
 
-    /// --lat: WRITE ping-pongs (both sides measure), READ and atomics one at a time (the
-    /// server passive); perftest's latency table.
+    /// --lat: WRITE and SEND ping-pong (both sides measure), READ and atomics one at a
+    /// time (the server passive); perftest's latency table.
     #[test]
     fn latency_tests_between_two_runtimes() {
-        for test in [BwTest::Write, BwTest::Read, BwTest::Atomic] {
+        for test in [BwTest::Write, BwTest::Send, BwTest::Read, BwTest::Atomic] {
             let mut opts = options(test, 64);
             opts.latency = true;
             opts.iters = 200;
@@ -1078,7 +1088,8 @@ mod tests {
                 "{out}"
             );
             assert!(!out.contains("CQ Moderation"), "{out}");
-            assert_eq!(server.latency.is_some(), test == BwTest::Write, "{test:?}");
+            let both = matches!(test, BwTest::Write | BwTest::Send);
+            assert_eq!(server.latency.is_some(), both, "{test:?}");
         }
     }
 
@@ -1090,6 +1101,7 @@ mod tests {
             key: 1,
             va: 0,
             recv_offset: 0,
+            recv_cq: CqId(0),
             size: 8,
             tx_depth: 1,
             cq_mod: 1,

@@ -4,6 +4,9 @@
 //! - WRITE: both sides write `size` bytes to each other in turn, each waiting until the
 //!   last byte of the peer's write (the iteration number, modulo 256) shows in its own
 //!   buffer (`run_iter_lat_write`); the server writes first. Every write is signalled.
+//! - SEND: both sides keep receives posted; the client sends first, then each side sends
+//!   when the peer's SEND has arrived (`run_iter_lat_send`), a completion asked for every
+//!   `cq_mod` sends.
 //! - READ and atomics: the client posts one at a time and waits for its completion
 //!   (`run_iter_lat`); the server is passive.
 //!
@@ -16,10 +19,15 @@ use core::time::Duration;
 use std::io::Write;
 use std::time::Instant;
 
-use super::{AppError, Connected, PerfOptions, Setup, check, client_op, client_sge, stalled};
+use super::{
+    AppError, Connected, PerfOptions, Setup, check, client_op, client_sge, recv_wr, stalled,
+};
 use crate::endpoint::oob::perftest::BwTest;
 use crate::endpoint::runtime::Runtime;
 use crate::transport::SendWr;
+
+/// How long the WRITE latency test keeps answering the wire after its last iteration.
+const LINGER: Duration = Duration::from_millis(200);
 
 /// perftest drops this many of the largest samples.
 const LAT_MEASURE_TAIL: usize = 2;
@@ -111,16 +119,17 @@ pub(super) fn run(
         BwTest::Write => Some(run_write(rt, opts, s)?),
         BwTest::Read | BwTest::Atomic if client => Some(run_one_at_a_time(rt, opts, s)?),
         BwTest::Read | BwTest::Atomic => None,
-        BwTest::Send => {
-            return Err(AppError::Usage(
-                "send --lat (ib_send_lat) is not implemented yet".into(),
-            ));
-        }
+        BwTest::Send => Some(run_send(rt, opts, s)?),
     };
     if let Some(r) = &report {
         let _ = write!(out, "{}{}", lat_header(), lat_row(r));
     }
-    if opts.test != BwTest::Write {
+    if opts.test == BwTest::Write {
+        // No handshake ends ib_write_lat: the peer's last write is in our buffer, but its
+        // acknowledgement may not have left yet, and the peer waits for it. A NIC (or rxe)
+        // acknowledges after the process exits; we linger on the wire instead.
+        rt.serve_for(LINGER)?;
+    } else {
         // The server waits here through the client's whole test.
         conn.set_timeout(Some(opts.timeout))?;
         rt.serve_while(move || conn.close())??;
@@ -158,6 +167,46 @@ fn run_write(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<LatRepor
                 .map_err(|_| stalled(opts, ccnt as u32))?;
             check(&wc)?;
             ccnt += 1;
+        }
+    }
+    Ok(lat_report(s.size, &posted, 2.0))
+}
+
+/// `run_iter_lat_send`: receive (the client not before its first send), send, `iters`
+/// times each way; receives are posted again while more are to come.
+fn run_send(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<LatReport, AppError> {
+    let client = opts.server.is_some();
+    let (op, sge) = (client_op(opts, s), client_sge(s));
+    let iters = u64::from(opts.iters);
+    let mut recvs_posted = u64::from(opts.rx_depth.min(opts.iters));
+    let (mut scnt, mut rcnt) = (0u64, 0u64);
+    let mut posted = Vec::with_capacity(opts.iters as usize);
+    while scnt < iters || rcnt < iters {
+        if rcnt < iters && !(client && scnt < 1) {
+            let wc = rt
+                .wait_completion(s.recv_cq, opts.timeout)
+                .map_err(|_| stalled(opts, rcnt as u32))?;
+            check(&wc)?;
+            rcnt += 1;
+            if recvs_posted < iters {
+                let at = s.va + s.recv_offset;
+                rt.post_recv(s.qpn, recv_wr(s.key, at, s.size))?;
+                recvs_posted += 1;
+            }
+        }
+        if scnt < iters {
+            posted.push(Instant::now());
+            scnt += 1;
+            let mut wr = SendWr::new(scnt, op, sge.clone());
+            wr.signaled = scnt % u64::from(s.cq_mod) == 0 || scnt == iters;
+            let signaled = wr.signaled;
+            rt.post_send(s.qpn, wr)?;
+            if signaled {
+                let wc = rt
+                    .wait_completion(s.cq, opts.timeout)
+                    .map_err(|_| stalled(opts, scnt as u32))?;
+                check(&wc)?;
+            }
         }
     }
     Ok(lat_report(s.size, &posted, 2.0))
