@@ -106,6 +106,7 @@ each_check! {
     req_read_implied_nak => "req.read.implied-nak",
     req_read_duplicate_response => "req.read.duplicate-response",
     req_read_out_of_order_response => "req.read.out-of-order-response",
+    req_rd_atomic_depth => "req.rd-atomic.depth",
     req_nak_remote_access => "req.nak.remote-access",
     req_nak_invalid_request => "req.nak.invalid-request",
     req_rnr_waits_timer => "req.rnr.waits-timer",

@@ -1,9 +1,10 @@
 //! The peer's requester receiving responses (IBA 9.7.5.1, 9.9.2): go-back-N from a NAKed PSN,
 //! coalesced ACKs, ACKs for PSNs never sent ignored, implied NAKs from READ responses that
-//! skip PSNs, duplicate READ responses ignored, and error NAKs completing the request in error.
+//! skip PSNs, duplicate READ responses ignored, error NAKs completing the request in error,
+//! and no more READs outstanding than the responder's resources (max_rd_atomic, 9.5).
 
 use super::{
-    Result, RxFrame, Setup, describe_all, fail, pattern, psns, rc, requests_until,
+    Result, RxFrame, Setup, connect, describe_all, fail, pattern, psns, rc, requests_until,
     requests_until_all, verdict, wcs_text,
 };
 use crate::conform::harness::Ctx;
@@ -58,6 +59,14 @@ pub(super) const CHECKS: &[Check] = &[
                 asked for again and completes with the right data",
         role: Role::Requester,
         body: out_of_order_response,
+    },
+    Check {
+        id: "req.rd-atomic.depth",
+        rule: "IBA 9.5, 9.7.5.2.3",
+        title: "with max_rd_atomic 2, four posted READs go out two at a time: the third only \
+                once the first is answered",
+        role: Role::Requester,
+        body: initiator_depth,
     },
     Check {
         id: "req.nak.remote-access",
@@ -319,4 +328,72 @@ fn nak_invalid_request(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         NakCode::InvalidRequest,
         "REM_INV_REQ_ERR",
     )
+}
+
+/// READs the agent posts for the initiator depth check, and the depth (max_rd_atomic).
+const DEPTH_READS: u32 = 4;
+const INITIATOR_DEPTH: u8 = 2;
+
+/// A requester must not have more READs or atomics outstanding than the max_rd_atomic it was
+/// given (the responder's resources, negotiated at connection time; a responder NAKs the
+/// excess, 9.7.5.2.3). Nothing is answered for a settle time: only two READ PSNs may appear
+/// (retransmissions of them are fine); answering the first must release the third.
+fn initiator_depth(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let mut s = Setup::rc();
+    s.path.max_rd_atomic = INITIATOR_DEPTH;
+    let c = connect(ctx, s)?;
+    for k in 0..DEPTH_READS {
+        ctx.post_send(c.work(SendKind::Read, u64::from(k) + 1, 64 * k, 64))?;
+    }
+    let t = ctx.env().timing;
+    let held: Vec<RxFrame> = ctx.collect(t.settle)?;
+    let first: Vec<u32> = {
+        let mut v: Vec<u32> = held
+            .iter()
+            .filter(|f| f.op() == op::RDMA_READ_REQUEST)
+            .map(|f| f.psn().distance(c.spsn) as u32)
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let data: Vec<Vec<u8>> = (0..DEPTH_READS)
+        .map(|k| pattern(64, 10 + k as u8))
+        .collect();
+    // Answer the READs one by one, each once it has been asked for.
+    let mut asked_late = Vec::new();
+    for k in 0..DEPTH_READS {
+        let psn = c.spsn.add(k);
+        if k >= u32::from(INITIATOR_DEPTH) {
+            let more = requests_until(ctx, psn)?;
+            asked_late.extend(more.into_iter().filter(|f| f.psn() == psn).take(1));
+        }
+        c.read_response(
+            ctx,
+            op::RDMA_READ_RESPONSE_ONLY,
+            psn,
+            &data[k as usize],
+            k + 1,
+        )?;
+    }
+    let mut wcs = ctx.poll_cq(c.qpn, t.response)?;
+    if wcs.len() < DEPTH_READS as usize {
+        wcs.extend(ctx.poll_cq(c.qpn, t.settle)?);
+    }
+    let landed = ctx.read_mr(&c.mr, 0, 64 * DEPTH_READS)?;
+    let evidence = format!(
+        "{DEPTH_READS} READs posted with max_rd_atomic {INITIATOR_DEPTH}; unanswered for {}, \
+         the peer sent READ requests at PSN +{:?} ({}); then, each after the one before was \
+         answered: {}; {}",
+        super::ms(t.settle),
+        first,
+        psns(&held),
+        describe_all(&asked_late),
+        wcs_text(&wcs)
+    );
+    let ok = first == (0..u32::from(INITIATOR_DEPTH)).collect::<Vec<_>>()
+        && asked_late.len() == (DEPTH_READS - u32::from(INITIATOR_DEPTH)) as usize
+        && wcs.iter().filter(|w| w.status == "SUCCESS").count() == DEPTH_READS as usize
+        && landed == data.concat();
+    verdict(ok, evidence)
 }
