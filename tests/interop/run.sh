@@ -6,7 +6,7 @@
 # in the guest as client of 10.77.0.1 (the namespace's kernel address, which carries the
 # out-of-band TCP to us; RoCE goes to the GID we announce).
 #
-# Cases: ibv_rc/uc/ud_pingpong, ib_write/read/send/atomic_bw (perftest -x 1 -F) over IPv4;
+# Cases: ibv_rc/uc/ud_pingpong (rc also with -c), ib_write/read/send/atomic_bw (perftest -x 1 -F) over IPv4;
 # ibv_rc_pingpong over IPv6; path MTU 4096 (guest MTU 9000) besides the default 1024, the
 # capture checked for 4096-byte payloads; write/read/send again with 2% loss on the bridge
 # (`softroce-lab loss 20`); write and send with DCQCN on at our end (ECT(0) data, which rxe
@@ -183,6 +183,15 @@ one_udp_port() {
   return 1
 }
 
+# Passes if the peer's -c check found nothing wrong (rdma-core prints "invalid data in page
+# N" and still exits 0; ours exits 1).
+peer_data_valid() {
+  if grep -q "invalid data" "$(dirname "$1")/peer.log"; then
+    echo "the peer's -c check failed: $(grep -c 'invalid data' "$(dirname "$1")/peer.log") pages"
+    return 1
+  fi
+}
+
 # case_pp NAME ROLE TOOL TRANSPORT PEER_OPTS ROCE_ARGS...: an ibv_*_pingpong case. The
 # guest's $GID4 / $GID6 are its IPv4-mapped and IPv6 GID indices.
 case_pp() {
@@ -191,10 +200,10 @@ case_pp() {
   # shellcheck disable=SC2086  # $PP is several words
   if [[ $role == client ]]; then
     run_case "$name" client "$popts" "$tool -g $gid $PP ${PEER_EXTRA:-}" "${CHECK:-}" \
-      pingpong "$@" -c "$transport" $PP $PEER
+      pingpong "$@" --transport "$transport" $PP $PEER
   else
     run_case "$name" server "$popts" "$tool -g $gid $PP ${PEER_EXTRA:-} $KERNEL" "${CHECK:-}" \
-      pingpong "$@" -c "$transport" $PP
+      pingpong "$@" --transport "$transport" $PP
   fi
 }
 
@@ -215,6 +224,9 @@ case_bw() {
 for role in client server; do
   CHECK=one_udp_port case_pp "rc_pingpong-ipv4-$role" $role ibv_rc_pingpong rc "" "${OURS[@]}"
   CHECK=one_udp_port case_pp "uc_pingpong-ipv4-$role" $role ibv_uc_pingpong uc "" "${OURS[@]}"
+  # -c on both sides: the client's check pattern, the server's check of what it received.
+  PP="-n 200 -s 10000" PEER_EXTRA="-c" CHECK=peer_data_valid \
+    case_pp "rc_pingpong-chk-$role" $role ibv_rc_pingpong rc "" "${OURS[@]}" -c
   # UD messages must fit the port MTU (1024 on the 1500-byte link).
   PP="-n 200 -s 1024" case_pp "ud_pingpong-ipv4-$role" $role ibv_ud_pingpong ud "" "${OURS[@]}"
   # shellcheck disable=SC2016  # $GID6 expands in the guest

@@ -19,14 +19,14 @@ pub enum TransportArg {
 }
 
 /// Ping-pong SENDs with an rdma-core pingpong tool (or another roce): the same options,
-/// out-of-band exchange over TCP and summary lines as ibv_rc_pingpong (-c uc / -c ud: as
-/// ibv_uc_pingpong / ibv_ud_pingpong). Without SERVER, waits for a client.
+/// out-of-band exchange over TCP and summary lines as ibv_rc_pingpong (--transport uc / ud:
+/// as ibv_uc_pingpong / ibv_ud_pingpong). Without SERVER, waits for a client.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
   roce pingpong --iface tap:roce0 --ip 10.77.0.2/24 -n 100 10.77.0.11
       the client of `ibv_rc_pingpong -g 1 -n 100` running on the guest
-  roce pingpong --iface tap:roce0 --ip 10.77.0.2/24 -c ud -s 512
+  roce pingpong --iface tap:roce0 --ip 10.77.0.2/24 --transport ud -s 512
       a server for `ibv_ud_pingpong -g 1 -s 512 10.77.0.1` (TCP reaches us through the
       namespace's kernel address; RoCE goes to our GID)
   roce pingpong --iface tap:roce0 --ip 10.77.0.2/24 --ip fd00:77::2/64 -g 2 10.77.0.11
@@ -50,8 +50,12 @@ pub struct PingpongArgs {
     #[arg(short = 'm', long, value_parser = parse_mtu)]
     pub mtu: Option<Mtu>,
     /// Transport service.
-    #[arg(short = 'c', long, value_enum, default_value_t = TransportArg::Rc)]
+    #[arg(long, value_enum, default_value_t = TransportArg::Rc)]
     pub transport: TransportArg,
+    /// Validate the received buffer, as the tools' -c/--chk: the client sends a 0 at the
+    /// start of every 4096-byte page, the server checks it in the last message received.
+    #[arg(short = 'c', long = "chk")]
+    pub chk: bool,
 }
 
 pub fn parse_mtu(s: &str) -> Result<Mtu, String> {
@@ -76,6 +80,7 @@ pub fn run(args: PingpongArgs) -> anyhow::Result<ExitCode> {
     opts.rx_depth = args.rx_depth.unwrap_or(opts.rx_depth);
     opts.mtu = args.mtu.unwrap_or(opts.mtu);
     opts.timeout = args.endpoint.timeout();
+    opts.validate = args.chk;
     let stdout = std::io::stdout();
     let result = pingpong::run(&mut rt, &opts, &mut stdout.lock());
     let _ = stdout.lock().flush();

@@ -50,6 +50,9 @@ pub enum AppError {
     Stalled { after: Duration, progress: String },
     #[error("{0}")]
     Usage(String),
+    /// The received data failed a check the tool was asked to make (pingpong's `-c`).
+    #[error("{0}")]
+    Invalid(String),
     /// rdma_cm: the peer answered our REQ (or SIDR_REQ) with a refusal.
     #[error("{peer} port {port} refused the connection: REJ reason {reason} ({meaning}){hint}")]
     Rejected {

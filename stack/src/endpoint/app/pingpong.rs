@@ -42,7 +42,14 @@ pub struct PingpongOptions {
     /// How long to keep answering after the last completion, so that the peer's last
     /// retransmissions still find us (the tools' QPs live until they exit).
     pub linger: Duration,
+    /// `-c` (`--chk`): the client puts the tools' check pattern in what it sends (a 0 at
+    /// the start of every page of the payload) and the server checks it in what it last
+    /// received, printing `invalid data in page N` for each page that lacks it.
+    pub validate: bool,
 }
+
+/// The tools' `page_size` for `-c` (sysconf(_SC_PAGESIZE) on x86-64 Linux).
+const CHECK_PAGE: usize = 4096;
 
 impl PingpongOptions {
     /// The tool's defaults (its `main()`), as a client of `server` or as the server.
@@ -59,6 +66,7 @@ impl PingpongOptions {
             gid_index: 1,
             timeout: Duration::from_secs(60),
             linger: Duration::from_millis(300),
+            validate: false,
         }
     }
 }
@@ -181,6 +189,14 @@ pub fn run(
             remote_qkey: UD_QKEY,
         });
     }
+    if opts.validate && opts.server.is_some() {
+        // `i / page_size % sizeof(char)`: 0 at each page's first byte.
+        if let Some(buf) = rt.mr_bytes_mut(key) {
+            for i in (0..opts.size as usize).step_by(CHECK_PAGE) {
+                buf[grh as usize + i] = 0;
+            }
+        }
+    }
     let mut pending = RECV_WRID;
     if opts.server.is_some() {
         rt.post_send(qpn, send.clone())?;
@@ -222,7 +238,22 @@ pub fn run(
         elapsed: start.elapsed(),
     };
     let _ = write!(out, "{}", summary.lines());
+    let mut invalid = 0;
+    if opts.validate && opts.server.is_none() {
+        let buf = rt.mr_bytes(key).unwrap_or(&[]);
+        for (page, i) in (0..opts.size as usize).step_by(CHECK_PAGE).enumerate() {
+            if buf.get(grh as usize + i) != Some(&0) {
+                let _ = writeln!(out, "invalid data in page {page}");
+                invalid += 1;
+            }
+        }
+    }
     rt.serve_for(opts.linger)?;
+    if invalid > 0 {
+        return Err(AppError::Invalid(format!(
+            "-c: {invalid} page(s) of the received buffer lacked the check pattern"
+        )));
+    }
     Ok(summary)
 }
 
@@ -276,6 +307,16 @@ mod tests {
 
     /// Our client against our server over the in-memory link, TCP over loopback.
     fn pingpong(tool: Tool, size: u32) -> (String, String) {
+        let (client, server) = pingpong_checked(tool, size, (false, false));
+        let (summary, out) = client.unwrap();
+        assert_eq!(summary.iters, 50);
+        (out, server.unwrap().1)
+    }
+
+    type Side = Result<(PingpongSummary, String), (AppError, String)>;
+
+    /// Client and server, `-c` on each as `chk` says; each side's result and output.
+    fn pingpong_checked(tool: Tool, size: u32, chk: (bool, bool)) -> (Side, Side) {
         let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
         let port = free_port();
         let mut opts = PingpongOptions::new(tool, None);
@@ -285,20 +326,53 @@ mod tests {
         opts.rx_depth = 8;
         opts.timeout = Duration::from_secs(20);
         opts.linger = Duration::from_millis(10);
-        let server_opts = opts.clone();
-        let server = thread::spawn(move || {
-            let mut rt = runtime(b, "10.0.0.2/24");
+        let mut server_opts = opts.clone();
+        server_opts.validate = chk.1;
+        let side = |rt: &mut Runtime, o: &PingpongOptions| {
             let mut out = Vec::new();
-            run(&mut rt, &server_opts, &mut out).unwrap();
-            String::from_utf8(out).unwrap()
-        });
+            let r = run(rt, o, &mut out);
+            let out = String::from_utf8(out).unwrap();
+            r.map(|s| (s, out.clone())).map_err(|e| (e, out))
+        };
+        let server = thread::spawn(move || side(&mut runtime(b, "10.0.0.2/24"), &server_opts));
         wait_for_listener(port);
-        let mut rt = runtime(a, "10.0.0.1/24");
         opts.server = Some("127.0.0.1".into());
-        let mut out = Vec::new();
-        let summary = run(&mut rt, &opts, &mut out).unwrap();
-        assert_eq!(summary.iters, 50);
-        (String::from_utf8(out).unwrap(), server.join().unwrap())
+        opts.validate = chk.0;
+        let client = side(&mut runtime(a, "10.0.0.1/24"), &opts);
+        (client, server.join().unwrap())
+    }
+
+    /// -c: the client's pattern (a 0 at each page) passes the server's check; without it
+    /// the tools' 0x7b fill fails it, page by page, and the server says so.
+    #[test]
+    fn chk_validates_the_received_buffer() {
+        for tool in [Tool::RcPingpong, Tool::UdPingpong] {
+            let size = if tool == Tool::UdPingpong {
+                1024
+            } else {
+                10_000
+            };
+            let (client, server) = pingpong_checked(tool, size, (true, true));
+            assert!(
+                client.is_ok() && server.is_ok(),
+                "{tool:?} {client:?} {server:?}"
+            );
+            assert!(!server.unwrap().1.contains("invalid data"));
+            let (client, server) = pingpong_checked(tool, size, (false, true));
+            assert!(client.is_ok(), "{client:?}");
+            let (err, out) = server.unwrap_err();
+            let pages = size.div_ceil(4096);
+            for page in 0..pages {
+                assert!(
+                    out.contains(&format!("invalid data in page {page}\n")),
+                    "{out}"
+                );
+            }
+            assert!(
+                err.to_string().contains(&format!("{pages} page(s)")),
+                "{err}"
+            );
+        }
     }
 
     #[test]
