@@ -176,6 +176,10 @@ fn bad_input_gets_one_line_and_a_failure() {
         (&["--topology", "ring:4"], "unknown topology"),
         (&["--topology", "leafspine:2,2"], "unknown topology"),
         (
+            &["--topology", "leafspine:200,200,300"],
+            "routing tables would hold",
+        ),
+        (
             &["--topology", "incast:2", "--workload", cdf, "--load", "0.3"],
             "not monotone",
         ),

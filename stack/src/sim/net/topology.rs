@@ -30,6 +30,9 @@ pub enum Topology {
 
 /// Hosts are addressed in 16 bits in a packet.
 const MAX_HOSTS: u32 = 65_535;
+/// The most ECMP next hops the switches' routing tables may hold together (4 bytes each:
+/// 128 MiB), so that a large leaf-spine is refused rather than exhausting memory.
+const MAX_NEXT_HOPS: u64 = 1 << 25;
 
 impl FromStr for Topology {
     type Err = NetError;
@@ -67,8 +70,14 @@ impl FromStr for Topology {
             )));
         }
         if let Topology::LeafSpine { leaves, spines, .. } = topology {
-            if u64::from(leaves) * u64::from(spines) > 1 << 20 {
-                return Err(NetError::Config(format!("topology {s}: too many links")));
+            // Each leaf lists every spine as a next hop to every host behind another leaf:
+            // the routing tables grow as leaves x hosts x spines, and must stay in memory.
+            let next_hops = u64::from(leaves) * hosts * u64::from(spines);
+            if next_hops > MAX_NEXT_HOPS {
+                return Err(NetError::Config(format!(
+                    "topology {s}: its routing tables would hold {next_hops} next hops, at most \
+                     {MAX_NEXT_HOPS}; use fewer leaves or spines"
+                )));
             }
         }
         Ok(topology)
