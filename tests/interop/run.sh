@@ -10,7 +10,7 @@
 # ibv_rc_pingpong over IPv6; path MTU 4096 (guest MTU 9000) besides the default 1024, the
 # capture checked for 4096-byte payloads; write/read/send again with 2% loss on the bridge
 # (`softroce-lab loss 20`); write and send with DCQCN on at our end (ECT(0) data, which rxe
-# ignores); perftest's -a, -A CMP_AND_SWAP and -D (with --report_gbits); ib_write_lat,
+# ignores); perftest's -a, -A CMP_AND_SWAP, -D (with --report_gbits), --use-srq; ib_write_lat,
 # ib_send_lat, ib_read_lat and ib_atomic_lat. rdma_cm cases: rping over IPv4 and IPv6, and a refused connection (no listener:
 # REJ reason 8 from rxe's CM or ours), both ways. A case passes when both sides exit 0 (and,
 # for the refused ones, the failing side said why).
@@ -251,6 +251,7 @@ for role in client server; do
   ATOMIC="-n 200 -A CMP_AND_SWAP" CHECK=one_udp_port case_bw "ib_atomic_bw-cas-$role" $role atomic ""
   BW="-D 4 -s 4096 --report_gbits" case_bw "ib_write_bw-duration-$role" $role write ""
   BW="-D 4 -s 4096" case_bw "ib_send_bw-duration-$role" $role send ""
+  BW="$BW --use-srq" CHECK=one_udp_port case_bw "ib_send_bw-srq-$role" $role send ""
 done
 
 # case_lat NAME ROLE TEST: a perftest latency case (ib_TEST_lat -x 1 -F -n 200 against

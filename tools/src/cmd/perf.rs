@@ -76,6 +76,10 @@ pub struct PerfArgs {
     /// side (default size 2, as perftest), printing perftest's latency table.
     #[arg(long = "lat")]
     pub lat: bool,
+    /// SEND's receives through a shared receive queue (perftest's --use-srq; --use_srq
+    /// too).
+    #[arg(long = "use-srq", alias = "use_srq")]
+    pub use_srq: bool,
     /// Every size from 2 bytes to 8 MiB, a row each (perftest's -a; not with atomics).
     #[arg(short = 'a', long = "all")]
     pub all: bool,
@@ -106,6 +110,7 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     }
     let mut opts = PerfOptions::new(test, args.endpoint.server.clone());
     opts.latency = args.lat;
+    opts.use_srq = args.use_srq;
     if args.lat {
         // perftest's DEF_SIZE_LAT and one operation at a time.
         opts.size = 2;

@@ -28,8 +28,10 @@ use crate::endpoint::oob::perftest::{
 };
 use crate::endpoint::oob::{accept, connect, listen};
 use crate::endpoint::runtime::Runtime;
+use crate::endpoint::runtime::RuntimeError;
 use crate::transport::{
-    Access, CqId, MAX_RD_ATOMIC, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge,
+    Access, CqId, MAX_RD_ATOMIC, Mtu, PdId, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, SrqId,
+    SrqInit,
 };
 use crate::wire::{Qpn, RnrTimer};
 pub use lat::{LatReport, lat_header, lat_report, lat_row};
@@ -90,6 +92,8 @@ pub struct PerfOptions {
     /// `--lat`: the latency test (ib_write_lat, ib_read_lat, ib_atomic_lat) instead of
     /// the bandwidth test.
     pub latency: bool,
+    /// `--use-srq`: SEND's receives go to a shared receive queue the QP takes them from.
+    pub use_srq: bool,
 }
 
 impl PerfOptions {
@@ -111,6 +115,7 @@ impl PerfOptions {
             duration: None,
             gbits: false,
             latency: false,
+            use_srq: false,
         }
     }
 
@@ -134,6 +139,9 @@ impl PerfOptions {
         }
         if self.duration.is_some_and(|d| d.as_secs() < 1) {
             return usage("the duration (-D) is whole seconds, at least 1");
+        }
+        if self.use_srq && self.test != BwTest::Send {
+            return usage("--use-srq applies to the send test only (its receives)");
         }
         if self.latency && (self.all_sizes || self.duration.is_some()) {
             return usage("--lat runs one size for -n iterations (no -a, no -D yet)");
@@ -206,6 +214,8 @@ struct Setup {
     recv_offset: u64,
     /// Receive completions: `cq` but in the SEND latency test.
     recv_cq: CqId,
+    /// `--use-srq`: where receives are posted instead of the QP's own queue.
+    srq: Option<SrqId>,
     size: u32,
     tx_depth: u32,
     cq_mod: u32,
@@ -297,7 +307,7 @@ fn run_all_sizes(
         let r = if send {
             if !client {
                 for _ in 0..opts.rx_depth.min(opts.iters) {
-                    rt.post_recv(s.qpn, recv_wr(s.key, s.va, s.size))?;
+                    post_receive(rt, s.qpn, s.srq, recv_wr(s.key, s.va, s.size))?;
                 }
             }
             rt.serve_while(|| conn.sync())??;
@@ -381,6 +391,14 @@ fn setup(
         init.recv_cq = rt.create_cq(opts.rx_depth as usize);
     }
     let recv_cq = init.recv_cq;
+    let srq = if opts.use_srq {
+        let srq_init = SrqInit::new(PdId::DEFAULT, opts.rx_depth);
+        let id = rt.host_mut().engine_mut().create_srq(srq_init);
+        Some(id.map_err(RuntimeError::from)?)
+    } else {
+        None
+    };
+    init.srq = srq;
     init.max_send_wr = tx_depth;
     init.max_recv_wr = opts.rx_depth;
     let qpn = rt.create_qp(init)?;
@@ -406,7 +424,7 @@ fn setup(
             None => opts.rx_depth.min(opts.iters),
         };
         for _ in 0..posted {
-            rt.post_recv(qpn, recv_wr(key, va + recv_offset, size))?;
+            post_receive(rt, qpn, srq, recv_wr(key, va + recv_offset, size))?;
         }
     }
     let keys = Keys {
@@ -457,12 +475,29 @@ fn setup(
         va,
         recv_offset,
         recv_cq,
+        srq,
         size,
         tx_depth,
         cq_mod,
         peer,
     };
     Ok((conn, setup))
+}
+
+/// A receive on the QP's own queue, or on its SRQ (`--use_srq`).
+fn post_receive(
+    rt: &mut Runtime,
+    qpn: Qpn,
+    srq: Option<SrqId>,
+    wr: RecvWr,
+) -> Result<(), AppError> {
+    match srq {
+        Some(id) => {
+            let posted = rt.host_mut().engine_mut().post_srq_recv(id, wr);
+            Ok(posted.map_err(RuntimeError::from)?)
+        }
+        None => Ok(rt.post_recv(qpn, wr)?),
+    }
 }
 
 fn recv_wr(key: u32, va: u64, size: u32) -> RecvWr {
@@ -492,8 +527,9 @@ impl Header<'_> {
             "{LINE}\n                    {}\n \
              Dual-port       : OFF\t\tDevice         : roce\n \
              Number of qps   : 1\t\tTransport type : IB\n \
-             Connection type : RC\t\tUsing SRQ      : OFF\n",
-            title(o.test, o.atomic, o.latency)
+             Connection type : RC\t\tUsing SRQ      : {}\n",
+            title(o.test, o.atomic, o.latency),
+            if o.use_srq { "ON" } else { "OFF" }
         );
         if o.server.is_some() {
             s.push_str(&format!(" TX depth        : {}\n", self.tx_depth));
@@ -793,7 +829,7 @@ fn run_send_server_for(
             Ok(wc) => {
                 check(&wc)?;
                 received += 1;
-                rt.post_recv(s.qpn, recv_wr(s.key, s.va, s.size))?;
+                post_receive(rt, s.qpn, s.srq, recv_wr(s.key, s.va, s.size))?;
                 last_arrival = Instant::now();
                 window.note(last_arrival, received);
             }
@@ -832,7 +868,7 @@ fn run_send_server(
         since.push(now);
         received += 1;
         if posted < opts.iters {
-            rt.post_recv(s.qpn, recv_wr(s.key, s.va, s.size))?;
+            post_receive(rt, s.qpn, s.srq, recv_wr(s.key, s.va, s.size))?;
             posted += 1;
         }
     }
@@ -1093,6 +1129,25 @@ mod tests {
         }
     }
 
+    /// --use-srq: SEND's receives come from a shared receive queue, bandwidth and latency.
+    #[test]
+    fn send_through_a_shared_receive_queue() {
+        for latency in [false, true] {
+            let mut opts = options(BwTest::Send, 1000);
+            opts.use_srq = true;
+            opts.latency = latency;
+            opts.iters = 200;
+            let (client, server, out) = perf_with(opts, 6);
+            assert!(out.contains("Using SRQ      : ON"), "{out}");
+            if latency {
+                assert_eq!(server.latency.unwrap().iters, 200);
+            } else {
+                assert_eq!(server.own.unwrap().iters, 200);
+                assert_eq!(client.own.unwrap().iters, 200);
+            }
+        }
+    }
+
     #[test]
     fn compare_and_swap_swaps_zero_for_zero() {
         let s = Setup {
@@ -1102,6 +1157,7 @@ mod tests {
             va: 0,
             recv_offset: 0,
             recv_cq: CqId(0),
+            srq: None,
             size: 8,
             tx_depth: 1,
             cq_mod: 1,
@@ -1158,6 +1214,7 @@ mod tests {
             .contains("above")
         );
         assert!(refused(&|o| o.iters = 0).contains("positive"));
+        assert!(refused(&|o| o.use_srq = true).contains("send test only"));
         assert!(options(BwTest::Write, 8).check().is_ok());
     }
 }

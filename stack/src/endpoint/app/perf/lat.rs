@@ -20,7 +20,8 @@ use std::io::Write;
 use std::time::Instant;
 
 use super::{
-    AppError, Connected, PerfOptions, Setup, check, client_op, client_sge, recv_wr, stalled,
+    AppError, Connected, PerfOptions, Setup, check, client_op, client_sge, post_receive, recv_wr,
+    stalled,
 };
 use crate::endpoint::oob::perftest::BwTest;
 use crate::endpoint::runtime::Runtime;
@@ -190,7 +191,7 @@ fn run_send(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<LatReport
             rcnt += 1;
             if recvs_posted < iters {
                 let at = s.va + s.recv_offset;
-                rt.post_recv(s.qpn, recv_wr(s.key, at, s.size))?;
+                post_receive(rt, s.qpn, s.srq, recv_wr(s.key, at, s.size))?;
                 recvs_posted += 1;
             }
         }
