@@ -1,16 +1,28 @@
 //! roce: a pure-software RoCEv2 stack.
 //!
-//! Layers, each knowing only the ones before it:
-//! - [`wire`]: views over bytes and owned `Repr`s for every RoCEv2 header, the ICRC, and the
-//!   Ethernet / IP / UDP encapsulation.
-//! - [`endpoint`]: real clock and sockets; the out-of-band TCP exchanges of the rdma-core tools.
+//! Layers from the bottom up, each importing only layers listed before it (tests aside):
+//! - [`rng`]: the seeded random number generator behind every deterministic choice.
+//! - [`time`]: the one time base, [`time::Instant`] in nanoseconds and core's `Duration`.
+//! - [`wire`]: views over bytes and owned `Repr`s for every RoCEv2 header, the ICRC, the
+//!   Ethernet / IP / UDP encapsulation and the frame builder; seeded sample packets.
+//! - [`fault`]: a deterministic model of an imperfect link (loss, duplication, reordering,
+//!   delay, corruption, ECN CE marking) in virtual time.
+//! - [`cc`]: sans-IO congestion control: DCQCN reaction and notification points, HPCC,
+//!   TIMELY, pacing, ECN marking.
 //! - [`transport`]: the sans-IO RC, UC and UD engine: memory regions, completion queues,
-//!   queue pairs, retransmission; and [`transport::pair`], two engines over a simulated link.
-//! - [`cc`]: sans-IO congestion control: DCQCN reaction and notification points, pacing, ECN
-//!   marking.
-//! - [`sim`]: deterministic simulations running the real protocol code, such as DCQCN's.
-//! - [`scenario`]: `roce demo`'s two hosts over the in-memory link, shared with tests and
-//!   benchmarks.
+//!   queue pairs, retransmission; and [`transport::engine_pair`], two engines over the fault
+//!   model's link.
+//! - [`capture`]: the one pcap/pcapng reader, mapped or streamed.
+//! - [`io`]: the `Device` trait and its backends (TAP, AF_XDP, pcap, in-memory) and
+//!   middleware (faults, pcap writer, tracer).
+//! - [`endpoint`]: the sans-IO host on a device, ARP and the GID table, rdma_cm, the only
+//!   real clock and sockets, the out-of-band TCP exchanges of the rdma-core tools.
+//! - [`analysis`]: replay analysis of captures, per flow, in one streaming pass.
+//! - [`sim`]: deterministic simulations running the real congestion control code: DCQCN's
+//!   single bottleneck and a packet-level fabric.
+//! - [`scenario`]: `roce demo`'s and `roce gen`'s two hosts over the in-memory link in virtual
+//!   time, shared with tests and benchmarks.
+//! - [`conform`]: the conformance suite, its agent protocol and peers.
 #![deny(unsafe_code)]
 
 pub mod analysis;

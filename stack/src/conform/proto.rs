@@ -604,7 +604,7 @@ pub fn hex(data: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Result<Vec<u8>, ProtoError> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return Err(bad("data= has an odd number of hex digits"));
     }
     (0..s.len())

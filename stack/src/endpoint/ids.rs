@@ -85,7 +85,7 @@ mod tests {
         assert_eq!(a.len(), b.len());
         for _ in 0..64 {
             let va = random_va(1 << 20);
-            assert!(va % 4096 == 0 && va >= 1 << 32 && va + (1 << 20) < 1 << 46);
+            assert!(va.is_multiple_of(4096) && va >= 1 << 32 && va + (1 << 20) < 1 << 46);
             assert!(random_psn().value() < 1 << 24);
         }
         assert_eq!(fnv1a(b"x"), fnv1a(b"x"));

@@ -108,7 +108,7 @@ fn end_of_options(body: &mut Vec<u8>) {
 }
 
 fn pad32(body: &mut Vec<u8>) {
-    while body.len() % 4 != 0 {
+    while !body.len().is_multiple_of(4) {
         body.push(0);
     }
 }

@@ -185,7 +185,7 @@ impl FieldInfo {
 
     /// The field's bytes, for byte-aligned fields of whole bytes.
     pub fn bytes<'a>(&self, message: &'a [u8]) -> Option<&'a [u8]> {
-        if self.bit != 0 || self.width % 8 != 0 {
+        if self.bit != 0 || !self.width.is_multiple_of(8) {
             return None;
         }
         message.get(self.byte..self.end_byte())

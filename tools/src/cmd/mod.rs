@@ -215,7 +215,7 @@ mod tests {
             |frame, known| {
                 // A slow analyser at the start of each batch, so that the reader gets ahead
                 // and starts working things out for it.
-                if frame.index as usize % BATCH_FRAMES == 0 {
+                if (frame.index as usize).is_multiple_of(BATCH_FRAMES) {
                     std::thread::sleep(std::time::Duration::from_millis(50));
                 }
                 if let Some(k) = known {

@@ -660,10 +660,10 @@ fn spans(report: &Report, rows: &Rows, tables: &mut Tables) -> Vec<(u64, u64, &'
 fn busiest_flow(rows: &Rows, report: &Report) -> Option<usize> {
     let mut counts = vec![0u64; report.flows.len()];
     for &f in &rows.fl {
-        if let Ok(f) = usize::try_from(f) {
-            if let Some(c) = counts.get_mut(f) {
-                *c += 1;
-            }
+        if let Ok(f) = usize::try_from(f)
+            && let Some(c) = counts.get_mut(f)
+        {
+            *c += 1;
         }
     }
     (0..counts.len())

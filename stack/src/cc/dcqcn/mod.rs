@@ -349,11 +349,11 @@ impl CongestionControl for ReactionPoint {
         // Deadlines are handled in time order, each at its own time, so one late call does
         // what the calls at each deadline would have done.
         loop {
-            if let Some(at) = self.pending_cut_at().filter(|&at| at <= now) {
-                if !(self.reacting && self.next_alpha.min(self.next_increase) < at) {
-                    self.cut(at);
-                    continue;
-                }
+            if let Some(at) = self.pending_cut_at().filter(|&at| at <= now)
+                && !(self.reacting && self.next_alpha.min(self.next_increase) < at)
+            {
+                self.cut(at);
+                continue;
             }
             if !self.reacting {
                 break;

@@ -324,7 +324,7 @@ impl<'a> Sim<'a> {
             }
             self.now = now;
             self.events_done += 1;
-            if self.events_done % PROGRESS_EVERY == 0 {
+            if self.events_done.is_multiple_of(PROGRESS_EVERY) {
                 self.obs.progress(now, self.end);
             }
             let i = event.index();

@@ -193,13 +193,13 @@ impl NetConfig {
                 self.dt_alpha
             ));
         }
-        if let Pfc::Fixed(t) = self.pfc {
-            if t.xon >= t.xoff {
-                return bad(format!(
-                    "XON ({} B) must be below XOFF ({} B)",
-                    t.xon, t.xoff
-                ));
-            }
+        if let Pfc::Fixed(t) = self.pfc
+            && t.xon >= t.xoff
+        {
+            return bad(format!(
+                "XON ({} B) must be below XOFF ({} B)",
+                t.xon, t.xoff
+            ));
         }
         if self.duration.is_zero() || self.sample_interval.is_zero() || self.window.is_zero() {
             return bad("the duration, sample interval and window must be positive".into());
@@ -258,10 +258,10 @@ impl NetConfig {
         if samples > 1_000_000 {
             return bad("too many samples: raise the sample interval".into());
         }
-        if let Control::Dcqcn(p) = &self.control {
-            if p.line_rate_bps != self.host_bps as f64 {
-                return bad("the DCQCN line rate must equal the host link rate".into());
-            }
+        if let Control::Dcqcn(p) = &self.control
+            && p.line_rate_bps != self.host_bps as f64
+        {
+            return bad("the DCQCN line rate must equal the host link rate".into());
         }
         Ok(())
     }

@@ -133,13 +133,13 @@ impl Negotiated {
     /// [`Connected::sync`].
     pub fn exchange_keys(mut self, local: Keys) -> Result<Connected, OobError> {
         let peer = self.session.hand_shake(&local, "exchanging QP keys")?;
-        if let (Some(l), Some(r)) = (local.gid, peer.gid) {
-            if is_v4_mapped(&l) != is_v4_mapped(&r) {
-                return Err(OobError::GidTypeMismatch {
-                    local: l,
-                    remote: r,
-                });
-            }
+        if let (Some(l), Some(r)) = (local.gid, peer.gid)
+            && is_v4_mapped(&l) != is_v4_mapped(&r)
+        {
+            return Err(OobError::GidTypeMismatch {
+                local: l,
+                remote: r,
+            });
         }
         Ok(Connected {
             session: self.session,
