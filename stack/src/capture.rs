@@ -69,7 +69,9 @@ impl Link {
 /// Which of the two file formats is being read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// Classic pcap (libpcap's format, one link type for the file).
     Pcap,
+    /// pcapng (blocks; link type per interface, packet comments).
     PcapNg,
 }
 
@@ -79,18 +81,29 @@ pub enum CaptureError {
     /// The cause is part of the message (and not an error source, which `{:#}` would print
     /// a second time).
     #[error("cannot open {path}: {cause}")]
-    Open { path: String, cause: std::io::Error },
+    Open {
+        /// The path as given.
+        path: String,
+        /// What the operating system said.
+        cause: std::io::Error,
+    },
+    /// The file has no bytes at all.
     #[error("empty file: not a pcap or pcapng capture")]
     Empty,
+    /// The first bytes are neither a pcap nor a pcapng header.
     #[error("not a pcap or pcapng capture (unknown file header)")]
     NotACapture,
+    /// The underlying reader failed.
     #[error("read error")]
     Read,
     /// The capture is damaged at `offset`: frames before `frame` were delivered, none after.
     #[error("damaged capture at byte {offset} (after {frame} frames): {reason}")]
     Damaged {
+        /// Frames delivered before the damage.
         frame: u64,
+        /// Byte offset of the damaged record.
         offset: u64,
+        /// What the parser found wrong there.
         reason: String,
     },
 }
@@ -102,23 +115,34 @@ pub struct Frame<'a> {
     pub index: u64,
     /// Capture time in nanoseconds since the Unix epoch.
     pub timestamp_ns: u64,
+    /// How to read `data`: the capture's link type for this frame.
     pub link: Link,
     /// The bytes captured: fewer than `orig_len` when a snap length cut the frame.
     pub data: &'a [u8],
+    /// The frame's length on the wire, as the record says.
     pub orig_len: u32,
 }
 
 /// Why a captured frame is not a usable RoCEv2 packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum FrameError {
+    /// The RoCEv2 layers inside failed to parse.
     #[error(transparent)]
     Packet(#[from] PacketError),
+    /// A link type other than Ethernet, raw IP or Linux cooked (the pcap number).
     #[error("link type {0} is not read")]
     UnsupportedLink(i32),
+    /// A Linux cooked frame of another protocol (its EtherType).
     #[error("not RoCEv2: Linux cooked protocol {0:#06x} is neither IPv4 nor IPv6")]
     CookedProtocol(u16),
+    /// A Linux cooked frame shorter than its header.
     #[error("Linux cooked header: truncated, {needed} bytes needed but {available} present")]
-    CookedTruncated { needed: usize, available: usize },
+    CookedTruncated {
+        /// Bytes the cooked header needs.
+        needed: usize,
+        /// Bytes the frame has.
+        available: usize,
+    },
 }
 
 impl FrameError {
@@ -242,6 +266,7 @@ impl CaptureReader {
         }
     }
 
+    /// Which of the two file formats this capture is in.
     pub fn format(&self) -> Format {
         self.format
     }
@@ -358,9 +383,13 @@ pub type Commented<'a> = (Frame<'a>, Option<&'a [u8]>);
 /// Where a frame lies in its capture file, and what its record said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameRef {
+    /// Position among the capture's frames, from 0.
     pub index: u64,
+    /// Capture time in nanoseconds since the Unix epoch.
     pub timestamp_ns: u64,
+    /// The link type of the frame's interface.
     pub link: Link,
+    /// The frame's length on the wire, as the record says.
     pub orig_len: u32,
     start: usize,
     len: usize,

@@ -24,7 +24,9 @@ const NANOS_PER_SEC: u128 = 1_000_000_000;
 /// Delay every delivered frame sees: `base` plus a uniform draw from `[0, jitter]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Delay {
+    /// Delay every frame sees.
     pub base: Duration,
+    /// The largest extra delay drawn on top of `base`.
     pub jitter: Duration,
 }
 
@@ -34,6 +36,7 @@ pub struct Delay {
 /// packet (RFC 3168 section 5), and RoCEv2 CNPs are sent Not-ECT precisely so they are not.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum CeMarking {
+    /// No marking.
     #[default]
     Off,
     /// Each ECN-capable frame is marked with this probability.
@@ -42,7 +45,9 @@ pub enum CeMarking {
     /// `threshold_bytes` wait is marked (the step marking DCQCN's notification point assumes).
     /// Frames also leave the bottleneck at its rate, so a congested link adds queueing delay.
     Queue {
+        /// Queue depth above which arriving frames are marked.
         threshold_bytes: u64,
+        /// The bottleneck's drain rate.
         drain_bits_per_sec: u64,
     },
 }
@@ -65,6 +70,7 @@ pub struct FaultConfig {
     /// FCS would catch never reaches an endpoint; what the ICRC exists for is corruption inside
     /// switches, which leaves the Ethernet header routable.
     pub corrupt: f64,
+    /// When ECN-capable frames get CE.
     pub ce_mark: CeMarking,
 }
 
@@ -87,13 +93,21 @@ impl Default for FaultConfig {
 /// A configuration the model cannot run.
 #[derive(Debug, Clone, Copy, PartialEq, Error)]
 pub enum FaultError {
+    /// A probability outside `[0, 1]`.
     #[error("fault model: {knob} must be a probability in [0, 1], got {value}")]
-    NotAProbability { knob: &'static str, value: f64 },
+    NotAProbability {
+        /// The knob's field name.
+        knob: &'static str,
+        /// The value given.
+        value: f64,
+    },
+    /// A queue that never drains would hold frames forever.
     #[error("fault model: a CE-marking queue needs a non-zero drain rate")]
     ZeroDrainRate,
 }
 
 impl FaultConfig {
+    /// Checks every probability and the queue's drain rate; [`FaultyLink::new`] calls it.
     pub fn validate(&self) -> Result<(), FaultError> {
         let mut knobs = vec![
             ("loss", self.loss),
@@ -124,25 +138,38 @@ impl FaultConfig {
 /// What happened to each frame given to a [`FaultyLink`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FaultStats {
+    /// Frames given to [`FaultyLink::send`].
     pub sent: u64,
+    /// Frames lost.
     pub dropped: u64,
+    /// Frames delivered twice.
     pub duplicated: u64,
+    /// Frames held back so later ones overtook them.
     pub reordered: u64,
+    /// Frames with one byte changed.
     pub corrupted: u64,
+    /// Frames whose ECN field was set to CE.
     pub ce_marked: u64,
+    /// Copies handed back by [`FaultyLink::poll`].
     pub delivered: u64,
 }
 
 /// The fate [`FaultyLink::send`] chose for one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fate {
+    /// Lost: nothing will be delivered.
     Dropped,
+    /// Delivered later, possibly twice and changed.
     Scheduled {
         /// Delivery time of the first copy.
         at: Instant,
+        /// 1, or 2 when duplicated.
         copies: u8,
+        /// One byte after the Ethernet header was changed.
         corrupted: bool,
+        /// The ECN field was set to CE.
         ce_marked: bool,
+        /// Held back by the reorder delay.
         reordered: bool,
     },
 }
@@ -187,6 +214,8 @@ pub struct FaultyLink {
 }
 
 impl FaultyLink {
+    /// A link with `config` whose random choices follow `seed`; an invalid configuration is
+    /// refused.
     pub fn new(config: FaultConfig, seed: u64) -> Result<FaultyLink, FaultError> {
         config.validate()?;
         Ok(FaultyLink {
@@ -200,10 +229,12 @@ impl FaultyLink {
         })
     }
 
+    /// The knobs the link runs with.
     pub fn config(&self) -> &FaultConfig {
         &self.config
     }
 
+    /// What happened to the frames so far.
     pub fn stats(&self) -> &FaultStats {
         &self.stats
     }
@@ -361,7 +392,9 @@ const ECN_NOT_ECT: u8 = 0b00;
 /// The result of [`mark_ce`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CeOutcome {
+    /// Was ECT(0) or ECT(1), is CE now (checksum updated).
     Marked,
+    /// Was CE already: left alone.
     AlreadyCe,
     /// Not-ECT: left alone (RFC 3168 section 5).
     NotEct,

@@ -9,6 +9,7 @@ pub struct Rng {
 }
 
 impl Rng {
+    /// A generator seeded through SplitMix64, so nearby seeds give unrelated sequences.
     pub fn new(seed: u64) -> Rng {
         let mut x = seed;
         let mut split_mix = || {
@@ -23,6 +24,7 @@ impl Rng {
         }
     }
 
+    /// The next 64 bits of xoshiro256**.
     pub fn next_u64(&mut self) -> u64 {
         let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = self.s[1] << 17;
@@ -52,6 +54,7 @@ impl Rng {
         self.next_f64() < p
     }
 
+    /// Fills `buf` with random bytes, eight at a time.
     pub fn fill(&mut self, buf: &mut [u8]) {
         for chunk in buf.chunks_mut(8) {
             let bytes = self.next_u64().to_le_bytes();

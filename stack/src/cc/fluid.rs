@@ -39,6 +39,7 @@ pub struct FixedPoint {
     pub rate_bps: f64,
     /// R_T*, bit/s.
     pub target_rate_bps: f64,
+    /// alpha*, DCQCN's congestion estimate at the fixed point.
     pub alpha: f64,
     /// The marking probability p*.
     pub p: f64,

@@ -38,12 +38,15 @@ impl Marker {
         }
     }
 
+    /// Queue depth below which nothing is marked.
     pub fn kmin_bytes(&self) -> u64 {
         self.kmin_bytes
     }
+    /// Queue depth from which every packet is marked.
     pub fn kmax_bytes(&self) -> u64 {
         self.kmax_bytes
     }
+    /// Marking probability just below Kmax.
     pub fn pmax(&self) -> f64 {
         self.pmax
     }

@@ -40,6 +40,7 @@ impl Default for NotificationPoint {
 }
 
 impl NotificationPoint {
+    /// A notification point sending at most one CNP per flow per `interval`.
     pub fn new(interval: Time) -> NotificationPoint {
         NotificationPoint {
             interval,

@@ -4,6 +4,7 @@
 
 use super::{Time, transmission_time};
 
+/// A next-send-time rate limiter for one flow (see the module documentation).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pacer {
     rate_bps: f64,
@@ -13,6 +14,7 @@ pub struct Pacer {
 }
 
 impl Pacer {
+    /// A pacer at `rate_bps`, free to send at once.
     pub fn new(rate_bps: f64) -> Pacer {
         Pacer {
             rate_bps,
@@ -22,6 +24,7 @@ impl Pacer {
         }
     }
 
+    /// The current rate, bit/s.
     pub fn rate_bps(&self) -> f64 {
         self.rate_bps
     }
@@ -40,6 +43,7 @@ impl Pacer {
         self.next_send
     }
 
+    /// Whether a packet may start at `now`.
     pub fn can_send(&self, now: Time) -> bool {
         now >= self.next_send
     }

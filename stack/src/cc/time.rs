@@ -21,18 +21,24 @@ const PS_PER_S: f64 = 1e12;
 pub struct Time(u64);
 
 impl Time {
+    /// The origin, or no time at all.
     pub const ZERO: Time = Time(0);
+    /// The latest time there is; arithmetic saturates here.
     pub const MAX: Time = Time(u64::MAX);
 
+    /// `ps` picoseconds.
     pub const fn from_picos(ps: u64) -> Time {
         Time(ps)
     }
+    /// `ns` nanoseconds (saturating).
     pub const fn from_nanos(ns: u64) -> Time {
         Time(ns.saturating_mul(PS_PER_NS))
     }
+    /// `us` microseconds (saturating).
     pub const fn from_micros(us: u64) -> Time {
         Time(us.saturating_mul(PS_PER_US))
     }
+    /// `ms` milliseconds (saturating).
     pub const fn from_millis(ms: u64) -> Time {
         Time(ms.saturating_mul(PS_PER_MS))
     }
@@ -42,6 +48,7 @@ impl Time {
         // matters in the pacer's per-packet path.
         Time((s * PS_PER_S + 0.5) as u64)
     }
+    /// Picoseconds.
     pub const fn as_picos(self) -> u64 {
         self.0
     }
@@ -54,18 +61,23 @@ impl Time {
     pub const fn as_nanos_ceil(self) -> u64 {
         self.0.div_ceil(PS_PER_NS)
     }
+    /// Seconds, as a float for rates and reports.
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / PS_PER_S
     }
+    /// Microseconds, as a float for reports.
     pub fn as_micros_f64(self) -> f64 {
         self.0 as f64 / PS_PER_US as f64
     }
+    /// Milliseconds, as a float for reports.
     pub fn as_millis_f64(self) -> f64 {
         self.0 as f64 / PS_PER_MS as f64
     }
+    /// `self - other`, or zero if `other` is later.
     pub const fn saturating_sub(self, other: Time) -> Time {
         Time(self.0.saturating_sub(other.0))
     }
+    /// Whether this is zero.
     pub const fn is_zero(self) -> bool {
         self.0 == 0
     }

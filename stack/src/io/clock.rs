@@ -10,6 +10,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::time::{Duration, Instant};
 
+/// Where devices and middleware read the time: the system clock over real devices, a
+/// [`VirtualClock`] in tests.
 pub trait Clock {
     /// The time since the Unix epoch (or since an origin the clock documents); never goes
     /// backwards.
@@ -25,6 +27,7 @@ pub struct SystemClock {
 }
 
 impl SystemClock {
+    /// The clock, anchored to the wall clock now.
     pub fn new() -> SystemClock {
         let since_epoch = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -53,6 +56,7 @@ impl Clock for SystemClock {
 pub struct VirtualClock(Arc<AtomicU64>);
 
 impl VirtualClock {
+    /// A clock standing at `start`.
     pub fn new(start: Instant) -> VirtualClock {
         VirtualClock(Arc::new(AtomicU64::new(start.as_nanos())))
     }
@@ -62,6 +66,7 @@ impl VirtualClock {
         self.0.fetch_max(t.as_nanos(), Ordering::Relaxed);
     }
 
+    /// Moves time forward by `dt`.
     pub fn advance_by(&self, dt: Duration) {
         self.0.fetch_add(crate::time::nanos(dt), Ordering::Relaxed);
     }

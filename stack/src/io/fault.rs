@@ -46,18 +46,22 @@ impl<D: Device, C: Clock> FaultInjector<D, C> {
         })
     }
 
+    /// What the fault model did to received frames.
     pub fn receive_stats(&self) -> &FaultStats {
         self.rx.stats()
     }
 
+    /// What the fault model did to transmitted frames.
     pub fn transmit_stats(&self) -> &FaultStats {
         self.tx.stats()
     }
 
+    /// The wrapped device.
     pub fn inner(&self) -> &D {
         &self.inner
     }
 
+    /// The wrapped device; frames the model still holds are dropped.
     pub fn into_inner(self) -> D {
         self.inner
     }

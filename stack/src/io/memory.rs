@@ -12,9 +12,11 @@ use super::{Capabilities, Clock, Device, DeviceError, check_frame_len};
 /// How the two directions of a [`pair`] behave.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MemoryLinkConfig {
+    /// The largest frame either end carries, without FCS.
     pub mtu: usize,
     /// Frames from device `a` to device `b`.
     pub a_to_b: FaultConfig,
+    /// Frames from device `b` to device `a`.
     pub b_to_a: FaultConfig,
     /// Seeds direction a-to-b; b-to-a uses a seed derived from it, so the two directions make
     /// independent choices.
@@ -35,6 +37,7 @@ impl Default for MemoryLinkConfig {
 
 /// Locally administered unicast addresses for the two ends.
 pub const MAC_A: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x0a];
+/// See [`MAC_A`].
 pub const MAC_B: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x0b];
 
 #[derive(Debug)]

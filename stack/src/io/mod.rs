@@ -81,37 +81,66 @@ impl Capabilities {
 /// Why a device operation failed.
 #[derive(Debug, Error)]
 pub enum DeviceError {
+    /// The operating system refused an operation.
     #[error("{device}: {operation}: {source}")]
     Os {
+        /// The device's name.
         device: String,
+        /// What was attempted (a system call or step).
         operation: &'static str,
+        /// The OS error.
         #[source]
         source: std::io::Error,
     },
+    /// EPERM or EACCES: the process lacks the privilege.
     #[error("{device}: {operation}: permission denied (needs root, or CAP_NET_ADMIN and CAP_BPF)")]
     PermissionDenied {
+        /// The device's name.
         device: String,
+        /// What was attempted.
         operation: &'static str,
     },
+    /// ENODEV: there is no interface of that name.
     #[error("{device}: no such network interface")]
-    NoSuchInterface { device: String },
+    NoSuchInterface {
+        /// The name asked for.
+        device: String,
+    },
+    /// A frame longer than the device's MTU plus the Ethernet header.
     #[error("{device}: a frame of {len} bytes exceeds the largest the device carries ({max})")]
     FrameTooLarge {
+        /// The device's name.
         device: String,
+        /// The frame's length.
         len: usize,
+        /// The longest frame the device carries.
         max: usize,
     },
+    /// A received frame longer than the caller's buffer.
     #[error("{device}: a {len}-byte frame does not fit the {capacity}-byte buffer")]
     BufferTooSmall {
+        /// The device's name.
         device: String,
+        /// The frame's length.
         len: usize,
+        /// The buffer's length.
         capacity: usize,
     },
     /// The capture is exhausted, or the other end of an in-memory link is gone.
     #[error("{device}: closed")]
-    Closed { device: String },
+    Closed {
+        /// The device's name.
+        device: String,
+    },
+    /// A capture to read or write is broken.
     #[error("{device}: {reason}")]
-    Capture { device: String, reason: String },
+    Capture {
+        /// The device's name.
+        device: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The fault model's configuration is invalid.
     #[error(transparent)]
     Fault(#[from] FaultError),
 }
@@ -143,6 +172,7 @@ pub trait Device {
     /// retry once its descriptor is writable or after [`flush`](Self::flush).
     fn transmit(&mut self, frame: &[u8]) -> Result<bool, DeviceError>;
 
+    /// What the device can do: its MTU, ICRC offload, its own MAC address.
     fn capabilities(&self) -> Capabilities;
 
     /// The descriptor to register with mio, where the device has one.

@@ -24,6 +24,7 @@ impl Netdev {
         })
     }
 
+    /// The interface's name.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -33,15 +34,18 @@ impl Netdev {
         sys::index(&self.name)
     }
 
+    /// The interface's MTU (SIOCGIFMTU).
     pub fn mtu(&self) -> io::Result<usize> {
         sys::mtu(&self.name)
     }
 
+    /// Sets the interface's MTU (SIOCSIFMTU; needs CAP_NET_ADMIN).
     pub fn set_mtu(&self, mtu: usize) -> io::Result<()> {
         let mtu = i32::try_from(mtu).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         sys::set_mtu(&self.name, mtu)
     }
 
+    /// The interface's MAC address (SIOCGIFHWADDR).
     pub fn mac(&self) -> io::Result<[u8; 6]> {
         sys::mac(&self.name)
     }

@@ -26,6 +26,7 @@ pub struct PcapWriter<W: Write> {
 }
 
 impl<W: Write> PcapWriter<W> {
+    /// Writes the pcap file header (nanosecond timestamps, Ethernet) to `out`.
     pub fn new(mut out: W) -> io::Result<PcapWriter<W>> {
         let mut header = [0u8; 24];
         header[0..4].copy_from_slice(&PCAP_MAGIC_NANOS.to_le_bytes());
@@ -52,10 +53,12 @@ impl<W: Write> PcapWriter<W> {
         self.out.write_all(&frame[..captured as usize])
     }
 
+    /// Flushes the underlying writer.
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }
 
+    /// The underlying writer (not flushed).
     pub fn into_inner(self) -> W {
         self.out
     }

@@ -75,10 +75,12 @@ impl<W: Write> PcapngWriter<W> {
         block(&mut self.out, ENHANCED_PACKET, &epb)
     }
 
+    /// Flushes the underlying writer.
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }
 
+    /// The underlying writer (not flushed).
     pub fn into_inner(self) -> W {
         self.out
     }

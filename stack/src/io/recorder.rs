@@ -6,6 +6,8 @@ use std::io::Write;
 use super::pcap::PcapWriter;
 use super::{Clock, Device, DeviceError};
 
+/// Middleware that writes every frame the inner device receives or transmits to a pcap
+/// file, stamped by its clock.
 #[derive(Debug)]
 pub struct PcapRecorder<D, W: Write, C> {
     inner: D,
@@ -17,6 +19,7 @@ pub struct PcapRecorder<D, W: Write, C> {
 }
 
 impl<D: Device, W: Write, C: Clock> PcapRecorder<D, W, C> {
+    /// Records `inner`'s frames to `writer`, timestamps from `clock`.
     pub fn new(inner: D, writer: PcapWriter<W>, clock: C) -> PcapRecorder<D, W, C> {
         PcapRecorder {
             inner,
@@ -26,6 +29,7 @@ impl<D: Device, W: Write, C: Clock> PcapRecorder<D, W, C> {
         }
     }
 
+    /// The wrapped device.
     pub fn inner(&self) -> &D {
         &self.inner
     }

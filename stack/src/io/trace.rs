@@ -18,7 +18,9 @@ const IPPROTO_UDP: u8 = 17;
 /// sense, as a log line must never fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameSummary {
+    /// The frame's length in bytes.
     pub len: usize,
+    /// The EtherType after any VLAN tag.
     pub ethertype: Option<u16>,
     /// The IP ECN field, for IPv4 and IPv6 frames.
     pub ecn: Option<u8>,
@@ -27,6 +29,7 @@ pub struct FrameSummary {
 }
 
 impl FrameSummary {
+    /// Summarises `frame` as far as it parses.
     pub fn of(frame: &[u8]) -> FrameSummary {
         FrameSummary {
             len: frame.len(),
@@ -86,10 +89,12 @@ pub struct Tracer<D> {
 }
 
 impl<D: Device> Tracer<D> {
+    /// Logs every frame of `inner` (at trace level) and passes it on.
     pub fn new(inner: D) -> Tracer<D> {
         Tracer { inner }
     }
 
+    /// The wrapped device.
     pub fn into_inner(self) -> D {
         self.inner
     }

@@ -51,13 +51,17 @@ pub struct DcqcnParams {
 /// The named parameter sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preset {
+    /// The SIGCOMM 2015 paper's parameters ([`DcqcnParams::paper`]).
     Paper,
+    /// NVIDIA ConnectX's (mlx5) defaults ([`DcqcnParams::mlx5`]).
     Mlx5,
 }
 
 impl Preset {
+    /// Every preset, in the order the command line lists them.
     pub const ALL: [Preset; 2] = [Preset::Paper, Preset::Mlx5];
 
+    /// The preset's name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Preset::Paper => "paper",
@@ -65,10 +69,12 @@ impl Preset {
         }
     }
 
+    /// The preset called `name`, if there is one.
     pub fn from_name(name: &str) -> Option<Preset> {
         Preset::ALL.into_iter().find(|p| p.name() == name)
     }
 
+    /// The preset's parameters for a link of `line_rate_bps`.
     pub fn params(self, line_rate_bps: f64) -> DcqcnParams {
         match self {
             Preset::Paper => DcqcnParams::paper(line_rate_bps),
@@ -148,6 +154,7 @@ impl DcqcnParams {
         }
     }
 
+    /// Checks rates, gains and timers; [`ReactionPoint::new`] refuses what this refuses.
     pub fn validate(&self) -> Result<(), CcError> {
         check_rate_range(self.line_rate_bps, self.min_rate_bps)?;
         check_fraction("g", self.g)?;
@@ -183,8 +190,11 @@ impl DcqcnParams {
 pub enum Stage {
     /// At line rate, no timer running (before the first CNP or after full recovery).
     Idle,
+    /// After a cut: F timer or byte-counter events raise R_C halfway to R_T.
     FastRecovery,
+    /// Past F events on one counter: R_T rises by R_AI each event.
     AdditiveIncrease,
+    /// Past F events on both counters: R_T rises by R_HAI each event.
     HyperIncrease,
 }
 
@@ -209,6 +219,7 @@ pub struct ReactionPoint {
 }
 
 impl ReactionPoint {
+    /// A QP at line rate with the initial alpha; invalid parameters are refused.
     pub fn new(params: DcqcnParams) -> Result<ReactionPoint, CcError> {
         params.validate()?;
         Ok(ReactionPoint {
@@ -229,6 +240,7 @@ impl ReactionPoint {
         })
     }
 
+    /// The parameters this reaction point runs with.
     pub fn params(&self) -> &DcqcnParams {
         &self.p
     }
@@ -240,6 +252,7 @@ impl ReactionPoint {
     pub fn alpha(&self) -> f64 {
         self.alpha
     }
+    /// CNPs received so far.
     pub fn cnps(&self) -> u64 {
         self.cnps
     }

@@ -17,6 +17,7 @@ mod sys;
 /// interface MTU plus the Ethernet header, and 64 KiB covers any MTU Linux allows here.
 const READ_BUFFER: usize = 1 << 16;
 
+/// A TAP interface (`/dev/net/tun`, IFF_TAP): Ethernet frames to and from the kernel.
 #[derive(Debug)]
 pub struct TapDevice {
     file: File,
@@ -69,6 +70,7 @@ impl TapDevice {
         })
     }
 
+    /// The interface's name.
     pub fn name(&self) -> &str {
         self.netdev.name()
     }

@@ -12,8 +12,10 @@ use std::os::fd::RawFd;
 /// Which frames the program redirects to the socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum XdpFilter {
+    /// IPv4 and IPv6 UDP to port 4791 only; the rest goes to the kernel.
     #[default]
     RoceV2,
+    /// Every frame (the interface is given over to the stack).
     All,
 }
 

@@ -52,16 +52,20 @@ pub enum XdpMode {
     /// Native (driver) mode if the driver has it, else generic.
     #[default]
     Auto,
+    /// Native mode or fail.
     Native,
     /// Generic (SKB) mode: any interface, frames copied from socket buffers.
     Generic,
 }
 
+/// Sizes and placement of an AF_XDP socket; [`XdpConfig::validate`] checks them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct XdpConfig {
     /// The interface's receive queue to bind (below [`MAX_QUEUE`]).
     pub queue: u32,
+    /// Native, generic, or whichever the driver supports.
     pub mode: XdpMode,
+    /// Which frames come to the socket.
     pub filter: XdpFilter,
     /// UMEM chunks of 4096 bytes; half receive, half transmit. A power of two, from 2 to
     /// [`MAX_CHUNKS`].
@@ -80,13 +84,23 @@ pub const MAX_QUEUE: u32 = 1 << 16;
 /// Why an [`XdpConfig`] cannot be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum XdpConfigError {
+    /// `chunks` is not a power of two in range.
     #[error("chunks must be a power of two from 2 to {MAX_CHUNKS}, got {0}")]
     Chunks(u32),
     #[error(
         "ring_size must be a power of two from chunks / 2 = {min} (the fill ring holds every \
          receive chunk) to chunks = {max}, got {got}"
     )]
-    RingSize { got: u32, min: u32, max: u32 },
+    /// `ring_size` is not a power of two in range.
+    RingSize {
+        /// The size asked for.
+        got: u32,
+        /// The smallest allowed.
+        min: u32,
+        /// The largest allowed.
+        max: u32,
+    },
+    /// `queue` is not below [`MAX_QUEUE`].
     #[error("queue must be below {MAX_QUEUE}, got {0}")]
     Queue(u32),
 }
