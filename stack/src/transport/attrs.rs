@@ -10,15 +10,20 @@ use crate::wire::{PKey, Psn, Qpn, RnrTimer};
 /// The transport service of a queue pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QpType {
+    /// Reliable Connected: acknowledged, retransmitted, READs and atomics.
     Rc,
+    /// Unreliable Connected: one peer, no acknowledgements, SEND and WRITE only.
     Uc,
+    /// Unreliable Datagram: any peer per message, SEND only, one packet per message.
     Ud,
 }
 
 /// The queue pair state machine of IBA 10.3.1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QpState {
+    /// Created: nothing is sent or received.
     Reset,
+    /// Initialised: receives may be posted, nothing moves on the wire yet.
     Init,
     /// Ready to receive: the responder works, the requester does not.
     Rtr,
@@ -28,20 +33,27 @@ pub enum QpState {
     Sqd,
     /// Send queue error (UC and UD only): receives go on, sends are flushed.
     Sqe,
+    /// Error: outstanding and new work requests complete flushed.
     Err,
 }
 
 /// Path MTU (IBA 9.6.1; `ibv_mtu`): the largest payload of one packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mtu {
+    /// 256 bytes.
     M256,
+    /// 512 bytes.
     M512,
+    /// 1024 bytes.
     M1024,
+    /// 2048 bytes.
     M2048,
+    /// 4096 bytes, the largest RoCE allows.
     M4096,
 }
 
 impl Mtu {
+    /// The MTU in bytes.
     pub const fn bytes(self) -> u32 {
         match self {
             Mtu::M256 => 256,
@@ -52,6 +64,7 @@ impl Mtu {
         }
     }
 
+    /// The MTU of exactly `bytes`, if it is one of the five.
     pub const fn from_bytes(bytes: u32) -> Option<Mtu> {
         match bytes {
             256 => Some(Mtu::M256),
@@ -76,14 +89,19 @@ impl Mtu {
 /// The current attributes of a queue pair (`ibv_qp_attr` as `ibv_query_qp` returns it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpAttrs {
+    /// Path MTU: the largest payload of one packet.
     pub path_mtu: Mtu,
+    /// The PSN of the next request packet this QP sends.
     pub sq_psn: Psn,
+    /// The PSN this QP's responder expects next.
     pub rq_psn: Psn,
+    /// The connected peer's QP number (RC and UC).
     pub dest_qp: Qpn,
     /// The connected peer's address (RC and UC).
     pub dest_addr: IpAddr,
     /// Local ACK timeout exponent: 4.096 us x 2^timeout, 0 for none (IBA 9.7.6.1.3).
     pub timeout: u8,
+    /// Retries after local ACK timeouts before the QP fails (0 to 7).
     pub retry_cnt: u8,
     /// 7 means retry forever.
     pub rnr_retry: u8,
@@ -95,7 +113,9 @@ pub struct QpAttrs {
     pub max_dest_rd_atomic: u8,
     /// Which remote operations the responder accepts.
     pub access: Access,
+    /// The Q_Key UD requests must carry (UD only).
     pub qkey: u32,
+    /// The partition key packets carry and must match.
     pub pkey: PKey,
     /// The GRH flow label of the path (RC, UC): rxe derives the UDP source port from it when
     /// it is non-zero (rdma_cm sets one), from the QPNs otherwise.
@@ -128,20 +148,35 @@ impl Default for QpAttrs {
 /// its mask: `Some` fields are in the mask).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ModifyQp {
+    /// The state to move to.
     pub state: Option<QpState>,
+    /// See [`QpAttrs::path_mtu`].
     pub path_mtu: Option<Mtu>,
+    /// See [`QpAttrs::sq_psn`].
     pub sq_psn: Option<Psn>,
+    /// See [`QpAttrs::rq_psn`].
     pub rq_psn: Option<Psn>,
+    /// See [`QpAttrs::dest_qp`].
     pub dest_qp: Option<Qpn>,
+    /// See [`QpAttrs::dest_addr`].
     pub dest_addr: Option<IpAddr>,
+    /// See [`QpAttrs::timeout`].
     pub timeout: Option<u8>,
+    /// See [`QpAttrs::retry_cnt`].
     pub retry_cnt: Option<u8>,
+    /// See [`QpAttrs::rnr_retry`].
     pub rnr_retry: Option<u8>,
+    /// See [`QpAttrs::min_rnr_timer`].
     pub min_rnr_timer: Option<RnrTimer>,
+    /// See [`QpAttrs::max_rd_atomic`].
     pub max_rd_atomic: Option<u8>,
+    /// See [`QpAttrs::max_dest_rd_atomic`].
     pub max_dest_rd_atomic: Option<u8>,
+    /// See [`QpAttrs::access`].
     pub access: Option<Access>,
+    /// See [`QpAttrs::qkey`].
     pub qkey: Option<u32>,
+    /// See [`QpAttrs::pkey`].
     pub pkey: Option<PKey>,
     /// 20 bits (part of the address vector, `ah_attr.grh.flow_label`).
     pub flow_label: Option<u32>,

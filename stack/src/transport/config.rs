@@ -62,7 +62,9 @@ impl Default for TransportConfig {
 /// Counts of what the engine did, for summaries and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Stats {
+    /// Packets handed out by `poll_transmit`.
     pub packets_sent: u64,
+    /// Packets given to `handle_packet`.
     pub packets_received: u64,
     /// Request packets sent again (go-back-N, probes): the cost of loss.
     pub retransmitted_packets: u64,
@@ -74,15 +76,21 @@ pub struct Stats {
     pub local_ack_timeouts: u64,
     /// Expirations of the fast retransmit timer that went back to the first unacked PSN.
     pub fast_retransmits: u64,
+    /// Implied NAKs: a response to a later request showed an earlier one lost (IBA 9.7.5.1.2).
     pub implied_naks: u64,
+    /// ACKs received (including those coalesced).
     pub acks_received: u64,
+    /// NAKs received, RNR NAKs excluded.
     pub naks_received: u64,
+    /// RNR NAKs received.
     pub rnr_naks_received: u64,
+    /// ACKs sent by responders.
     pub acks_sent: u64,
     /// PSN sequence error NAKs sent.
     pub seq_naks_sent: u64,
     /// Invalid request, remote access and remote operational error NAKs sent.
     pub error_naks_sent: u64,
+    /// RNR NAKs sent: a SEND found no receive posted.
     pub rnr_naks_sent: u64,
     /// Request packets with a PSN before the expected one.
     pub duplicate_requests: u64,
@@ -106,22 +114,37 @@ pub struct Stats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
     /// The queue pair entered the error state.
-    QpFatal { qpn: Qpn },
+    QpFatal {
+        /// The queue pair.
+        qpn: Qpn,
+    },
     /// A queue pair in SQD has nothing outstanding.
-    SqDrained { qpn: Qpn },
+    SqDrained {
+        /// The queue pair.
+        qpn: Qpn,
+    },
     /// A shared receive queue fell below its armed limit (which is now disarmed).
-    SrqLimitReached { srq: SrqId },
+    SrqLimitReached {
+        /// The shared receive queue.
+        srq: SrqId,
+    },
     /// A queue pair attached to a shared receive queue entered the error state and will
     /// consume no more of its receives (IBA 11.6.3.1, `IBV_EVENT_QP_LAST_WQE_REACHED`).
-    QpLastWqeReached { qpn: Qpn },
+    QpLastWqeReached {
+        /// The queue pair.
+        qpn: Qpn,
+    },
 }
 
 /// A packet `poll_transmit` wrote: BTH through pad, no ICRC. The endpoint adds Ethernet, IP,
 /// UDP (source port from `src_qp`) and the ICRC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transmit {
+    /// The destination IP address.
     pub dest: IpAddr,
+    /// The destination QP (the BTH's DestQP).
     pub dest_qp: Qpn,
+    /// The sending QP.
     pub src_qp: Qpn,
     /// Bytes written at the start of the caller's buffer.
     pub len: usize,

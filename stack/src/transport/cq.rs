@@ -8,6 +8,7 @@ use crate::wire::Qpn;
 /// A work completion's status (IBA Table 100 / `ibv_wc_status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WcStatus {
+    /// The work request completed.
     Success,
     /// The message did not fit the receive buffer, or a UD message exceeded the MTU.
     LocLenErr,
@@ -56,10 +57,15 @@ impl WcStatus {
 /// What the completed work request did (`ibv_wc_opcode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WcOpcode {
+    /// A SEND (any kind).
     Send,
+    /// An RDMA WRITE (with or without immediate).
     RdmaWrite,
+    /// An RDMA READ.
     RdmaRead,
+    /// A compare and swap.
     CompSwap,
+    /// A fetch and add.
     FetchAdd,
     /// A receive consumed by a SEND.
     Recv,
@@ -80,13 +86,17 @@ pub enum WcOpcode {
 /// One completed work request (`ibv_wc`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkCompletion {
+    /// The caller's identifier of the work request.
     pub wr_id: u64,
+    /// Success or why not.
     pub status: WcStatus,
+    /// What completed.
     pub opcode: WcOpcode,
     /// The local QP the work request was posted to.
     pub qp_num: Qpn,
     /// Bytes received (receives, including the 40-byte GRH area on UD) or moved (READ).
     pub byte_len: u32,
+    /// The immediate data of a SEND or WRITE with immediate.
     pub imm_data: Option<u32>,
     /// The R_Key a SEND with Invalidate invalidated.
     pub invalidated_rkey: Option<u32>,
@@ -129,6 +139,7 @@ pub struct CompletionQueue {
 }
 
 impl CompletionQueue {
+    /// An empty queue of `capacity` entries; more completions set the overrun flag.
     pub fn new(capacity: usize) -> CompletionQueue {
         CompletionQueue {
             entries: VecDeque::new(),
@@ -144,14 +155,17 @@ impl CompletionQueue {
         self.entries.push_back(wc);
     }
 
+    /// The oldest completion, if any.
     pub fn pop(&mut self) -> Option<WorkCompletion> {
         self.entries.pop_front()
     }
 
+    /// Completions waiting.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether no completion waits.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -37,6 +37,7 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// An engine with no memory regions, completion queues or queue pairs yet.
     pub fn new(config: TransportConfig) -> Engine {
         Engine {
             config,
@@ -50,10 +51,12 @@ impl Engine {
         }
     }
 
+    /// The configuration the engine was made with.
     pub fn config(&self) -> &TransportConfig {
         &self.config
     }
 
+    /// What the engine has done so far.
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
@@ -177,11 +180,13 @@ impl Engine {
 
     // ---- completion queues ----
 
+    /// A completion queue holding `capacity` entries before it overruns (`ibv_create_cq`).
     pub fn create_cq(&mut self, capacity: usize) -> CqId {
         self.cqs.push(CompletionQueue::new(capacity));
         CqId(self.cqs.len() as u32 - 1)
     }
 
+    /// The completion queue `cq`, if it exists.
     pub fn cq(&self, cq: CqId) -> Option<&CompletionQueue> {
         self.cqs.get(cq.0 as usize)
     }
@@ -310,6 +315,8 @@ impl Engine {
         Ok(())
     }
 
+    /// Destroys a queue pair (`ibv_destroy_qp`): its work requests are dropped, its QPN
+    /// freed, and its shared receive queue loses a user.
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), TransportError> {
         let qp = self.qp(qpn)?;
         let (srq, slot) = (qp.srq(), qp.sched);

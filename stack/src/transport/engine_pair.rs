@@ -32,9 +32,13 @@ use crate::wire::icrc::ICRC_LEN;
 use crate::wire::packet::RocePacket;
 use crate::wire::{IbPacketRepr, Psn, Qpn, RnrTimer};
 
+/// Engine A's IP address.
 pub const ADDR_A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+/// Engine B's IP address.
 pub const ADDR_B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+/// Engine A's MAC address, in the frames of [`Framing::Ethernet`] and [`Captured::frame`].
 pub const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
+/// Engine B's MAC address.
 pub const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
 
 /// Bytes a RoCEv2 packet adds on the wire around the IB part: ICRC, UDP, IPv4, Ethernet and
@@ -55,12 +59,14 @@ pub enum Framing {
     Ib,
 }
 
+/// The simulated link between the two engines.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LinkConfig {
     /// Line rate of each direction in Gb/s; 0 means infinitely fast.
     pub gbps: f64,
     /// Delay and faults, the same model in each direction (seeded differently).
     pub faults: FaultConfig,
+    /// What a packet on the link is: a whole frame or only its IB part.
     pub framing: Framing,
 }
 
@@ -97,21 +103,28 @@ impl Default for LinkConfig {
 /// What the link did, both directions summed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LinkStats {
+    /// Packets put on the link.
     pub sent: u64,
     /// Lost by the fault model or dropped by a test's filter.
     pub dropped: u64,
     /// Dropped at the receiver because their ICRC did not match.
     pub corrupted: u64,
+    /// Packets the fault model delivered twice.
     pub duplicated: u64,
+    /// Packets the fault model held back.
     pub reordered: u64,
     /// Delivered with ECN CE set.
     pub ce_marked: u64,
+    /// Packets handed to the receiving engine.
     pub delivered: u64,
 }
 
+/// One of the two engines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
+    /// Engine A, at [`ADDR_A`].
     A,
+    /// Engine B, at [`ADDR_B`].
     B,
 }
 
@@ -148,8 +161,11 @@ impl Side {
 /// One packet a side sent, for tests that look at the exchange.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Captured {
+    /// When it was sent.
     pub time: Instant,
+    /// Which side sent it.
     pub from: Side,
+    /// The sending QP (the UDP source port derives from it).
     pub src_qp: Qpn,
     /// BTH through pad.
     pub bytes: Vec<u8>,
@@ -185,7 +201,9 @@ const IB_OFFSET: usize = ETHERNET_HEADER_LEN + IPV4_HEADER_LEN + UDP_HEADER_LEN;
 
 /// Two engines, A and B, and the link between them.
 pub struct Pair {
+    /// Engine A.
     pub a: Engine,
+    /// Engine B.
     pub b: Engine,
     now: Instant,
     link: LinkConfig,
@@ -196,6 +214,7 @@ pub struct Pair {
     rng: Rng,
     pool: Vec<Vec<u8>>,
     scratch: Vec<u8>,
+    /// What the link did so far.
     pub stats: LinkStats,
     /// When set, every packet is recorded here.
     pub capture: Option<Vec<Captured>>,
@@ -215,24 +234,38 @@ impl fmt::Debug for Pair {
 /// The queue pairs and CQs [`Pair::connect`] made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Connection {
+    /// The RC QP on side A.
     pub qp_a: Qpn,
+    /// The RC QP on side B.
     pub qp_b: Qpn,
+    /// A's completion queue, for sends and receives.
     pub cq_a: CqId,
+    /// B's completion queue, for sends and receives.
     pub cq_b: CqId,
 }
 
 /// Attributes for [`Pair::connect`]; the same on both sides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectOptions {
+    /// Path MTU.
     pub mtu: Mtu,
+    /// A's first send PSN (B's expected PSN).
     pub psn_a: Psn,
+    /// B's first send PSN (A's expected PSN).
     pub psn_b: Psn,
+    /// Local ACK timeout exponent.
     pub timeout: u8,
+    /// Retries after a timeout.
     pub retry_cnt: u8,
+    /// Retries after an RNR NAK (7: forever).
     pub rnr_retry: u8,
+    /// The RNR NAK timer each responder asks for.
     pub min_rnr_timer: RnrTimer,
+    /// READs and atomics outstanding per requester, and kept per responder.
     pub max_rd_atomic: u8,
+    /// Remote operations each responder accepts.
     pub access: Access,
+    /// The Q_Key (UD).
     pub qkey: u32,
 }
 
@@ -285,10 +318,12 @@ impl Pair {
         ])
     }
 
+    /// The virtual time both engines have reached.
     pub fn now(&self) -> Instant {
         self.now
     }
 
+    /// The link as configured.
     pub fn link(&self) -> &LinkConfig {
         &self.link
     }
@@ -301,6 +336,7 @@ impl Pair {
         Ok(())
     }
 
+    /// The engine on `side`.
     pub fn engine(&mut self, side: Side) -> &mut Engine {
         match side {
             Side::A => &mut self.a,

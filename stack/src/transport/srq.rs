@@ -40,7 +40,9 @@ impl SrqInit {
 /// The attributes of a shared receive queue (`ibv_srq_attr` as `ibv_query_srq` returns it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SrqAttrs {
+    /// Receives the queue holds at most.
     pub max_wr: u32,
+    /// Scatter/gather entries per receive at most.
     pub max_sge: u32,
     /// 0 when disarmed.
     pub limit: u32,
@@ -51,14 +53,34 @@ pub struct SrqAttrs {
 /// Why a shared receive queue verb was refused (rxe's `rxe_srq_chk_attr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SrqError {
+    /// `max_wr` is zero or too large.
     #[error("max_wr must be between 1 and {max}")]
-    MaxWr { max: u32 },
+    MaxWr {
+        /// The largest allowed.
+        max: u32,
+    },
+    /// `max_sge` is zero or too large.
     #[error("max_sge must be between 1 and {max}")]
-    MaxSge { max: usize },
+    MaxSge {
+        /// The largest allowed.
+        max: usize,
+    },
+    /// The limit to arm is above `max_wr`.
     #[error("the limit {limit} exceeds max_wr {max_wr}")]
-    Limit { limit: u32, max_wr: u32 },
+    Limit {
+        /// The limit asked for.
+        limit: u32,
+        /// The queue's size.
+        max_wr: u32,
+    },
+    /// The new size cannot hold what is posted, or is below the armed limit.
     #[error("max_wr {max_wr} is below the {posted} receives posted or the armed limit")]
-    Shrink { max_wr: u32, posted: u32 },
+    Shrink {
+        /// The size asked for.
+        max_wr: u32,
+        /// Receives posted now.
+        posted: u32,
+    },
 }
 
 #[derive(Debug)]

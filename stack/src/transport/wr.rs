@@ -8,51 +8,80 @@ use crate::wire::Qpn;
 /// A scatter/gather entry: `length` bytes at `addr` in the region `lkey` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Sge {
+    /// The first byte's virtual address.
     pub addr: u64,
+    /// Bytes.
     pub length: u32,
+    /// The L_Key of the region holding them.
     pub lkey: u32,
 }
 
 /// The operation of a send work request, with its operation-specific fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendOp {
+    /// SEND: the message lands in the responder's next receive.
     Send,
+    /// SEND with immediate: as SEND, and `imm` reaches the receive's completion.
     SendWithImm {
+        /// The immediate data.
         imm: u32,
     },
     /// SEND with Invalidate: the responder invalidates `rkey` when the message completes.
     SendWithInv {
+        /// The R_Key to invalidate.
         rkey: u32,
     },
+    /// RDMA WRITE: the message lands at `remote_addr` under `rkey`.
     Write {
+        /// Where the data goes in the responder's memory.
         remote_addr: u64,
+        /// The R_Key granting it.
         rkey: u32,
     },
+    /// RDMA WRITE with immediate: as WRITE, and consumes a receive that completes with `imm`.
     WriteWithImm {
+        /// Where the data goes in the responder's memory.
         remote_addr: u64,
+        /// The R_Key granting it.
         rkey: u32,
+        /// The immediate data.
         imm: u32,
     },
+    /// RDMA READ: the responder's bytes at `remote_addr` land in the scatter/gather list.
     Read {
+        /// Where the data comes from in the responder's memory.
         remote_addr: u64,
+        /// The R_Key granting it.
         rkey: u32,
     },
+    /// Compare and swap of the aligned 8 bytes at `remote_addr`; the original value returns.
     CompareSwap {
+        /// The aligned 8-byte word.
         remote_addr: u64,
+        /// The R_Key granting atomic access.
         rkey: u32,
+        /// The value to compare with.
         compare: u64,
+        /// The value stored if they are equal.
         swap: u64,
     },
+    /// Fetch and add to the aligned 8 bytes at `remote_addr`; the original value returns.
     FetchAdd {
+        /// The aligned 8-byte word.
         remote_addr: u64,
+        /// The R_Key granting atomic access.
         rkey: u32,
+        /// The value added (wrapping).
         add: u64,
     },
     /// ATOMIC WRITE (IBA 1.5, 9.4.6): `value` lands as one aligned 8-byte write, in the
     /// host's byte order like the other atomics; answered by an empty READ response.
     AtomicWrite {
+        /// The aligned 8-byte word.
         remote_addr: u64,
+        /// The R_Key granting write access.
         rkey: u32,
+        /// The value written.
         value: u64,
     },
     /// FLUSH (IBA 1.5, A19): makes earlier writes to `len` bytes at `remote_addr` (or, with
@@ -60,49 +89,67 @@ pub enum SendOp {
     /// globally visible and/or persistent, as the `placement` bits ask; answered by an empty
     /// READ response.
     Flush {
+        /// The range's start in the responder's memory.
         remote_addr: u64,
+        /// The R_Key granting flush access.
         rkey: u32,
+        /// The range's length.
         len: u32,
+        /// Global visibility and/or persistence bits (FETH).
         placement: u8,
+        /// The range alone or the whole region (FETH).
         selectivity: u8,
     },
     /// LOCAL_INV (IBA 10.6.3.7): invalidates a fast-registration region or a type 2 window
     /// of this queue pair. Nothing goes on the wire.
     LocalInv {
+        /// The L_Key or R_Key to invalidate.
         key: u32,
     },
     /// REG_MR, fast registration (IBA 10.6.3.6): maps the first `len` bytes of the free
     /// fast-registration region `mr` (its current L_Key) at `va` with `access`, under `key`
     /// (the same index, a new key byte: [`super::inc_rkey`]). Nothing goes on the wire.
     RegMr {
+        /// The region's current L_Key.
         mr: u32,
+        /// The key it is registered under.
         key: u32,
+        /// The virtual address of its first byte.
         va: u64,
+        /// Bytes mapped.
         len: u64,
+        /// The rights granted.
         access: Access,
     },
     /// BIND_MW (IBA 10.6.7.2): binds window `mw` (its current R_Key) under `rkey` (same
     /// index, new key byte) as `bind` says. Nothing goes on the wire.
     BindMw {
+        /// The window's current R_Key.
         mw: u32,
+        /// The R_Key it is bound under.
         rkey: u32,
+        /// The region, range and rights.
         bind: MwBind,
     },
 }
 
 impl SendOp {
+    /// SEND of any kind.
     pub const fn is_send(&self) -> bool {
         matches!(
             self,
             SendOp::Send | SendOp::SendWithImm { .. } | SendOp::SendWithInv { .. }
         )
     }
+    /// RDMA WRITE with or without immediate.
     pub const fn is_write(&self) -> bool {
         matches!(self, SendOp::Write { .. } | SendOp::WriteWithImm { .. })
     }
+    /// RDMA READ.
     pub const fn is_read(&self) -> bool {
         matches!(self, SendOp::Read { .. })
     }
+    /// Compare and swap or fetch and add.
     pub const fn is_atomic(&self) -> bool {
         matches!(self, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
     }
@@ -128,15 +175,20 @@ impl SendOp {
 pub struct UdDest {
     /// The peer's IP address; GRH-free RoCEv2 addressing needs nothing else.
     pub addr: IpAddr,
+    /// The destination QP.
     pub remote_qpn: Qpn,
     /// If its high bit is set the QP's own Q_Key is sent instead (IBA 10.2.5, controlled Q_Keys).
     pub remote_qkey: u32,
 }
 
+/// A send work request (`ibv_send_wr`): the operation and its local buffers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendWr {
+    /// The caller's identifier, returned in the completion.
     pub wr_id: u64,
+    /// What to do.
     pub op: SendOp,
+    /// Local buffers: what is sent, or where a READ or atomic result lands.
     pub sg_list: Vec<Sge>,
     /// Generate a completion on success (errors always complete).
     pub signaled: bool,
@@ -163,13 +215,17 @@ impl SendWr {
     }
 }
 
+/// A receive work request (`ibv_recv_wr`): where one incoming SEND lands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecvWr {
+    /// The caller's identifier, returned in the completion.
     pub wr_id: u64,
+    /// The buffers, filled in order.
     pub sg_list: Vec<Sge>,
 }
 
 impl RecvWr {
+    /// A receive into `sg_list`.
     pub fn new(wr_id: u64, sg_list: Vec<Sge>) -> RecvWr {
         RecvWr { wr_id, sg_list }
     }

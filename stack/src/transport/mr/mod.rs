@@ -68,34 +68,71 @@ pub struct Accessor {
 /// Why a memory verb or an access was refused. Nothing was changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum MrError {
+    /// No region or window has this key.
     #[error("no memory region or window with key {0:#x}")]
     UnknownKey(u32),
+    /// The region's key was invalidated, or its fast registration never happened.
     #[error("memory region {0:#x} is not valid (invalidated or never registered)")]
     Invalidated(u32),
+    /// The range lies (partly) outside what the key maps.
     #[error("key {key:#x}: {len} bytes at {va:#x} are outside what it maps")]
-    OutOfBounds { key: u32, va: u64, len: u64 },
+    OutOfBounds {
+        /// The L_Key or R_Key.
+        key: u32,
+        /// The range's start.
+        va: u64,
+        /// The range's length.
+        len: u64,
+    },
+    /// The key does not grant the access the operation needs.
     #[error("key {key:#x} lacks the right {need:?}")]
-    AccessDenied { key: u32, need: Access },
+    AccessDenied {
+        /// The L_Key or R_Key.
+        key: u32,
+        /// The missing right.
+        need: Access,
+    },
+    /// Remote write or atomic rights without local write (IBA 10.6.3.1).
     #[error("REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE (IBA 10.6.3.1)")]
     BadRights,
+    /// The key is neither a fast-registration region nor a type 2 window.
     #[error("key {0:#x} cannot be invalidated (only fast-registration regions and type 2 windows)")]
     NotInvalidatable(u32),
+    /// The scatter/gather list is shorter than the operation's data.
     #[error("the scatter/gather list holds fewer bytes than the operation moves")]
     SgeTooShort,
+    /// The chosen key is taken or outside the allowed range.
     #[error("key {0:#x} is in use or out of the range a chosen key may take")]
     KeyUnavailable(u32),
+    /// The key belongs to another protection domain than the queue pair's.
     #[error("key {0:#x} belongs to another protection domain")]
     WrongPd(u32),
+    /// The type 2 window is bound to another queue pair.
     #[error("memory window {0:#x} is bound to another queue pair")]
     NotOwner(u32),
+    /// The region cannot be deregistered while windows are bound to it.
     #[error("memory region {0:#x} has memory windows bound to it")]
     InUse(u32),
+    /// The key is in a state that refuses the verb.
     #[error("key {key:#x}: {why}")]
-    BadState { key: u32, why: &'static str },
+    BadState {
+        /// The key.
+        key: u32,
+        /// Why.
+        why: &'static str,
+    },
+    /// A memory window bind the rules of IBA 10.6.7 refuse.
     #[error("binding memory window {key:#x}: {why}")]
-    BadBind { key: u32, why: &'static str },
+    BadBind {
+        /// The window's key.
+        key: u32,
+        /// Why.
+        why: &'static str,
+    },
+    /// No protection domain has this index.
     #[error("no protection domain {0}")]
     UnknownPd(u32),
+    /// The protection domain still holds regions or windows.
     #[error("protection domain {0} still holds regions or windows")]
     PdInUse(u32),
 }

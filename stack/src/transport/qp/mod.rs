@@ -49,13 +49,18 @@ impl Ctx<'_> {
 /// Creation parameters (`ibv_qp_init_attr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpInit {
+    /// RC, UC or UD.
     pub qp_type: QpType,
     /// Its protection domain: the regions and windows its work requests and its peer's
     /// requests may use.
     pub pd: PdId,
+    /// Where send work requests complete.
     pub send_cq: CqId,
+    /// Where receive work requests complete.
     pub recv_cq: CqId,
+    /// Send work requests outstanding at most.
     pub max_send_wr: u32,
+    /// Receive work requests posted at most.
     pub max_recv_wr: u32,
     /// Every send work request completes, signaled or not.
     pub sq_sig_all: bool,
