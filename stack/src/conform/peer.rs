@@ -75,6 +75,9 @@ pub struct VirtualConfig {
     pub tester: IpCidr,
     /// DCQCN parameters at the peer (a notification and reaction point), or none.
     pub dcqcn: Option<crate::cc::DcqcnParams>,
+    /// The spacing of the peer's CNPs to one QP when `dcqcn` is set: DCQCN's 50 us unless
+    /// a test wants a peer that paces them otherwise.
+    pub cnp_interval: crate::cc::Time,
 }
 
 impl VirtualConfig {
@@ -89,6 +92,7 @@ impl VirtualConfig {
             tester_mac: crate::io::memory::MAC_B,
             tester,
             dcqcn: None,
+            cnp_interval: crate::cc::CNP_INTERVAL,
         }
     }
 }
@@ -135,6 +139,7 @@ impl VirtualPeer {
             Some(params) => match crate::endpoint::dcqcn::DcqcnHook::new(params) {
                 Ok((hook, _)) => {
                     peer.set_ecn(crate::wire::Ecn::Ect0);
+                    let hook = hook.with_cnp_interval(config.cnp_interval);
                     peer.set_congestion_control(Box::new(hook));
                     "dcqcn"
                 }

@@ -100,6 +100,7 @@ each_check! {
     resp_ack_msn_per_message => "resp.ack.msn-per-message",
     resp_cnp_sent => "resp.cnp.sent",
     resp_cnp_format => "resp.cnp.format",
+    resp_cnp_pacing => "resp.cnp.pacing",
     req_gbn_from_nak => "req.gbn.from-nak",
     req_ack_coalesced => "req.ack.coalesced",
     req_ack_ghost => "req.ack.ghost",
@@ -201,7 +202,12 @@ fn without_congestion_control_the_cnp_checks_do_not_apply() {
     let mut peer = VirtualPeer::new(VirtualConfig::new());
     let report = run_ids(
         &mut peer,
-        &["resp.cnp.sent", "resp.cnp.format", "req.cnp.rate"],
+        &[
+            "resp.cnp.sent",
+            "resp.cnp.format",
+            "resp.cnp.pacing",
+            "req.cnp.rate",
+        ],
     );
     for r in &report.results {
         assert_eq!(
@@ -412,4 +418,21 @@ fn the_rate_check_passes_with_either_preset_at_any_line_rate() {
             r.evidence
         );
     }
+}
+
+#[test]
+fn a_peer_that_answers_each_marked_packet_with_a_cnp_fails_the_pacing_check() {
+    // A notification point spacing CNPs by 1 ns: one per marked packet.
+    let mut c = ours();
+    c.cnp_interval = crate::cc::Time::from_nanos(1);
+    let r = run_one("resp.cnp.pacing", c);
+    assert_eq!(r.outcome, Outcome::Fail, "{}", r.evidence);
+    assert!(
+        r.evidence.contains("at most 1 at one per 50 us"),
+        "{}",
+        r.evidence
+    );
+    // And ours, pacing at 50 us, passes with its one deferred CNP after the first.
+    let r = run_one("resp.cnp.pacing", ours());
+    assert_eq!(r.outcome, Outcome::Pass, "{}", r.evidence);
 }

@@ -97,6 +97,13 @@ impl DcqcnHook {
         Ok((hook, monitor))
     }
 
+    /// The same hook with a notification point that spaces CNPs to a QP by `interval`
+    /// instead of DCQCN's 50 us (a conformance test plays a peer that does not pace them).
+    pub fn with_cnp_interval(mut self, interval: cc::Time) -> DcqcnHook {
+        self.np = NotificationPoint::new(interval);
+        self
+    }
+
     /// The current sending rate of queue pair `qpn` in bit/s (the line rate for a QP that
     /// has not sent yet).
     pub fn rate_bps(&self, qpn: Qpn) -> f64 {

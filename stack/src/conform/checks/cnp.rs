@@ -1,17 +1,25 @@
 //! The congestion notification point (Annex A17.9): a packet that arrives ECN-CE marked is
 //! answered with a CNP to the QP that sent it. A17.9 makes congestion control optional, so a
 //! peer whose agent reports none and sends no CNP is "not applicable" (rdma_rxe has none).
+//!
+//! A notification point sends a QP at most one CNP per interval however many of its packets
+//! arrive marked (DCQCN's 50 us, the value of mlx5's `min_time_between_cnps` knob's common
+//! setting): a CNP per marked packet would cut the sender's rate once per packet.
 
 use super::{Result, RxFrame, describe_all, fail, pass, pattern, rc, reth, verdict};
 use crate::conform::harness::{Ctx, Wire, packet};
 use crate::conform::suite::{Check, Role, Verdict};
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::wire::Transport;
 use crate::wire::opcode::op;
 use crate::wire::{Ecn, Opcode, Qpn, ROCEV2_UDP_PORT};
 
 /// CE-marked packets sent back to back.
 const BURST: u32 = 5;
+
+/// CE-marked packets sent back to back to judge the pacing: enough that a peer answering
+/// each with a CNP is told from one that paces them.
+const PACING_BURST: u32 = 16;
 
 pub(super) const CHECKS: &[Check] = &[
     Check {
@@ -29,6 +37,14 @@ pub(super) const CHECKS: &[Check] = &[
         role: Role::Responder,
         body: cnp_format,
     },
+    Check {
+        id: "resp.cnp.pacing",
+        rule: "Annex A17.9.1",
+        title: "CNPs to one QP are paced: a burst of CE-marked requests brings at most one \
+                per notification interval (DCQCN's 50 us)",
+        role: Role::Responder,
+        body: cnp_pacing,
+    },
 ];
 
 fn is_cnp(f: &RxFrame) -> bool {
@@ -39,14 +55,14 @@ fn is_cnp(f: &RxFrame) -> bool {
 /// tester's QP.
 type Burst = (Vec<RxFrame>, u32, Instant, Qpn);
 
-/// Sends `BURST` CE-marked WRITEs and returns the frames, the CNPs among them, and whether
+/// Sends `burst` CE-marked WRITEs and returns the frames, the CNPs among them, and whether
 /// the check applies.
-fn marked_burst(ctx: &mut Ctx<'_>) -> Result<core::result::Result<Burst, Verdict>> {
+fn marked_burst(ctx: &mut Ctx<'_>, burst: u32) -> Result<core::result::Result<Burst, Verdict>> {
     let c = rc(ctx)?;
     ctx.watch_all_cnps();
     let sent = ctx.now();
     let data = pattern(64, 1);
-    for k in 0..BURST {
+    for k in 0..burst {
         let ext = reth(c.mr.addr + 64 * u64::from(k), c.mr.rkey, 64);
         let p = packet(
             Transport::Rc,
@@ -68,7 +84,7 @@ fn marked_burst(ctx: &mut Ctx<'_>) -> Result<core::result::Result<Burst, Verdict
     let cnps = frames.iter().filter(|f| is_cnp(f)).count() as u32;
     if cnps == 0 && ctx.env().cc == "none" {
         return Ok(Err(Verdict::NotApplicable(format!(
-            "no CNP for {BURST} CE-marked WRITEs ({}), and the agent reports no congestion \
+            "no CNP for {burst} CE-marked WRITEs ({}), and the agent reports no congestion \
              control: the peer has no notification point (optional, A17.9)",
             describe_all(&frames)
         ))));
@@ -77,7 +93,7 @@ fn marked_burst(ctx: &mut Ctx<'_>) -> Result<core::result::Result<Burst, Verdict
 }
 
 fn cnp_sent(ctx: &mut Ctx<'_>) -> Result<Verdict> {
-    let (frames, cnps, sent, tq) = match marked_burst(ctx)? {
+    let (frames, cnps, sent, tq) = match marked_burst(ctx, BURST)? {
         Ok(x) => x,
         Err(v) => return Ok(v),
     };
@@ -103,7 +119,7 @@ fn cnp_sent(ctx: &mut Ctx<'_>) -> Result<Verdict> {
 }
 
 fn cnp_format(ctx: &mut Ctx<'_>) -> Result<Verdict> {
-    let (frames, _, _, _) = match marked_burst(ctx)? {
+    let (frames, _, _, _) = match marked_burst(ctx, BURST)? {
         Ok(x) => x,
         Err(v) => return Ok(v),
     };
@@ -126,4 +142,48 @@ fn cnp_format(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         f.ecn.name()
     );
     verdict(ok, seen)
+}
+
+/// The interval a notification point must leave between two CNPs to one QP: DCQCN's, as the
+/// stack's own notification point keeps it.
+const CNP_INTERVAL: Duration = Duration::from_nanos(crate::cc::CNP_INTERVAL.as_nanos());
+
+/// Counts the CNPs a burst brought against the most a paced notification point can send in
+/// the time they took. That time runs from the burst's first send (on the tester's clock)
+/// to the last CNP's arrival: it can only be longer than the time the peer took to send
+/// them, so however the frames are delayed or bunched on the way a paced peer passes; and N
+/// CNPs at least an interval apart need (N - 1) intervals.
+fn cnp_pacing(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let (frames, _, sent, tq) = match marked_burst(ctx, PACING_BURST)? {
+        Ok(x) => x,
+        Err(v) => return Ok(v),
+    };
+    let times: Vec<Instant> = frames
+        .iter()
+        .filter(|f| is_cnp(f) && f.bth.dest_qp == tq)
+        .map(|f| f.at)
+        .collect();
+    let Some(&last) = times.last() else {
+        return fail(format!(
+            "no CNP to the sending QP for {PACING_BURST} CE-marked WRITEs: {}",
+            describe_all(&frames)
+        ));
+    };
+    let span = last.saturating_since(sent);
+    let allowed = (span.as_nanos() / CNP_INTERVAL.as_nanos()) as usize + 1;
+    let closest = times
+        .windows(2)
+        .map(|w| w[1].saturating_since(w[0]))
+        .min()
+        .map_or(String::new(), |d| {
+            format!(", the closest two {} apart", super::ms(d))
+        });
+    let seen = format!(
+        "{} CNP(s) for {PACING_BURST} CE-marked WRITEs within {} of the burst{closest}: at \
+         most {allowed} at one per {}",
+        times.len(),
+        super::ms(span),
+        super::ms(CNP_INTERVAL)
+    );
+    verdict(times.len() <= allowed, seen)
 }
