@@ -203,6 +203,15 @@ pub(crate) struct Flow {
     pub(crate) rate: RateTracker,
     /// [`Flow::bytes`] as last counted (`Analyzer::recount`).
     pub(crate) held: usize,
+    /// The sender's MAC, to tell its own pauses from those aimed at it.
+    pub(crate) src_mac: [u8; 6],
+    /// PFC priority, and whether an 802.1Q tag said so (else the DSCP).
+    pub(crate) priority: (u8, bool),
+    /// Pauses finished when its last packet was seen (`PfcTracker::finished`).
+    pub(crate) pfc_seen: u64,
+    /// Pauses of its priority it sat through silently, and their length.
+    pub(crate) pfc_stalls: u32,
+    pub(crate) pfc_stalled_ns: u64,
 }
 
 impl Flow {
@@ -230,6 +239,11 @@ impl Flow {
             spacing: Spacing::default(),
             rate: RateTracker::default(),
             held: 0,
+            src_mac: [0; 6],
+            priority: (0, false),
+            pfc_seen: 0,
+            pfc_stalls: 0,
+            pfc_stalled_ns: 0,
         }
     }
 

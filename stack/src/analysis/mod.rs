@@ -22,6 +22,7 @@
 
 pub mod cm;
 mod flow;
+pub mod pfc;
 pub mod report;
 mod requester;
 pub mod seen;
@@ -140,6 +141,10 @@ struct Fields<'p> {
     payload: &'p [u8],
     icrc_ok: Option<bool>,
     ecn_ce: bool,
+    /// The sender's MAC (zeros without an Ethernet header).
+    src_mac: [u8; 6],
+    /// The PFC priority the packet rides, and whether it came from an 802.1Q tag.
+    priority: (u8, bool),
 }
 
 /// The streaming analyser. Feed it every frame, then ask for the report.
@@ -172,6 +177,7 @@ pub struct Analyzer {
     reverse_scans: u64,
     /// [`Flow::bytes`] of every flow, as last counted.
     held: usize,
+    pfc: pfc::PfcTracker,
 }
 
 impl Analyzer {
@@ -185,6 +191,13 @@ impl Analyzer {
             limits,
             ..Analyzer::default()
         }
+    }
+
+    /// Reads pause times and finds PFC storms as `options` say (the default: 100 Gb/s,
+    /// 10 ms windows, half of a window).
+    pub fn with_pfc(mut self, options: pfc::PfcOptions) -> Analyzer {
+        self.pfc = pfc::PfcTracker::new(options);
+        self
     }
 
     /// Bytes the analyser's state takes, roughly (flows, their indexes, rdma_cm
@@ -252,6 +265,7 @@ impl Analyzer {
         let start = *self.first_ts.get_or_insert(ts);
         self.last_ts = Some(self.last_ts.map_or(ts, |l| l.max(ts)));
         self.clock.advance(ts.saturating_sub(start));
+        self.pfc.advance(ts);
         if frame.is_cut() {
             return self.cut_frame(frame);
         }
@@ -263,7 +277,12 @@ impl Analyzer {
                 let icrc_ok = Some(icrc.unwrap_or_else(|| p.icrc_ok()));
                 self.packet(fields(p, ts, icrc_ok, p.payload()))
             }
-            Err(e) if e.is_not_roce() => Outcome::NotRoce,
+            Err(e) if e.is_not_roce() => {
+                if let Some(c) = pfc::mac_control(frame) {
+                    self.pfc.mac_control(ts, &c);
+                }
+                Outcome::NotRoce
+            }
             Err(e) => self.malformed(frame.index, e.to_string()),
         }
     }
@@ -349,8 +368,11 @@ impl Analyzer {
             None => {
                 let id = self.flows.len() as u32;
                 let (src, dst) = (f.ip.src_addr(), f.ip.dst_addr());
-                self.flows
-                    .push(Flow::new(src, dst, f.dest_qp, f.udp_src_port, f.ts));
+                let mut flow = Flow::new(src, dst, f.dest_qp, f.udp_src_port, f.ts);
+                flow.src_mac = f.src_mac;
+                flow.priority = f.priority;
+                flow.pfc_seen = self.pfc.finished();
+                self.flows.push(flow);
                 self.index.insert(key, id);
                 self.list_unpaired(id, (key.src, key.dst));
                 if let Some(other) = self.cm_pairs.get(&key).and_then(|k| self.index.get(k)) {
@@ -500,6 +522,18 @@ impl Analyzer {
         flow.packets += 1;
         flow.opcodes.add(f.opcode.value());
         flow.payload_bytes += u64::from(f.payload_len);
+        if flow.pfc_seen != self.pfc.finished() {
+            let (n, ns) = self.pfc.stalls(
+                flow.pfc_seen,
+                flow.priority.0,
+                flow.src_mac,
+                flow.last_ts,
+                f.ts,
+            );
+            flow.pfc_stalls += n;
+            flow.pfc_stalled_ns += ns;
+            flow.pfc_seen = self.pfc.finished();
+        }
         flow.last_ts = f.ts;
         if f.icrc_ok == Some(false) {
             flow.icrc_errors += 1;
@@ -677,6 +711,11 @@ fn fields<'p>(
         .filter(|i| i.headers.contains(Headers::AETH))
         .and_then(|_| p.packet_bytes().get(p.bth_offset() + BthRepr::LEN..))
         .and_then(|b| AethRepr::parse(b).ok());
+    let eth = p.eth();
+    let priority = match eth.as_ref().and_then(|e| e.vlan) {
+        Some(tag) => (tag.pcp & 7, true),
+        None => (pfc::dscp_priority(p.ip().dscp()), false),
+    };
     Fields {
         ts,
         ip: p.ip(),
@@ -690,5 +729,7 @@ fn fields<'p>(
         payload,
         icrc_ok,
         ecn_ce: p.ecn() == Ecn::Ce,
+        src_mac: eth.map_or([0; 6], |e| e.src),
+        priority,
     }
 }

@@ -258,6 +258,13 @@ pub struct FlowReport {
     pub goodput: Vec<u64>,
     pub rate_changes: Vec<RateChange>,
     pub requester: Option<RequesterReport>,
+    /// The PFC priority its packets ride: the 802.1Q PCP when `priority_from_pcp`, else
+    /// the DSCP's (see [`super::pfc::dscp_priority`]).
+    pub priority: u8,
+    pub priority_from_pcp: bool,
+    /// Pauses of its priority it sat through silently (see [`super::pfc`]) and their length.
+    pub pfc_stalls: u32,
+    pub pfc_stalled_ns: u64,
 }
 
 /// Problems with the input file itself.
@@ -317,4 +324,6 @@ pub struct Report {
     pub untracked: Untracked,
     /// The limits in force.
     pub limits: super::Limits,
+    /// PAUSE and PFC frames and what they did.
+    pub pfc: super::pfc::PfcReport,
 }

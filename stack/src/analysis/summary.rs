@@ -52,6 +52,7 @@ pub(super) fn report(a: &Analyzer) -> Report {
             ..a.untracked
         },
         limits: a.limits,
+        pfc: a.pfc.report(),
     }
 }
 
@@ -95,6 +96,10 @@ fn flow(f: &Flow, clock: GoodputClock, capture_ns: u64) -> FlowReport {
             .buckets(clock, capture_ns),
         rate_changes: rate.events,
         requester: f.requester.as_deref().map(requester),
+        priority: f.priority.0,
+        priority_from_pcp: f.priority.1,
+        pfc_stalls: f.pfc_stalls,
+        pfc_stalled_ns: f.pfc_stalled_ns,
     }
 }
 

@@ -1,6 +1,7 @@
 //! `roce analyze FILE [--json]`: stateful replay analysis of a capture.
 
 pub mod json;
+pub mod pfc;
 pub mod text;
 
 use std::io::{self, Write};
@@ -8,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use roce::analysis::pfc::PfcOptions;
 use roce::analysis::{Analyzer, Limits, Report, icrc_check};
 
 /// Exit status when the file is damaged (cut short or corrupt): frames up to the damage
@@ -59,6 +61,8 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "MIB", default_value_t = (roce::analysis::DEFAULT_MAX_BYTES >> 20) as u64,
           value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
     pub max_memory: u64,
+    #[command(flatten)]
+    pub pfc: pfc::PfcArgs,
 }
 
 /// Two threads where there are two cores or more, else one.
@@ -69,7 +73,17 @@ pub fn default_threads() -> u8 {
 
 /// Runs the analyser over a whole capture, on `threads` threads (1 or 2).
 pub fn analyse(file: &std::path::Path, threads: u8, limits: Limits) -> anyhow::Result<Report> {
-    let mut analyzer = Analyzer::with_limits(limits);
+    analyse_with(file, threads, limits, PfcOptions::default())
+}
+
+/// As [`analyse`], pause frames read as `pfc` says.
+pub fn analyse_with(
+    file: &std::path::Path,
+    threads: u8,
+    limits: Limits,
+    pfc: PfcOptions,
+) -> anyhow::Result<Report> {
+    let mut analyzer = Analyzer::with_limits(limits).with_pfc(pfc);
     let damage = if threads >= 2 {
         super::replay_split(file, icrc_check, |frame, icrc| {
             analyzer.frame_checked(frame, icrc);
@@ -90,10 +104,11 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         max_flows: args.max_flows,
         max_bytes: usize::try_from(args.max_memory << 20).unwrap_or(usize::MAX),
     };
-    let report = analyse(
+    let report = analyse_with(
         &args.file,
         args.threads.unwrap_or_else(default_threads),
         limits,
+        args.pfc.options(),
     )?;
     let mut stdout = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
     let written = if args.json {

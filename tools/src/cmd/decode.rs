@@ -4,6 +4,7 @@ pub(crate) mod explain;
 mod fields;
 pub(crate) mod json;
 pub(crate) mod mad;
+pub(crate) mod pause;
 pub(crate) mod section;
 
 use std::io::{self, BufWriter, Write};
@@ -11,8 +12,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use roce::analysis::pfc::{DEFAULT_LINK_GBPS, mac_control};
 use roce::capture::{CaptureError, Frame};
 use roce::wire::RocePacket;
+
+const DEFAULT_LINK_BITS_PER_SEC: u64 = DEFAULT_LINK_GBPS * 1_000_000_000;
 
 /// What a frame turned out to be.
 #[derive(Debug)]
@@ -22,6 +26,8 @@ pub enum Dissected<'a> {
     Roce(RocePacket<'a>),
     /// Not a RoCEv2 frame (another protocol, or a link type we do not read).
     NotRoce(String),
+    /// A MAC control frame: PFC, 802.3x PAUSE or another opcode.
+    MacControl(pause::Pause),
     /// Addressed to UDP port 4791 but not a well-formed RoCEv2 packet, or cut before we could
     /// tell.
     Broken(String),
@@ -29,9 +35,19 @@ pub enum Dissected<'a> {
 
 impl<'a> Dissected<'a> {
     pub fn of(frame: &Frame<'a>) -> Dissected<'a> {
+        Self::at_link_speed(frame, DEFAULT_LINK_BITS_PER_SEC)
+    }
+
+    /// As [`Dissected::of`], pause quanta read at `link_bits_per_sec`.
+    pub fn at_link_speed(frame: &Frame<'a>, link_bits_per_sec: u64) -> Dissected<'a> {
         match frame.roce() {
             Ok(p) => Dissected::Roce(p),
-            Err(e) if e.is_not_roce() => Dissected::NotRoce(e.to_string()),
+            Err(e) if e.is_not_roce() => match mac_control(frame) {
+                Some(c) => {
+                    Dissected::MacControl(pause::Pause::new(c, frame.data, link_bits_per_sec))
+                }
+                None => Dissected::NotRoce(e.to_string()),
+            },
             // A snap length is the usual reason for a truncated packet: say so.
             Err(e) if frame.is_cut() => Dissected::Broken(format!(
                 "{e} (the capture kept only {} of the frame's {} bytes)",
@@ -60,6 +76,7 @@ Examples:
   roce decode pcaps/rc_send_only.pcap          explain every header of every frame
   roce decode --json pcaps/rc_rnr_nak.pcap     one JSON object per frame
   roce decode --json cap.pcapng | jq 'select(.icrc == \"bad\")'
+  roce decode --link-gbps 25 pfc.pcap           PFC pause times at 25 Gb/s
 
 JSON keys: index (from 0), frame (from 1, as Wireshark), roce; for RoCE frames src, dst,
 opcode, opcode_value, dest_qp, psn, ack_req, se, pad, pkey, fecn, becn, ecn, the extension
@@ -67,19 +84,27 @@ headers present (reth, aeth, atomic_eth, atomic_ack_eth, deth, immdt, ieth, feth
 payload_len, icrc (\"ok\"/\"bad\"); for communication management MADs to QP1 (rdma_cm)
 a cm object: message (REQ, REP, RTU, REJ, DREQ, ...), attribute_id, transaction_id,
 local_comm_id, remote_comm_id, service_id, port_space and port, local_qpn / remote_qpn /
-qpn, starting_psn, reject_reason and its name; error when the frame is not RoCEv2 or is malformed.")]
+qpn, starting_psn, reject_reason and its name; error when the frame is not RoCEv2 or is malformed;
+for MAC control frames (PFC, 802.3x PAUSE) a mac_control object: kind (PFC, PAUSE, OTHER,
+TRUNCATED), opcode, src_mac, dst_mac, link_gbps; PFC: class_enable_vector, enabled_priorities,
+reserved, reserved_bits_set, quanta [8], time_us [8]; PAUSE: pause_quanta, pause_time_us;
+pad_bytes, pad_zero.")]
 pub struct DecodeArgs {
     /// The capture to decode (pcap or pcapng).
     pub file: PathBuf,
     /// One JSON object per line instead of the annotated explanation.
     #[arg(long)]
     pub json: bool,
+    /// Link speed in Gb/s at which PAUSE and PFC quanta (512 bit times) are shown as time.
+    #[arg(long, value_name = "G", default_value_t = 100.0,
+          value_parser = super::analyze::pfc::parse_gbps)]
+    pub link_gbps: f64,
 }
 
 /// The decoder's output for one frame: a JSON line or the annotated explanation, each ending
 /// in a newline.
-pub fn describe(frame: &Frame<'_>, json: bool) -> String {
-    let dissected = Dissected::of(frame);
+pub fn describe(frame: &Frame<'_>, json: bool, link_bits_per_sec: u64) -> String {
+    let dissected = Dissected::at_link_speed(frame, link_bits_per_sec);
     let index = frame.index as usize;
     if json {
         json::frame(index, &dissected) + "\n"
@@ -92,11 +117,12 @@ pub fn run(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut reader = super::open_capture(&args.file)?;
+    let link_bits_per_sec = (args.link_gbps * 1e9) as u64;
     let mut write_err = None;
     let mut damaged = None;
     while write_err.is_none() {
         let text = match reader.next_frame() {
-            Ok(Some(frame)) => describe(&frame, args.json),
+            Ok(Some(frame)) => describe(&frame, args.json, link_bits_per_sec),
             Ok(None) => break,
             Err(e @ CaptureError::Damaged { .. }) => {
                 damaged = Some(e.to_string());

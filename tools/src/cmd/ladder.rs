@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use roce::analysis::pfc::PfcOptions;
 use roce::analysis::{Analyzer, Outcome, PacketNote, icrc_check};
 use roce::capture::Frame;
 
@@ -17,7 +18,8 @@ use roce::capture::Frame;
 /// together with its reverse flow: two vertical lines, one arrow per packet with its opcode
 /// and PSN, time and Wireshark's frame number (from 1) on the left. Retransmitted requests are orange, NAKs red, RNR NAKs purple,
 /// responses that imply a NAK dashed, CNPs blue, ECN CE marked packets and bad ICRCs
-/// flagged.
+/// flagged; PFC and 802.3x PAUSE pauses in force meanwhile are shaded bands along the time
+/// axis, labelled with the priority, the pausing MAC and how long they lasted.
 ///
 /// Exit status: 0 drawn; 1 not a capture, unreadable, or nothing to draw (one line on
 /// stderr); 2 the file is damaged: the frames before the damage were drawn; 3 some frames
@@ -26,7 +28,8 @@ use roce::capture::Frame;
 #[command(after_help = "\
 Examples:
   roce ladder pcaps/rc_loss_write.pcap --svg ladder.svg
-  roce ladder pcaps/rc_loss_write.pcap --flow 2 --from 40 --count 30 --svg loss.svg")]
+  roce ladder pcaps/rc_loss_write.pcap --flow 2 --from 40 --count 30 --svg loss.svg
+  roce gen pfc -o pfc.pcap && roce ladder pfc.pcap --svg pfc.svg   the PFC pause as a band")]
 pub struct LadderArgs {
     /// The capture (pcap or pcapng).
     pub file: PathBuf,
@@ -46,6 +49,11 @@ pub struct LadderArgs {
     /// default where there are two cores or more), 1 does both on one. The drawing is the same.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=2))]
     pub threads: Option<u8>,
+    /// Link speed in Gb/s at which PAUSE and PFC quanta (512 bit times) last: the pauses
+    /// in force are drawn as shaded bands across the time they lasted.
+    #[arg(long, value_name = "G", default_value_t = 100.0,
+          value_parser = super::analyze::pfc::parse_gbps)]
+    pub link_gbps: f64,
 }
 
 pub fn run(args: LadderArgs) -> anyhow::Result<ExitCode> {
@@ -53,7 +61,11 @@ pub fn run(args: LadderArgs) -> anyhow::Result<ExitCode> {
         bail!("--count must be at least 1");
     }
     let threads = args.threads.unwrap_or_else(super::analyze::default_threads);
-    let report = super::analyze::analyse(&args.file, threads, Default::default())?;
+    let pfc = PfcOptions {
+        link_bits_per_sec: (args.link_gbps * 1e9) as u64,
+        ..PfcOptions::default()
+    };
+    let report = super::analyze::analyse_with(&args.file, threads, Default::default(), pfc)?;
     let flow = match args.flow {
         Some(f) if f < report.flows.len() => f,
         Some(f) => bail!(
@@ -68,7 +80,7 @@ pub fn run(args: LadderArgs) -> anyhow::Result<ExitCode> {
     let reverse = report.flows[flow].reverse;
     // The analysis is deterministic: a second pass gives the same flow numbers, and every
     // packet is annotated with the state of the whole capture before it.
-    let mut analyzer = Analyzer::new();
+    let mut analyzer = Analyzer::new().with_pfc(pfc);
     let mut seen = 0u64;
     let mut rows: Vec<(u64, PacketNote)> = Vec::new();
     let mut each = |frame: &Frame<'_>, icrc: Option<bool>| {

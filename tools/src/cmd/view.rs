@@ -7,7 +7,6 @@ mod html;
 // `roce conform --junit` escapes its XML with the same function.
 pub(crate) use html::escape;
 mod model;
-mod pauses;
 mod plots;
 
 use std::collections::{BTreeMap, HashMap};
@@ -16,6 +15,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use roce::analysis::pfc::{PfcOptions, PfcTracker, pause_frame};
 use roce::analysis::{Analyzer, Outcome, PacketNote, Report};
 use roce::capture::Frame;
 use roce::wire::pause::MacControlRepr;
@@ -74,18 +74,11 @@ pub struct ViewArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_COUNT)]
     pub count: u64,
     /// Link speed in Gb/s: a PAUSE or PFC quantum is 512 bit times at it.
-    #[arg(long, value_name = "G", default_value_t = 100.0, value_parser = parse_gbps)]
+    #[arg(long, value_name = "G", default_value_t = 100.0, value_parser = super::analyze::pfc::parse_gbps)]
     pub link_gbps: f64,
 }
 
 /// A link speed: positive and at most 1.6 Tb/s.
-fn parse_gbps(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(g) if g > 0.0 && g <= 1600.0 => Ok(g),
-        _ => Err(format!("{s:?} is not a link speed in Gb/s (0 < G <= 1600)")),
-    }
-}
-
 /// Bits of a ladder row's kind, read by the page's script.
 mod kind {
     pub const REQUEST: u32 = 1;
@@ -300,7 +293,10 @@ pub fn build(args: &ViewArgs) -> anyhow::Result<View> {
         rule.reverse = f.reverse;
     }
     let link_bits_per_sec = (args.link_gbps * 1e9) as u64;
-    let mut pauses = pauses::Pauses::default();
+    let mut pauses = PfcTracker::new(PfcOptions {
+        link_bits_per_sec,
+        ..PfcOptions::default()
+    });
     let mut analyzer = Analyzer::new();
     let mut tables = Tables::default();
     let mut rows = Rows::default();
@@ -317,13 +313,13 @@ pub fn build(args: &ViewArgs) -> anyhow::Result<View> {
         }
         // The pauses in force while the page's frames flew (those over before it are let go).
         let pause = match outcome {
-            Outcome::NotRoce => pauses::pause_frame(frame),
+            Outcome::NotRoce => pause_frame(frame),
             _ => None,
         };
         if let Some((src, body)) = &pause
             && (rows.n.len() as u64) < rule.count
         {
-            pauses.frame(frame.timestamp_ns, *src, body, link_bits_per_sec);
+            pauses.frame(frame.timestamp_ns, *src, body);
         }
         if rows.n.is_empty() {
             pauses.forget_before(frame.timestamp_ns);
@@ -355,7 +351,8 @@ pub fn build(args: &ViewArgs) -> anyhow::Result<View> {
     annotate(&report, &mut rows, &mut tables);
     let spans = spans(&report, &rows, &mut tables);
     let pauses: Vec<(f64, f64, i64, u32, u32)> = pauses
-        .finish()
+        .into_report()
+        .intervals
         .into_iter()
         .map(|p| {
             let us = |ts: u64| ts.saturating_sub(start) as f64 / 1e3;

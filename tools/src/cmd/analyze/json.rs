@@ -22,6 +22,7 @@ struct Document<'r> {
     input: Input,
     /// What `--max-flows` and the rdma_cm tracker's limit left out.
     untracked: Untracked,
+    pfc: super::pfc::Pfc,
 }
 
 #[derive(Serialize)]
@@ -58,6 +59,10 @@ struct Flow {
     rate_changes: Vec<RateChange>,
     #[serde(skip_serializing_if = "Option::is_none")]
     requester: Option<Requester>,
+    priority: u8,
+    priority_from: &'static str,
+    pfc_stalls: u32,
+    pfc_stalled_us: f64,
 }
 
 #[derive(Serialize)]
@@ -236,6 +241,10 @@ fn flow(i: usize, f: &FlowReport, clock: &Clock) -> Flow {
             })
             .collect(),
         requester: f.requester.as_ref().map(|r| requester(r, clock)),
+        priority: f.priority,
+        priority_from: super::pfc::priority_from(f.priority_from_pcp),
+        pfc_stalls: f.pfc_stalls,
+        pfc_stalled_us: us(f.pfc_stalled_ns),
     }
 }
 
@@ -381,6 +390,7 @@ pub fn write(r: &Report, w: impl std::io::Write) -> serde_json::Result<()> {
             cm_connections: r.untracked.cm_connections,
             memory_full_at: r.untracked.memory_full_at,
         },
+        pfc: super::pfc::json(r),
     };
     serde_json::to_writer_pretty(w, &doc)
 }

@@ -78,6 +78,7 @@ pub fn render(file: &Path, r: &Report) -> String {
             connection(&mut o, c, &at);
         }
     }
+    super::pfc::pfc_text(&mut o, r);
     input(&mut o, r);
     o
 }

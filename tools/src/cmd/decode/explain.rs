@@ -437,6 +437,7 @@ pub fn frame(index: usize, frame_len: usize, dissected: &Dissected<'_>) -> Strin
 pub fn frame_sections(frame_len: usize, dissected: &Dissected<'_>) -> Vec<Section> {
     match dissected {
         Dissected::Roce(p) => sections(p, frame_len),
+        Dissected::MacControl(p) => super::pause::sections(p),
         _ => Vec::new(),
     }
 }
@@ -464,6 +465,10 @@ pub fn summary(index: usize, frame_len: usize, dissected: &Dissected<'_>) -> Str
             );
         }
         Dissected::NotRoce(why) => {
+            let _ = writeln!(out, "#{number}  {frame_len} bytes  {why}");
+        }
+        Dissected::MacControl(p) => {
+            let why = super::pause::summary(p);
             let _ = writeln!(out, "#{number}  {frame_len} bytes  {why}");
         }
         Dissected::Broken(why) => {

@@ -16,6 +16,9 @@ struct Line<'a> {
     error: Option<&'a str>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     packet: Option<Packet>,
+    /// PFC, 802.3x PAUSE or another MAC control frame.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mac_control: Option<super::pause::PauseJson>,
 }
 
 #[derive(Serialize)]
@@ -205,6 +208,15 @@ fn line<'a>(index: usize, dissected: &'a Dissected<'_>) -> Line<'a> {
             roce: true,
             error: None,
             packet: Some(packet(p)),
+            mac_control: None,
+        },
+        Dissected::MacControl(p) => Line {
+            index,
+            frame: index + 1,
+            roce: false,
+            error: None,
+            packet: None,
+            mac_control: Some(super::pause::json(p)),
         },
         Dissected::NotRoce(why) => Line {
             index,
@@ -212,6 +224,7 @@ fn line<'a>(index: usize, dissected: &'a Dissected<'_>) -> Line<'a> {
             roce: false,
             error: Some(why),
             packet: None,
+            mac_control: None,
         },
         Dissected::Broken(why) => Line {
             index,
@@ -219,6 +232,7 @@ fn line<'a>(index: usize, dissected: &'a Dissected<'_>) -> Line<'a> {
             roce: true,
             error: Some(why),
             packet: None,
+            mac_control: None,
         },
     }
 }
@@ -231,6 +245,7 @@ pub fn damaged(index: usize, reason: &str) -> String {
         roce: false,
         error: Some(reason),
         packet: None,
+        mac_control: None,
     };
     serde_json::to_string(&line).unwrap_or_default()
 }

@@ -82,6 +82,65 @@ fn escape(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// Bands drawn at most: a capture pausing more often than this within the drawn packets
+/// has its first ones drawn.
+const MAX_BANDS: usize = 64;
+const PAUSE_COLOR: &str = "c25e00";
+
+/// Where time `ts` falls on the rows' axis: rows are evenly spaced, so time between two rows
+/// is placed in proportion between them (clamped half a row beyond the first and last).
+fn y_at(rows: &[(u64, PacketNote)], ts: u64) -> f64 {
+    let y = |i: usize| f64::from(TOP) + (i as f64) * f64::from(ROW);
+    let after = rows.partition_point(|(_, n)| n.ts <= ts);
+    if after == 0 {
+        return y(0) - f64::from(ROW) / 2.0;
+    }
+    if after == rows.len() {
+        let last = rows[after - 1].1.ts;
+        return y(after - 1) + if ts > last { f64::from(ROW) / 2.0 } else { 0.0 };
+    }
+    let (t0, t1) = (rows[after - 1].1.ts, rows[after].1.ts);
+    let share = (ts - t0) as f64 / (t1 - t0).max(1) as f64;
+    y(after - 1) + share * f64::from(ROW)
+}
+
+/// The pauses in force between the first and last packet drawn, as shaded bands.
+fn pauses(o: &mut String, report: &Report, rows: &[(u64, PacketNote)]) {
+    let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+        return;
+    };
+    let (from, to) = (first.1.ts, last.1.ts);
+    let shown = report
+        .pfc
+        .intervals
+        .iter()
+        .filter(|p| p.end_ts >= from && p.start_ts <= to)
+        .take(MAX_BANDS);
+    for (lane, p) in shown.enumerate() {
+        let (top, bottom) = (y_at(rows, p.start_ts), y_at(rows, p.end_ts));
+        let height = (bottom - top).max(2.0);
+        let what = match p.priority {
+            Some(n) => format!("PFC priority {n}"),
+            None => "802.3x PAUSE (all priorities)".to_string(),
+        };
+        let label = format!(
+            "{what} paused by {} for {}",
+            crate::cmd::decode::explain::mac(p.mac),
+            duration(p.end_ts - p.start_ts)
+        );
+        let bar_x = 200 + (lane % 5) as u32 * 9;
+        let _ = writeln!(
+            o,
+            r##"<g><title>{}</title><rect x="{LEFT_X}" y="{top:.1}" width="{}" height="{height:.1}" fill="#{PAUSE_COLOR}" fill-opacity="0.10"/><rect x="{bar_x}" y="{top:.1}" width="6" height="{height:.1}" fill="#{PAUSE_COLOR}"/><text x="{}" y="{:.1}" fill="#{PAUSE_COLOR}" font-size="11">{}</text></g>"##,
+            escape(&label),
+            RIGHT_X - LEFT_X,
+            LEFT_X + 6,
+            top + 11.0,
+            escape(&label)
+        );
+    }
+}
+
 /// The diagram of `rows` (frame number from 1, packet), packets of flow `flow` (left to right)
 /// and its reverse.
 pub fn ladder(report: &Report, flow: usize, from: u64, rows: &[(u64, PacketNote)]) -> String {
@@ -140,6 +199,7 @@ pub fn ladder(report: &Report, flow: usize, from: u64, rows: &[(u64, PacketNote)
         );
     }
     let _ = writeln!(o, r##"<text x="10" y="78" fill="#555">frame  time</text>"##);
+    pauses(&mut o, report, rows);
     for (i, (number, n)) in rows.iter().enumerate() {
         let y = TOP + i as u32 * ROW;
         let (x1, x2) = if n.flow == flow {
@@ -185,6 +245,7 @@ pub fn ladder(report: &Report, flow: usize, from: u64, rows: &[(u64, PacketNote)
         ("d11a1a", "NAK / bad ICRC"),
         ("8e24aa", "RNR NAK"),
         ("1f6feb", "CNP"),
+        (PAUSE_COLOR, "PFC / PAUSE in force (band)"),
     ] {
         let _ = writeln!(
             o,
