@@ -24,6 +24,7 @@
 //!   time, shared with tests and benchmarks.
 //! - [`conform`]: the conformance suite, its agent protocol and peers.
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod analysis;
 pub mod capture;

@@ -61,6 +61,7 @@ pub enum Outcome {
     NotRoce,
     /// Meant for UDP 4791 but not a well-formed RoCEv2 packet.
     Malformed,
+    /// A RoCEv2 packet of a followed flow, and what the analysis made of it.
     Roce(PacketNote),
     /// RoCEv2, of a flow beyond [`Limits::max_flows`] or after [`Limits::max_bytes`] was
     /// reached: counted, not followed.
@@ -113,16 +114,23 @@ struct Unpaired {
 pub struct PacketNote {
     /// Index of its flow in [`Report::flows`].
     pub flow: usize,
+    /// Capture time, nanoseconds since the Unix epoch.
     pub ts: u64,
+    /// The BTH opcode.
     pub opcode: Opcode,
+    /// The BTH PSN.
     pub psn: Psn,
+    /// The AETH syndrome of an acknowledgement or NAK.
     pub syndrome: Option<Syndrome>,
+    /// Payload bytes after the headers, before the pad.
     pub payload_len: u32,
     /// A request whose PSN the flow already carried (the counted definition).
     pub retransmitted: bool,
     /// `None` when the frame was cut before its ICRC.
     pub icrc_ok: Option<bool>,
+    /// The IP ECN field was CE.
     pub ecn_ce: bool,
+    /// What the packet meant to its flow's requester.
     pub verdict: Verdict,
 }
 
@@ -181,6 +189,7 @@ pub struct Analyzer {
 }
 
 impl Analyzer {
+    /// An analyser with the default limits.
     pub fn new() -> Analyzer {
         Analyzer::default()
     }

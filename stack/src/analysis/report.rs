@@ -9,16 +9,24 @@ use crate::wire::{NakCode, Psn, Qpn};
 /// The kinds of request message, as the requester posts them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MessageKind {
+    /// SEND (with immediate or invalidate).
     Send,
+    /// RDMA WRITE (with immediate).
     Write,
+    /// RDMA READ.
     Read,
+    /// COMPARE_SWAP or FETCH_ADD.
     Atomic,
+    /// FLUSH.
     Flush,
+    /// ATOMIC WRITE.
     AtomicWrite,
 }
 
 impl MessageKind {
+    /// The number of kinds, the length of per-kind arrays.
     pub const COUNT: usize = 6;
+    /// Every kind, in the order reports list them.
     pub const ALL: [MessageKind; Self::COUNT] = [
         MessageKind::Send,
         MessageKind::Write,
@@ -28,6 +36,7 @@ impl MessageKind {
         MessageKind::AtomicWrite,
     ];
 
+    /// The name reports and JSON use.
     pub fn name(self) -> &'static str {
         match self {
             MessageKind::Send => "SEND",
@@ -58,7 +67,9 @@ pub enum LossCause {
 }
 
 impl LossCause {
+    /// The number of causes, the length of per-cause arrays.
     pub const COUNT: usize = 5;
+    /// Every cause, in the order reports list them.
     pub const ALL: [LossCause; Self::COUNT] = [
         LossCause::BeforeCapturePoint,
         LossCause::AfterCapturePoint,
@@ -67,6 +78,7 @@ impl LossCause {
         LossCause::Rejected,
     ];
 
+    /// The name JSON uses.
     pub fn name(self) -> &'static str {
         match self {
             LossCause::BeforeCapturePoint => "lost_before_capture_point",
@@ -98,8 +110,11 @@ impl LossCause {
 /// What made the requester go back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Trigger {
+    /// A NAK with this code.
     Nak(NakCode),
+    /// An RNR NAK.
     RnrNak,
+    /// A response that skipped an outstanding READ or atomic (an implied NAK).
     ImpliedNak,
     /// Nothing on the capture set it off: the local ACK timer expired, or a response was lost
     /// after the capture point (the requester saw a gap the capture did not).
@@ -107,6 +122,7 @@ pub enum Trigger {
 }
 
 impl Trigger {
+    /// The name reports and JSON use.
     pub fn name(self) -> &'static str {
         match self {
             Trigger::Nak(code) => code.name(),
@@ -120,12 +136,15 @@ impl Trigger {
 /// A go-back-N episode: the requester resent from `first_psn`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Episode {
+    /// The PSN it went back to.
     pub first_psn: Psn,
+    /// What set it off.
     pub trigger: Trigger,
     /// When the trigger arrived (with none seen: the last packet the requester sent before).
     pub trigger_ts: u64,
     /// The first resent packet.
     pub start_ts: u64,
+    /// Packets sent again in the episode.
     pub packets_resent: u64,
     /// When the requester got past what it had sent before the episode (a new PSN sent, or
     /// a response reaching it); `None` if the capture ended first.
@@ -141,20 +160,27 @@ impl Episode {
     }
 }
 
+/// A NAK the responder sent, and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NakEvent {
+    /// When it was captured.
     pub ts: u64,
     /// The PSN the NAK names (for a sequence error: the one the responder expected).
     pub psn: Psn,
+    /// The NAK's code.
     pub code: NakCode,
+    /// Where the missing packet went, or that none was missing.
     pub cause: LossCause,
     /// The kind of message that PSN belongs to, if the capture showed it.
     pub request: Option<MessageKind>,
 }
 
+/// An RNR NAK the responder sent, and the requester's wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RnrEvent {
+    /// When it was captured.
     pub ts: u64,
+    /// The PSN it refused.
     pub psn: Psn,
     /// The minimum wait the responder asked for (RNR timer, IBA Table 45).
     pub min_wait_us: u32,
@@ -162,8 +188,10 @@ pub struct RnrEvent {
     pub wait_ns: Option<u64>,
 }
 
+/// A response that skipped the one the requester was waiting for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ImpliedNak {
+    /// When it was captured.
     pub ts: u64,
     /// The response PSN the requester was waiting for.
     pub expected: Psn,
@@ -174,11 +202,14 @@ pub struct ImpliedNak {
 /// What set off a rate measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Signal {
+    /// A congestion notification packet on the reverse flow.
     Cnp,
+    /// A packet of the flow itself marked CE.
     EcnCe,
 }
 
 impl Signal {
+    /// The name reports and JSON use.
     pub fn name(self) -> &'static str {
         match self {
             Signal::Cnp => "CNP",
@@ -190,7 +221,9 @@ impl Signal {
 /// The packet spacing of a flow just before and just after a congestion signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateChange {
+    /// Which signal.
     pub signal: Signal,
+    /// When it was captured.
     pub ts: u64,
     /// Mean gap between the flow's packets before the signal (up to 16 gaps).
     pub gap_before_ns: u64,
@@ -198,12 +231,19 @@ pub struct RateChange {
     pub gap_after_ns: u64,
 }
 
+/// Round-trip times from a message's last request packet to the response answering it
+/// (messages never resent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rtt {
+    /// Round trips measured.
     pub samples: u64,
+    /// The shortest.
     pub min_ns: u64,
+    /// The median (within the histogram's 6 %).
     pub median_ns: u64,
+    /// The 99th percentile (within 6 %).
     pub p99_ns: u64,
+    /// The longest.
     pub max_ns: u64,
 }
 
@@ -212,51 +252,82 @@ pub struct Rtt {
 pub struct RequesterReport {
     /// Completed request messages by kind (first through last packet seen).
     pub messages: Vec<(MessageKind, u64)>,
+    /// Payload bytes of those messages.
     pub message_bytes: u64,
+    /// Messages a response acknowledged.
     pub messages_acknowledged: u64,
+    /// Packets continuing a message whose start the capture did not show.
     pub orphan_packets: u64,
+    /// Messages abandoned before their last packet (a new one began).
     pub broken_messages: u64,
+    /// The highest request PSN seen, in the 2^24 window's order.
     pub highest_psn: Option<Psn>,
+    /// Times the request PSN wrapped past 2^24.
     pub psn_wraps: u64,
+    /// The first MSN the responses carried.
     pub msn_first: Option<u32>,
+    /// The last MSN the responses carried.
     pub msn_last: Option<u32>,
+    /// Go-back-N episodes.
     pub episodes: u64,
+    /// Packets resent in them.
     pub packets_resent: u64,
     /// The first episodes in detail (the open one last, if the capture ended in it).
     pub episode_list: Vec<Episode>,
+    /// The first NAKs in detail.
     pub nak_events: Vec<NakEvent>,
+    /// NAKs by cause.
     pub nak_causes: Vec<(LossCause, u64)>,
+    /// The first RNR NAKs in detail.
     pub rnr_events: Vec<RnrEvent>,
+    /// Implied NAKs.
     pub implied_naks: u64,
+    /// The first implied NAKs in detail.
     pub implied_nak_events: Vec<ImpliedNak>,
+    /// Round-trip times, if any response could be matched.
     pub rtt: Option<Rtt>,
 }
 
 /// One direction of traffic to one QP: (source IP, destination IP, destination QP).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowReport {
+    /// The source IP address.
     pub src: IpAddr,
+    /// The destination IP address.
     pub dst: IpAddr,
+    /// The BTH DestQP.
     pub dest_qp: Qpn,
+    /// The UDP source port of its first packet (rxe derives it from the QPs).
     pub udp_src_port: u16,
+    /// RoCEv2 packets.
     pub packets: u64,
     /// Packets per opcode name, in opcode order.
     pub opcodes: Vec<(&'static str, u64)>,
+    /// Requests whose PSN the flow already carried.
     pub retransmitted_packets: u64,
     /// NAKs this flow carried, by name (`PSN_SEQUENCE_ERROR`, ...).
     pub naks: Vec<(&'static str, u64)>,
+    /// RNR NAKs this flow carried.
     pub rnr_naks: u64,
+    /// CNPs this flow carried.
     pub cnps: u64,
+    /// Packets with ECN CE.
     pub ecn_ce: u64,
+    /// Payload bytes, retransmissions included.
     pub payload_bytes: u64,
+    /// Packets whose ICRC did not match.
     pub icrc_errors: u64,
+    /// Its first packet's capture time.
     pub first_ts: u64,
+    /// Its last packet's capture time.
     pub last_ts: u64,
     /// Index (in [`Report::flows`]) of the reverse flow of the same connection.
     pub reverse: Option<usize>,
     /// New payload bytes per goodput bucket (retransmitted and duplicate data excluded).
     pub goodput: Vec<u64>,
+    /// Packet spacing around each congestion signal.
     pub rate_changes: Vec<RateChange>,
+    /// The requester's state, for flows that carry requests.
     pub requester: Option<RequesterReport>,
     /// The PFC priority its packets ride: the 802.1Q PCP when `priority_from_pcp`, else
     /// the DSCP's (see [`super::pfc::dscp_priority`]).
@@ -281,6 +352,7 @@ pub struct InputProblems {
 }
 
 impl InputProblems {
+    /// True when the input had any problem.
     pub fn any(&self) -> bool {
         self.damage.is_some() || self.cut_frames > 0 || self.malformed_frames > 0
     }
@@ -308,17 +380,26 @@ impl Untracked {
     }
 }
 
+/// Everything the analysis found in one capture.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
+    /// Frames read.
     pub packets: u64,
+    /// RoCEv2 packets among them.
     pub roce_packets: u64,
+    /// RoCEv2 packets whose ICRC did not match.
     pub icrc_errors: u64,
+    /// The first frame's capture time.
     pub first_ts: Option<u64>,
+    /// The last frame's capture time.
     pub last_ts: Option<u64>,
+    /// Every followed flow, in order of first appearance.
     pub flows: Vec<FlowReport>,
+    /// rdma_cm connections seen on QP1.
     pub connections: Vec<CmConnection>,
     /// Width of every flow's goodput buckets.
     pub goodput_bucket_ns: u64,
+    /// Problems with the file itself.
     pub input: InputProblems,
     /// What the analyser's limits left out.
     pub untracked: Untracked,

@@ -59,6 +59,7 @@ fn bucket_range(b: usize) -> (u64, u64) {
 }
 
 impl LatencyHistogram {
+    /// Counts one duration.
     pub fn record(&mut self, ns: u64) {
         let b = bucket_of(ns);
         match &mut self.counts {
@@ -81,6 +82,7 @@ impl LatencyHistogram {
         self.max = self.max.max(ns);
     }
 
+    /// Durations recorded.
     pub fn samples(&self) -> u64 {
         self.samples
     }
@@ -123,10 +125,12 @@ impl LatencyHistogram {
         Some(self.max)
     }
 
+    /// The shortest duration recorded, if any.
     pub fn min(&self) -> Option<u64> {
         (self.samples > 0).then_some(self.min)
     }
 
+    /// The longest duration recorded, if any.
     pub fn max(&self) -> Option<u64> {
         (self.samples > 0).then_some(self.max)
     }
@@ -168,6 +172,7 @@ impl GoodputClock {
         }
     }
 
+    /// The current width of a goodput bucket.
     pub fn width_ns(&self) -> u64 {
         1 << self.shift
     }

@@ -22,6 +22,7 @@ pub enum Backend {
     Pcap(PathBuf),
 }
 
+/// A `--backend` argument that names no backend (the text as given).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("{0:?} is not a backend: use tap:NAME, xdp:IFNAME or pcap:FILE")]
 pub struct BackendSyntax(String);

@@ -46,6 +46,7 @@ pub trait CongestionHook: Debug {
     fn next_timer(&self) -> Option<Instant> {
         None
     }
+    /// Runs the timers due at `now` (rate increases, alpha updates).
     fn on_timer(&mut self, _now: Instant) {}
 }
 

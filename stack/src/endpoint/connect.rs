@@ -11,14 +11,17 @@ use crate::wire::{Psn, Qpn, RnrTimer};
 /// Everything needed to connect one QP to its peer (UD: only the PSN and Q_Key matter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpPath {
+    /// RC, UC or UD.
     pub qp_type: QpType,
     /// The peer's address (from its GID).
     pub dest: IpAddr,
+    /// The peer's QP number.
     pub dest_qp: Qpn,
     /// The peer's first PSN: what our responder expects.
     pub rq_psn: Psn,
     /// Our first PSN, as told to the peer.
     pub sq_psn: Psn,
+    /// Path MTU.
     pub mtu: Mtu,
     /// What the peer may do to our memory through this QP.
     pub access: Access,
@@ -28,9 +31,13 @@ pub struct QpPath {
     pub max_dest_rd_atomic: u8,
     /// Local ACK timeout exponent (4.096 us x 2^timeout).
     pub timeout: u8,
+    /// Retries after local ACK timeouts.
     pub retry_cnt: u8,
+    /// Retries after RNR NAKs (7: forever).
     pub rnr_retry: u8,
+    /// The RNR NAK timer our responder asks for.
     pub min_rnr_timer: RnrTimer,
+    /// The Q_Key (UD).
     pub qkey: u32,
     /// The path's GRH flow label (0: none; rxe then derives the UDP port from the QPNs).
     pub flow_label: u32,

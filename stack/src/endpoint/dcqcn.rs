@@ -21,13 +21,17 @@ use crate::wire::Qpn;
 /// a host.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct DcqcnReport {
+    /// CNPs the reaction points received.
     pub cnps_received: u64,
+    /// Times a reaction point cut its rate.
     pub rate_cuts: u64,
     /// The lowest sending rate of any queue pair now, and the lowest any went, in bit/s.
     pub rate_bps: f64,
+    /// The lowest rate any queue pair went to, bit/s.
     pub min_rate_bps: f64,
     /// Bytes sent, and their sending time at the paced rate: their ratio is the mean rate.
     pub bytes_sent: u64,
+    /// The time those bytes take at the rate each was paced at, seconds.
     pub paced_seconds: f64,
     /// CNPs this host's notification point decided to send, at once or deferred.
     pub cnps_sent: u64,
@@ -49,6 +53,7 @@ impl DcqcnReport {
 pub struct DcqcnMonitor(Arc<Mutex<DcqcnReport>>);
 
 impl DcqcnMonitor {
+    /// The report as of now.
     pub fn report(&self) -> DcqcnReport {
         *self.lock()
     }
@@ -66,6 +71,8 @@ struct Flow {
     pacer: Pacer,
 }
 
+/// DCQCN in a host: a reaction point and pacer per queue pair, and the notification point
+/// that answers CE-marked packets with CNPs.
 #[derive(Debug)]
 pub struct DcqcnHook {
     /// A reaction point fresh at the line rate: every new flow starts as a copy of it.

@@ -20,21 +20,29 @@ pub struct IpCidr {
     prefix_len: u8,
 }
 
+/// Why an address with prefix cannot be a host's.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum CidrError {
+    /// Not of the form ADDR/PREFIX (the text as given).
     #[error("{0:?} is not ADDR/PREFIX (e.g. 10.77.0.2/24 or fd00:77::2/64)")]
     Syntax(String),
+    /// The prefix is longer than the address.
     #[error("prefix length {prefix_len} is longer than the {max} bits of {addr}")]
     PrefixTooLong {
+        /// The address.
         addr: IpAddr,
+        /// The prefix length given.
         prefix_len: u8,
+        /// 32 for IPv4, 128 for IPv6.
         max: u8,
     },
+    /// Unspecified, multicast or broadcast.
     #[error("{0} cannot be a host address (unspecified, multicast or broadcast)")]
     NotUnicast(IpAddr),
 }
 
 impl IpCidr {
+    /// A host address in a subnet of `prefix_len` bits; addresses no host may have are refused.
     pub fn new(addr: IpAddr, prefix_len: u8) -> Result<IpCidr, CidrError> {
         let max = if addr.is_ipv4() { 32 } else { 128 };
         if prefix_len > max {
@@ -51,10 +59,12 @@ impl IpCidr {
         Ok(IpCidr { addr, prefix_len })
     }
 
+    /// The address.
     pub fn addr(&self) -> IpAddr {
         self.addr
     }
 
+    /// The prefix length, in bits.
     pub fn prefix_len(&self) -> u8 {
         self.prefix_len
     }
@@ -131,11 +141,14 @@ fn is_link_local(addr: Ipv6Addr) -> bool {
 /// One GID table entry and the subnet of its address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GidEntry {
+    /// The GID: the IPv6 address, or the IPv4-mapped form of an IPv4 address.
     pub gid: Ipv6Addr,
+    /// The address and its subnet.
     pub cidr: IpCidr,
 }
 
 impl GidEntry {
+    /// The address the GID stands for.
     pub fn addr(&self) -> IpAddr {
         self.cidr.addr
     }
@@ -175,18 +188,22 @@ impl GidTable {
         GidTable { entries }
     }
 
+    /// The entry at `index` (the GID index the tools' `-g` names).
     pub fn get(&self, index: usize) -> Option<&GidEntry> {
         self.entries.get(index)
     }
 
+    /// Every entry, in index order.
     pub fn entries(&self) -> &[GidEntry] {
         &self.entries
     }
 
+    /// The index of `gid`, if the table holds it.
     pub fn index_of(&self, gid: Ipv6Addr) -> Option<usize> {
         self.entries.iter().position(|e| e.gid == gid)
     }
 
+    /// The host's IPv4 address, if it has one.
     pub fn ipv4(&self) -> Option<Ipv4Addr> {
         self.entries.iter().find_map(|e| match e.addr() {
             IpAddr::V4(v4) => Some(v4),

@@ -36,12 +36,16 @@ use crate::wire::{
 /// again, RFC 826 and RFC 4861 7.2.2).
 const MAX_WAITING_FOR_ANSWERS: usize = 1024;
 
+/// What a [`Host`] is made with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostConfig {
+    /// The host's MAC address: frames are sent from it and accepted to it.
     pub mac: [u8; 6],
     /// The host's addresses; the GID table is made from them and the MAC.
     pub addrs: Vec<IpCidr>,
+    /// The engine's configuration.
     pub transport: TransportConfig,
+    /// The neighbour cache's limits and timers.
     pub neighbour: NeighbourConfig,
     /// The ECN field of every RoCE frame sent: rxe sends Not-ECT; a DCQCN sender ECT(0).
     pub ecn: Ecn,
@@ -51,6 +55,7 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
+    /// A host with `mac` and `addrs` and every other setting at its default.
     pub fn new(mac: [u8; 6], addrs: Vec<IpCidr>) -> HostConfig {
         HostConfig {
             mac,
@@ -72,9 +77,13 @@ pub struct Drops {
     pub not_roce: u64,
     /// Broken headers at any layer (truncated, inconsistent lengths, bad NDP checksum).
     pub malformed: u64,
+    /// RoCEv2 frames whose ICRC did not match.
     pub bad_icrc: u64,
+    /// RoCEv2 packets for a QP the engine does not have.
     pub unknown_qp: u64,
+    /// RoCEv2 packets whose P_Key the QP does not hold.
     pub pkey_mismatch: u64,
+    /// UD packets whose Q_Key the QP does not hold.
     pub qkey_mismatch: u64,
     /// Dropped by the engine for another reason (wrong transport, wrong source, QP not
     /// ready, no receive posted on UD, unsupported opcode).
@@ -86,6 +95,7 @@ pub struct Drops {
 }
 
 impl Drops {
+    /// Every drop, whatever the reason.
     pub fn total(&self) -> u64 {
         self.not_for_us
             + self.not_roce
@@ -100,15 +110,20 @@ impl Drops {
     }
 }
 
+/// What a host did below the transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HostStats {
+    /// Frames the device handed in.
     pub frames_received: u64,
+    /// Frames given to the device.
     pub frames_sent: u64,
     /// RoCEv2 frames that passed the host's checks and went to the engine.
     pub roce_received: u64,
+    /// RoCEv2 frames sent, CNPs and QP1 included.
     pub roce_sent: u64,
     /// ARP and NDP messages acted on, and sent (requests, answers).
     pub resolution_received: u64,
+    /// ARP and NDP messages sent.
     pub resolution_sent: u64,
     /// MACs the neighbour cache refused (replies to nothing we asked, requests naming
     /// another MAC for a known address, new addresses beyond its limit), and requests left
@@ -116,8 +131,11 @@ pub struct HostStats {
     pub resolution_refused: u64,
     /// CE-marked packets for our QPs (marks on packets for no QP of ours are not counted).
     pub ce_received: u64,
+    /// CNPs received for our QPs.
     pub cnps_received: u64,
+    /// CNPs sent.
     pub cnps_sent: u64,
+    /// Frames dropped, by reason.
     pub drops: Drops,
 }
 
@@ -145,6 +163,7 @@ pub struct Host {
 }
 
 impl Host {
+    /// A host with an empty engine, its GID table and its QP1.
     pub fn new(config: HostConfig) -> Host {
         let mac = config.mac;
         let cm = CmConfig {
@@ -180,14 +199,17 @@ impl Host {
         self.congestion = hook;
     }
 
+    /// The host's MAC address.
     pub fn mac(&self) -> [u8; 6] {
         self.mac
     }
 
+    /// The GID table.
     pub fn gids(&self) -> &GidTable {
         &self.gids
     }
 
+    /// The engine, to read.
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
@@ -219,6 +241,7 @@ impl Host {
         self.ready.len()
     }
 
+    /// What the host did so far.
     pub fn stats(&self) -> &HostStats {
         &self.stats
     }
@@ -561,6 +584,8 @@ impl Host {
         .min()
     }
 
+    /// Runs every timer due at `now`: the engine's, the connection manager's, the neighbour
+    /// cache's and congestion control's.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.engine.handle_timeout(now);
         if self.cm.poll_timeout().is_some_and(|t| t <= now) {

@@ -107,6 +107,7 @@ pub enum Queued {
     NoRoom,
 }
 
+/// The host's ARP and NDP table: addresses to MACs, with the frames waiting for an answer.
 #[derive(Debug, Default)]
 pub struct NeighbourCache {
     config: NeighbourConfig,
@@ -114,6 +115,7 @@ pub struct NeighbourCache {
 }
 
 impl NeighbourCache {
+    /// An empty cache.
     pub fn new(config: NeighbourConfig) -> NeighbourCache {
         NeighbourCache {
             config,
@@ -121,6 +123,7 @@ impl NeighbourCache {
         }
     }
 
+    /// The MAC of `addr`, if it is resolved.
     pub fn lookup(&self, addr: IpAddr) -> Option<[u8; 6]> {
         match self.entries.get(&addr) {
             Some(Entry::Reachable { mac, .. }) => Some(*mac),

@@ -15,6 +15,7 @@ use crate::wire::encap::{
     ETHERNET_HEADER_LEN, ETHERNET_MIN_FRAME_LEN, ETHERTYPE_ARP, ETHERTYPE_IPV6, IPV6_HEADER_LEN,
 };
 
+/// The Ethernet broadcast address, where ARP requests go.
 pub const BROADCAST_MAC: [u8; 6] = [0xff; 6];
 /// RFC 4861 7.1: a node accepts NDP messages only with hop limit 255, which proves they
 /// were not forwarded by a router.
@@ -29,12 +30,20 @@ const OPT_TARGET_LL: u8 = 2;
 pub enum Resolution {
     /// Who has `target`? Tell `sender` at `sender_mac` (learned from the message).
     Request {
+        /// The asking host's address.
         sender: IpAddr,
+        /// The asking host's MAC.
         sender_mac: [u8; 6],
+        /// The address asked about.
         target: IpAddr,
     },
     /// `addr` is at `mac`.
-    Reply { addr: IpAddr, mac: [u8; 6] },
+    Reply {
+        /// The address resolved.
+        addr: IpAddr,
+        /// Its MAC.
+        mac: [u8; 6],
+    },
 }
 
 /// Why an ARP or NDP frame was not acted on.

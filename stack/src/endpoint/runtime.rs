@@ -37,24 +37,38 @@ const TX_RETRY: Duration = Duration::from_micros(50);
 /// How often the loop looks whether a [`Runtime::serve_while`] helper has finished.
 const WORKER_CHECK: Duration = Duration::from_millis(1);
 
+/// Why a runtime call failed.
 #[derive(Debug, Error)]
 pub enum RuntimeError {
+    /// The device failed.
     #[error(transparent)]
     Device(#[from] DeviceError),
+    /// The engine refused a verb.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The event loop (mio) failed.
     #[error("event loop: {0}")]
     Poll(#[source] std::io::Error),
+    /// A wait ran out.
     #[error("timed out after {after:?} {what}")]
-    Timeout { what: String, after: Duration },
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long it was waited for.
+        after: Duration,
+    },
+    /// The peer's address is on none of the host's subnets.
     #[error("{0} is on none of the endpoint's subnets (it reaches only peers on its own link)")]
     NoRoute(IpAddr),
+    /// The out-of-band helper thread panicked or hung up.
     #[error("the out-of-band helper thread failed")]
     WorkerFailed,
+    /// rdma_cm refused a call.
     #[error("rdma_cm: {0}")]
     Cm(#[from] HostCmError),
 }
 
+/// How the event loop runs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RuntimeConfig {
     /// Never sleep: poll the device in a tight loop.
@@ -88,6 +102,8 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
+    /// A runtime for `host` on `device`; a real endpoint draws unguessable QPNs and keys
+    /// unless `host` fixed their seed.
     pub fn new(
         device: Box<dyn Device>,
         mut host: HostConfig,
@@ -132,16 +148,19 @@ impl Runtime {
         )
     }
 
+    /// The host, to read.
     pub fn host(&self) -> &Host {
         &self.host
     }
 
+    /// The host, for what the runtime does not wrap.
     pub fn host_mut(&mut self) -> &mut Host {
         &mut self.host
     }
 
     // ---- verbs ----
 
+    /// Registers `data` at `va` with `access` (`ibv_reg_mr`) and returns its key.
     pub fn register_mr(
         &mut self,
         va: u64,
@@ -151,18 +170,22 @@ impl Runtime {
         Ok(self.host.engine_mut().register_mr(va, data, access)?)
     }
 
+    /// The bytes of the region with `key`.
     pub fn mr_bytes(&self, key: u32) -> Option<&[u8]> {
         self.host.engine().mr(key).map(|m| m.bytes())
     }
 
+    /// The bytes of the region with `key`, to write.
     pub fn mr_bytes_mut(&mut self, key: u32) -> Option<&mut [u8]> {
         self.host.engine_mut().mr_mut(key).map(|m| m.bytes_mut())
     }
 
+    /// A completion queue of `capacity` entries.
     pub fn create_cq(&mut self, capacity: usize) -> CqId {
         self.host.engine_mut().create_cq(capacity)
     }
 
+    /// A queue pair (`ibv_create_qp`).
     pub fn create_qp(&mut self, init: QpInit) -> Result<Qpn, RuntimeError> {
         Ok(self.host.engine_mut().create_qp(init)?)
     }
@@ -183,10 +206,12 @@ impl Runtime {
         Ok(connect::to_rts(self.host.engine_mut(), qpn, path)?)
     }
 
+    /// Posts a send work request (`ibv_post_send`).
     pub fn post_send(&mut self, qpn: Qpn, wr: SendWr) -> Result<(), RuntimeError> {
         Ok(self.host.engine_mut().post_send(qpn, wr)?)
     }
 
+    /// Posts a receive work request (`ibv_post_recv`).
     pub fn post_recv(&mut self, qpn: Qpn, wr: RecvWr) -> Result<(), RuntimeError> {
         Ok(self.host.engine_mut().post_recv(qpn, wr)?)
     }

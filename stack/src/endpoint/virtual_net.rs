@@ -13,8 +13,11 @@ use crate::time::Instant;
 /// Hosts `a` and `b` joined by a [`memory::pair`] link.
 #[derive(Debug)]
 pub struct VirtualNet {
+    /// The virtual time both hosts and the link share.
     pub clock: VirtualClock,
+    /// Host A.
     pub a: Host,
+    /// Host B.
     pub b: Host,
     dev_a: MemoryDevice,
     dev_b: MemoryDevice,
@@ -43,6 +46,7 @@ impl VirtualNet {
         })
     }
 
+    /// The virtual time reached.
     pub fn now(&self) -> Instant {
         self.clock.now()
     }

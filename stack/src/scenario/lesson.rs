@@ -40,28 +40,48 @@ use work::{Landing, Work};
 /// One teaching capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Lesson {
+    /// `write`: an RC RDMA WRITE of three packets and its ACK.
     Write,
+    /// `write-imm`: an RC RDMA WRITE with immediate.
     WriteImm,
+    /// `send`: an RC SEND of three packets into a posted receive.
     Send,
+    /// `send-imm`: an RC SEND with immediate data.
     SendImm,
+    /// `send-inv`: an RC SEND with invalidate.
     SendInv,
+    /// `read`: an RC RDMA READ and its three responses.
     Read,
+    /// `atomics`: COMPARE_SWAP and FETCH_ADD and their atomic acknowledges.
     Atomics,
+    /// `uc`: a UC RDMA WRITE, no ACKs.
     Uc,
+    /// `ud`: a UD SEND with its DETH.
     Ud,
+    /// `loss-gbn`: a lost packet, the sequence error NAK and go-back-N.
     LossGbn,
+    /// `ack-loss`: a lost ACK, the timer and a tail probe.
     AckLoss,
+    /// `rnr`: a SEND before a receive is posted, the RNR NAK and the retry.
     Rnr,
+    /// `read-retry`: a lost READ response and the re-issued READ.
     ReadRetry,
+    /// `atomic-replay`: a lost atomic acknowledge answered from the responder's cache.
     AtomicReplay,
+    /// `cnp`: CE marks, CNPs and DCQCN's rate cut.
     Cnp,
+    /// `nak-access`: a wrong R_Key and the remote access error NAK.
     NakAccess,
+    /// `nak-invalid`: a SEND too long for its receive and the invalid request NAK.
     NakInvalid,
+    /// `retry-exceeded`: an unreachable peer and the retry counter running out.
     RetryExceeded,
+    /// `pfc`: a PFC XOFF and XON stalling a WRITE without loss.
     Pfc,
 }
 
 impl Lesson {
+    /// Every lesson, in the order `roce gen --list` shows them.
     pub const ALL: [Lesson; 19] = [
         Lesson::Write,
         Lesson::WriteImm,
@@ -84,6 +104,7 @@ impl Lesson {
         Lesson::Pfc,
     ];
 
+    /// The lesson's name on the command line and in its file name.
     pub const fn name(self) -> &'static str {
         match self {
             Lesson::Write => "write",
@@ -163,6 +184,7 @@ impl Lesson {
         }
     }
 
+    /// The lesson called `name`, if there is one.
     pub fn from_name(name: &str) -> Option<Lesson> {
         Lesson::ALL.into_iter().find(|l| l.name() == name)
     }
@@ -194,23 +216,35 @@ impl Default for GenOptions {
 pub struct Generated {
     /// The pcapng file.
     pub pcapng: Vec<u8>,
+    /// Frames in the capture.
     pub frames: u64,
     /// Frames the script dropped.
     pub dropped: u64,
 }
 
+/// Why a lesson's capture could not be made.
 #[derive(Debug, Error)]
 pub enum GenError {
+    /// The two hosts' network failed.
     #[error(transparent)]
     Net(#[from] NetError),
+    /// A verb of the script was refused.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The DCQCN parameters are invalid.
     #[error("DCQCN: {0}")]
     Dcqcn(#[from] CcError),
+    /// The capture could not be written.
     #[error("writing the capture: {0}")]
     Capture(#[from] std::io::Error),
+    /// The exchange did not go as the lesson says it does.
     #[error("lesson {lesson}: {what}")]
-    Failed { lesson: &'static str, what: String },
+    Failed {
+        /// The lesson's name.
+        lesson: &'static str,
+        /// What went otherwise.
+        what: String,
+    },
 }
 
 /// Makes `lesson`'s capture.

@@ -31,9 +31,13 @@ pub use window::{CaptureSummary, CaptureWindow, WindowedCapture};
 /// Everything a demo run depends on.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DemoConfig {
+    /// The workload and its verification.
     pub traffic: TrafficConfig,
+    /// The link between the two hosts.
     pub net: NetConfig,
+    /// The queue pairs' path MTU.
     pub mtu: Mtu,
+    /// Both engines' configuration.
     pub transport: TransportConfig,
     /// DCQCN on both hosts with these parameters (at the NICs' line rate), or none.
     pub dcqcn: Option<Preset>,
@@ -86,16 +90,22 @@ impl DemoConfig {
     }
 }
 
+/// Why a demo run failed.
 #[derive(Debug, Error)]
 pub enum DemoError {
+    /// The network could not be built or run.
     #[error(transparent)]
     Net(#[from] NetError),
+    /// The DCQCN parameters are invalid.
     #[error("DCQCN: {0}")]
     Dcqcn(#[from] CcError),
+    /// A transfer failed or its bytes did not verify.
     #[error("verification failed: {0}")]
     Traffic(#[from] TrafficError),
+    /// Nothing was left to happen while work was outstanding.
     #[error("the link went idle with work outstanding at virtual time {0}")]
     Idle(Instant),
+    /// The run exceeded its virtual time limit.
     #[error("not finished after {0:?} of virtual time")]
     TimeLimit(Duration),
 }
@@ -103,6 +113,7 @@ pub enum DemoError {
 /// What a run did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
+    /// The configuration the run used.
     pub config: DemoConfig,
     /// Verified messages and bytes per operation.
     pub ops: OpCounts,
@@ -110,14 +121,19 @@ pub struct Report {
     pub elapsed: Duration,
     /// Transport counters of host A (the requester) and host B (the responder).
     pub a: Stats,
+    /// Transport counters of host B.
     pub b: Stats,
     /// What each host saw below the transport (frames, ICRC drops, CE marks, CNPs).
     pub host_a: HostStats,
+    /// What host B saw below the transport.
     pub host_b: HostStats,
     /// What DCQCN did on each host, when on.
     pub dcqcn_a: Option<DcqcnReport>,
+    /// What DCQCN did on host B.
     pub dcqcn_b: Option<DcqcnReport>,
+    /// What the link did from A to B.
     pub link_a_to_b: FaultStats,
+    /// What the link did from B to A.
     pub link_b_to_a: FaultStats,
     /// What the capture holds, if one was written.
     pub capture: Option<CaptureSummary>,

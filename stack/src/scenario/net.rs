@@ -27,10 +27,13 @@ use crate::wire::encap::ETHERNET_HEADER_LEN;
 use crate::wire::pause::{ETHERTYPE_MAC_CONTROL, MacControlRepr, quanta_to_ps};
 use crate::wire::{Ecn, NotRoce, PacketError, RocePacket};
 
+/// Host A's address on an IPv4 network (a private /24).
 pub const IP_A: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 168, 77, 1));
+/// Host B's address on an IPv4 network.
 pub const IP_B: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 168, 77, 2));
 /// The hosts' addresses on an IPv6 network ([`NetConfig::ipv6`]): a unique local /64.
 pub const IP6_A: IpAddr = IpAddr::V6(Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 1));
+/// Host B's IPv6 address.
 pub const IP6_B: IpAddr = IpAddr::V6(Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 2));
 
 /// Bytes a frame occupies on the wire besides itself: FCS 4, preamble 8, inter-frame gap 12.
@@ -51,11 +54,13 @@ const MAX_STEPS_WITHOUT_TIME: u32 = 1_000_000;
 /// The queue in front of host B's port.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bottleneck {
+    /// The rate it drains at.
     pub gbps: f64,
     /// Frames arriving while more than this many bytes wait are marked CE.
     pub ce_threshold_bytes: u64,
 }
 
+/// The link between the two hosts of [`Network`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NetConfig {
     /// Each NIC's line rate; 0 for infinitely fast.
@@ -64,10 +69,13 @@ pub struct NetConfig {
     pub delay: Duration,
     /// Probabilities per frame, each direction.
     pub loss: f64,
+    /// Probability per frame that it is held back and overtaken, each direction.
     pub reorder: f64,
     /// How long a reordered frame is held back.
     pub reorder_delay: Duration,
+    /// A CE-marking queue in front of host B, if any.
     pub bottleneck: Option<Bottleneck>,
+    /// Seeds the link's random choices: the same seed gives the same run.
     pub seed: u64,
     /// The link (IP) MTU.
     pub link_mtu: usize,
@@ -75,21 +83,29 @@ pub struct NetConfig {
     pub ipv6: bool,
 }
 
+/// Why the network could not be built or run.
 #[derive(Debug, Error)]
 pub enum NetError {
+    /// The fault model's configuration is invalid.
     #[error(transparent)]
     Fault(#[from] FaultError),
+    /// A device failed.
     #[error(transparent)]
     Device(#[from] DeviceError),
+    /// The capture could not be written.
     #[error("writing the capture: {0}")]
     Capture(#[from] std::io::Error),
+    /// Virtual time stopped moving: the steps taken and the time.
     #[error("no progress: {0} steps at virtual time {1} without time moving")]
     Stuck(u32, Instant),
 }
 
+/// One of the two hosts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
+    /// Host A (the requester of the demo).
     A,
+    /// Host B.
     B,
 }
 
@@ -113,9 +129,14 @@ pub trait WireTap {
     fn on_arrival(&mut self, _at: Instant, _to: Side, _frame: &[u8]) {}
 }
 
+/// Two hosts in one process, on in-memory devices joined by a link in virtual time, with
+/// NICs that honour PAUSE and PFC, a fault model, an optional CE-marking bottleneck, and a
+/// capture of the wire.
 pub struct Network<W: Write> {
     clock: VirtualClock,
+    /// Host A.
     pub a: Host,
+    /// Host B.
     pub b: Host,
     buf: Vec<u8>,
     dev_a: MemoryDevice,
@@ -227,10 +248,12 @@ impl<W: Write> Network<W> {
         }
     }
 
+    /// The virtual time the network has reached.
     pub fn now(&self) -> Instant {
         self.clock.now()
     }
 
+    /// The host on `side`.
     pub fn host(&mut self, side: Side) -> &mut Host {
         match side {
             Side::A => &mut self.a,

@@ -41,6 +41,7 @@ pub struct TrafficConfig {
     /// How long B's application holds a receive buffer after its SEND arrived before
     /// posting it again. A slow receiver is what makes RNR NAKs happen (IBA 9.7.5.2.8).
     pub recv_hold: Duration,
+    /// Seeds the operation mix and message sizes: the same seed gives the same run.
     pub seed: u64,
 }
 
@@ -59,16 +60,23 @@ impl Default for TrafficConfig {
     }
 }
 
+/// An operation of the demo's workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
+    /// RDMA WRITE from A into B's memory.
     Write,
+    /// SEND from A into B's posted receives.
     Send,
+    /// RDMA READ of B's memory into A's.
     Read,
+    /// FETCH_ADD on B's counter word.
     FetchAdd,
+    /// COMPARE_SWAP on B's swap word.
     CompareSwap,
 }
 
 impl Op {
+    /// Every operation, in the order of [`OpCounts`]' arrays.
     pub const ALL: [Op; 5] = [Op::Write, Op::Send, Op::Read, Op::FetchAdd, Op::CompareSwap];
 
     /// The name ibv_wc_opcode_str would print.
@@ -86,59 +94,93 @@ impl Op {
 /// Messages and payload bytes completed and verified, per operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OpCounts {
+    /// Verified messages, indexed by [`Op`].
     pub messages: [u64; 5],
+    /// Verified payload bytes, indexed by [`Op`].
     pub bytes: [u64; 5],
 }
 
 impl OpCounts {
+    /// Verified messages of `op`.
     pub fn messages(&self, op: Op) -> u64 {
         self.messages[op as usize]
     }
+    /// Verified payload bytes of `op`.
     pub fn bytes(&self, op: Op) -> u64 {
         self.bytes[op as usize]
     }
+    /// Verified messages of every operation.
     pub fn total_messages(&self) -> u64 {
         self.messages.iter().sum()
     }
+    /// Verified payload bytes of every operation.
     pub fn total_bytes(&self) -> u64 {
         self.bytes.iter().sum()
     }
 }
 
+/// What went wrong with the workload: a verb refused, or a result that does not verify.
 #[derive(Debug, Error)]
 pub enum TrafficError {
+    /// Registering memory or creating the queue pairs failed.
     #[error("setting up: {0}")]
     Setup(#[from] TransportError),
+    /// A work request completed in error.
     #[error("{op} #{index} completed with {status}", op = op.name(), status = status.name())]
     Completion {
+        /// Its operation.
         op: Op,
+        /// Its number among that operation's messages.
         index: u64,
+        /// The completion's status.
         status: WcStatus,
     },
+    /// Delivered bytes differ from the bytes sent.
     #[error("{op} #{index}: {len} bytes delivered, first wrong byte at offset {offset}", op = op.name())]
     Mismatch {
+        /// The operation.
         op: Op,
+        /// Its number among that operation's messages.
         index: u64,
+        /// The message's length.
         len: u32,
+        /// The first wrong byte.
         offset: usize,
     },
+    /// An atomic returned another original value than the one expected.
     #[error("{op} #{index} returned {got:#x}, expected {want:#x}", op = op.name())]
     AtomicResult {
+        /// The operation.
         op: Op,
+        /// Its number among that operation's messages.
         index: u64,
+        /// The value returned.
         got: u64,
+        /// The value expected.
         want: u64,
     },
+    /// An atomic word in B's memory ended at the wrong value.
     #[error("the {which} atomic word ended at {got}, expected {want}")]
     AtomicWord {
+        /// "FETCH_ADD" or "COMPARE_SWAP": the operation that owns the word.
         which: &'static str,
+        /// Its value.
         got: u64,
+        /// The value expected.
         want: u64,
     },
+    /// Completions arrived out of posting order.
     #[error("completion for work request {got}, expected {want}: out of order")]
-    OutOfOrder { got: u64, want: u64 },
+    OutOfOrder {
+        /// The work request that completed.
+        got: u64,
+        /// The one expected.
+        want: u64,
+    },
+    /// A receive completed (with these bytes) while no SEND was outstanding.
     #[error("a receive completed with {0} bytes but no SEND was outstanding")]
     UnexpectedReceive(u32),
+    /// A queue pair entered the error state.
     #[error("queue pair {0:#x} entered the error state")]
     QpFatal(Qpn),
 }
@@ -185,11 +227,14 @@ impl Slots {
     }
 }
 
+/// The demo's workload: a seeded mix of RC operations from A to B, every result verified.
 #[derive(Debug)]
 pub struct Traffic {
     cfg: TrafficConfig,
     rng: Rng,
+    /// A's queue pair.
     pub qp_a: Qpn,
+    /// B's queue pair.
     pub qp_b: Qpn,
     cq_a: CqId,
     cq_b: CqId,
@@ -215,6 +260,7 @@ pub struct Traffic {
     /// Sum of the values added so far: the next FETCH_ADD's expected result.
     added: u64,
     swaps: u64,
+    /// What has completed and verified so far.
     pub done: OpCounts,
 }
 

@@ -12,7 +12,9 @@ use crate::time::Instant;
 /// How many frames to keep from each end of the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CaptureWindow {
+    /// Frames kept from the start.
     pub first: u64,
+    /// Frames kept from the end.
     pub last: usize,
 }
 
@@ -37,6 +39,8 @@ pub struct CaptureSummary {
     pub skipped: u64,
 }
 
+/// A pcap writer that keeps the first and the last frames of a run and skips the middle,
+/// so a long run's capture stays small.
 pub struct WindowedCapture<W: Write> {
     writer: PcapWriter<W>,
     window: CaptureWindow,
@@ -54,6 +58,7 @@ impl<W: Write> std::fmt::Debug for WindowedCapture<W> {
 }
 
 impl<W: Write> WindowedCapture<W> {
+    /// A capture into `out` keeping `window`.
     pub fn new(out: W, window: CaptureWindow) -> io::Result<WindowedCapture<W>> {
         Ok(WindowedCapture {
             writer: PcapWriter::new(out)?,

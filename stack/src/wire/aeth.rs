@@ -23,9 +23,11 @@ header_view!(
 );
 
 impl<T: AsRef<[u8]>> Aeth<T> {
+    /// The syndrome: ACK, RNR NAK or NAK, and its argument.
     pub fn syndrome(&self) -> Syndrome {
         Syndrome::from_byte(self.bytes()[field_at::SYNDROME])
     }
+    /// The message sequence number: messages the responder has completed.
     pub fn msn(&self) -> Msn {
         Msn::new(field::read_u24(self.bytes(), field_at::MSN))
     }
@@ -49,6 +51,7 @@ pub enum NakCode {
 }
 
 impl NakCode {
+    /// The NAK code of a syndrome's low 5 bits.
     pub const fn from_code(code: u8) -> NakCode {
         match code & 0x1f {
             0 => NakCode::PsnSequenceError,
@@ -60,6 +63,7 @@ impl NakCode {
         }
     }
 
+    /// The 5-bit code.
     pub const fn code(self) -> u8 {
         match self {
             NakCode::PsnSequenceError => 0,
@@ -96,12 +100,15 @@ const RNR_TIMER_US: [u32; 32] = [
 ];
 
 impl RnrTimer {
+    /// The timer of a 5-bit code (higher bits dropped).
     pub const fn new(code: u8) -> RnrTimer {
         RnrTimer(code & 0x1f)
     }
+    /// The 5-bit code.
     pub const fn code(self) -> u8 {
         self.0
     }
+    /// The minimum wait the code stands for, in microseconds (IBA Table 45).
     pub const fn micros(self) -> u32 {
         RNR_TIMER_US[self.0 as usize]
     }
@@ -118,12 +125,15 @@ impl RnrTimer {
 pub enum Syndrome {
     /// Positive acknowledgement with the end-to-end credit count (31 = no credit information).
     Ack {
+        /// The credit count.
         credits: u8,
     },
     /// Receiver not ready: no receive WQE was posted; retry after the timer.
     RnrNak {
+        /// How long the requester must wait at least.
         timer: RnrTimer,
     },
+    /// Negative acknowledgement with its code.
     Nak(NakCode),
     /// Bit 7 set or kind 10: reserved encodings, kept verbatim.
     Reserved(u8),
@@ -133,6 +143,7 @@ impl Syndrome {
     /// Credit count meaning "invalid / no flow-control information" (rxe always sends it).
     pub const UNLIMITED_CREDITS: u8 = 0x1f;
 
+    /// Decodes the AETH's syndrome byte (IBA 9.3.5, Table 44).
     pub const fn from_byte(b: u8) -> Syndrome {
         if b & 0x80 != 0 {
             return Syndrome::Reserved(b);
@@ -147,6 +158,7 @@ impl Syndrome {
         }
     }
 
+    /// The syndrome byte.
     pub const fn to_byte(self) -> u8 {
         match self {
             Syndrome::Ack { credits } => credits & 0x1f,
@@ -183,9 +195,12 @@ impl fmt::Display for Syndrome {
     }
 }
 
+/// The owned form of an AETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AethRepr {
+    /// ACK, RNR NAK or NAK.
     pub syndrome: Syndrome,
+    /// Message sequence number.
     pub msn: Msn,
 }
 

@@ -12,11 +12,13 @@ header_view!(
 );
 
 impl<T: AsRef<[u8]>> AtomicAckEth<T> {
+    /// The word's value before the atomic operation.
     pub fn orig(&self) -> u64 {
         field::read_u64(self.bytes(), 0)
     }
 }
 
+/// The owned form of an AtomicAckETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AtomicAckEthRepr {
     /// Original remote data.

@@ -26,25 +26,34 @@ header_view!(
 );
 
 impl<T: AsRef<[u8]>> AtomicEth<T> {
+    /// The virtual address of the 8-byte word.
     pub fn va(&self) -> u64 {
         field::read_u64(self.bytes(), field_at::VA)
     }
+    /// The R_Key granting atomic access.
     pub fn rkey(&self) -> u32 {
         field::read_u32(self.bytes(), field_at::RKEY)
     }
+    /// The swap value (COMPARE_SWAP) or the addend (FETCH_ADD).
     pub fn swap_add(&self) -> u64 {
         field::read_u64(self.bytes(), field_at::SWAP_ADD)
     }
+    /// The compare value (COMPARE_SWAP; ignored by FETCH_ADD).
     pub fn compare(&self) -> u64 {
         field::read_u64(self.bytes(), field_at::COMPARE)
     }
 }
 
+/// The owned form of an AtomicETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AtomicEthRepr {
+    /// Virtual address of the 8-byte word.
     pub va: u64,
+    /// R_Key.
     pub rkey: u32,
+    /// Swap value or addend.
     pub swap_add: u64,
+    /// Compare value.
     pub compare: u64,
 }
 

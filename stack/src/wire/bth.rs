@@ -38,6 +38,7 @@ header_view!(
 );
 
 impl<T: AsRef<[u8]>> Bth<T> {
+    /// The operation code: transport and operation.
     pub fn opcode(&self) -> Opcode {
         Opcode(self.bytes()[field_at::OPCODE])
     }
@@ -57,6 +58,7 @@ impl<T: AsRef<[u8]>> Bth<T> {
     pub fn tver(&self) -> u8 {
         self.bytes()[field_at::FLAGS] & 0x0f
     }
+    /// The partition key.
     pub fn pkey(&self) -> PKey {
         PKey(field::read_u16(self.bytes(), field_at::PKEY))
     }
@@ -68,9 +70,11 @@ impl<T: AsRef<[u8]>> Bth<T> {
     pub fn becn(&self) -> bool {
         self.bytes()[field_at::ECN] & BECN != 0
     }
+    /// The 6 reserved bits after FECN and BECN.
     pub fn resv6(&self) -> u8 {
         self.bytes()[field_at::ECN] & 0x3f
     }
+    /// The destination queue pair.
     pub fn dest_qp(&self) -> Qpn {
         Qpn::new(field::read_u24(self.bytes(), field_at::DEST_QP))
     }
@@ -78,9 +82,11 @@ impl<T: AsRef<[u8]>> Bth<T> {
     pub fn ack_req(&self) -> bool {
         self.bytes()[field_at::ACK_REQ] & ACK_REQ != 0
     }
+    /// The 7 reserved bits after AckReq.
     pub fn resv7(&self) -> u8 {
         self.bytes()[field_at::ACK_REQ] & 0x7f
     }
+    /// The packet sequence number.
     pub fn psn(&self) -> Psn {
         Psn::new(field::read_u24(self.bytes(), field_at::PSN))
     }
@@ -92,9 +98,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Bth<T> {
         let b = &mut self.bytes_mut()[field_at::ECN];
         *b = (*b & 0x3f) | if fecn { FECN } else { 0 } | if becn { BECN } else { 0 };
     }
+    /// Sets the PSN.
     pub fn set_psn(&mut self, psn: Psn) {
         field::write_u24(self.bytes_mut(), field_at::PSN, psn.value());
     }
+    /// Sets or clears AckReq.
     pub fn set_ack_req(&mut self, ack_req: bool) {
         let b = &mut self.bytes_mut()[field_at::ACK_REQ];
         *b = (*b & !ACK_REQ) | if ack_req { ACK_REQ } else { 0 };
@@ -105,22 +113,31 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Bth<T> {
 /// reproduces it byte for byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BthRepr {
+    /// The operation code.
     pub opcode: Opcode,
+    /// Solicited event.
     pub solicited: bool,
+    /// Migration request.
     pub mig_req: bool,
     /// 0..=3; higher bits are dropped on emit.
     pub pad_count: u8,
     /// 0..=15; higher bits are dropped on emit.
     pub tver: u8,
+    /// Partition key.
     pub pkey: PKey,
+    /// Forward explicit congestion notification.
     pub fecn: bool,
+    /// Backward explicit congestion notification.
     pub becn: bool,
     /// 6 reserved bits; 0 when sending.
     pub resv6: u8,
+    /// Destination queue pair.
     pub dest_qp: Qpn,
+    /// Acknowledge request.
     pub ack_req: bool,
     /// 7 reserved bits; 0 when sending.
     pub resv7: u8,
+    /// Packet sequence number.
     pub psn: Psn,
 }
 

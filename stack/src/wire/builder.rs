@@ -31,8 +31,11 @@ pub const MAX_UNTAGGED_OVERHEAD: usize =
 pub struct RoceRepr<'a> {
     /// `None` for a bare IP packet without a link header (a TUN device, a cooked capture).
     pub eth: Option<EthernetRepr>,
+    /// IPv4 or IPv6 header.
     pub ip: IpRepr<'a>,
+    /// UDP header (destination port 4791).
     pub udp: UdpRepr,
+    /// BTH, extension headers and payload.
     pub ib: IbPacketRepr<'a>,
 }
 
@@ -69,11 +72,13 @@ impl<'a> RoceRepr<'a> {
         self
     }
 
+    /// Sets the IP ECN field (the ICRC masks it, so a switch may change it).
     pub fn with_ecn(mut self, ecn: Ecn) -> RoceRepr<'a> {
         self.ip.set_ecn(ecn);
         self
     }
 
+    /// Sets the IP DSCP (the traffic class deployments give RoCE).
     pub fn with_dscp(mut self, dscp: u8) -> RoceRepr<'a> {
         self.ip.set_dscp(dscp);
         self
@@ -85,6 +90,7 @@ impl<'a> RoceRepr<'a> {
         self
     }
 
+    /// Sets the UDP source port (the entropy ECMP spreads flows by).
     pub fn with_udp_src_port(mut self, port: u16) -> RoceRepr<'a> {
         self.udp.src_port = port;
         self

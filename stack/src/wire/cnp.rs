@@ -15,6 +15,7 @@ header_view!(
 /// The reserved bytes are kept verbatim: senders must zero them but receivers ignore them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct CnpRepr {
+    /// The 16 bytes after the BTH.
     pub reserved: [u8; 16],
 }
 

@@ -23,22 +23,28 @@ header_view!(
 );
 
 impl<T: AsRef<[u8]>> Deth<T> {
+    /// The Q_Key the destination QP must hold (or the controlled-Q_Key form).
     pub fn qkey(&self) -> u32 {
         field::read_u32(self.bytes(), field_at::QKEY)
     }
+    /// The reserved byte before the source QP.
     pub fn resv(&self) -> u8 {
         self.bytes()[field_at::RESV]
     }
+    /// The sending queue pair.
     pub fn src_qp(&self) -> Qpn {
         Qpn::new(field::read_u24(self.bytes(), field_at::SRC_QP))
     }
 }
 
+/// The owned form of a DETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DethRepr {
+    /// Q_Key.
     pub qkey: u32,
     /// Reserved byte; 0 when sending.
     pub resv: u8,
+    /// Source queue pair.
     pub src_qp: Qpn,
 }
 

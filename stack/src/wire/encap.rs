@@ -88,6 +88,7 @@ pub enum Ecn {
 }
 
 impl Ecn {
+    /// The codepoint of the two low bits.
     pub const fn from_bits(bits: u8) -> Ecn {
         match bits & 0x3 {
             0b00 => Ecn::NotEct,
@@ -97,6 +98,7 @@ impl Ecn {
         }
     }
 
+    /// The two-bit codepoint.
     pub const fn bits(self) -> u8 {
         match self {
             Ecn::NotEct => 0b00,
@@ -127,20 +129,27 @@ impl fmt::Display for Ecn {
 /// Wider values are masked on emit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct VlanTag {
+    /// Priority code point, 3 bits: the PFC priority.
     pub pcp: u8,
+    /// Drop eligible indicator.
     pub dei: bool,
+    /// VLAN identifier, 12 bits.
     pub vid: u16,
 }
 
 /// An Ethernet II header; the EtherType follows from the IP version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct EthernetRepr {
+    /// Destination MAC address.
     pub dst: [u8; 6],
+    /// Source MAC address.
     pub src: [u8; 6],
+    /// The 802.1Q tag, if any.
     pub vlan: Option<VlanTag>,
 }
 
 impl EthernetRepr {
+    /// An untagged header from `src` to `dst`.
     pub const fn new(src: [u8; 6], dst: [u8; 6]) -> EthernetRepr {
         EthernetRepr {
             dst,
@@ -149,6 +158,7 @@ impl EthernetRepr {
         }
     }
 
+    /// Bytes on the wire: 14, or 18 with a tag.
     pub const fn header_len(&self) -> usize {
         ETHERNET_HEADER_LEN + if self.vlan.is_some() { VLAN_TAG_LEN } else { 0 }
     }
@@ -157,14 +167,19 @@ impl EthernetRepr {
 /// The IPv4 header fields a RoCEv2 sender chooses; length, protocol and checksum are derived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ipv4Repr<'a> {
+    /// Source address.
     pub src: Ipv4Addr,
+    /// Destination address.
     pub dst: Ipv4Addr,
     /// 6 bits; wider values are masked on emit.
     pub dscp: u8,
+    /// ECN field.
     pub ecn: Ecn,
+    /// Identification (rxe counts it per packet).
     pub identification: u16,
     /// rxe sets DF: RoCEv2 packets are sized to the path MTU and never fragmented.
     pub dont_fragment: bool,
+    /// Time to live.
     pub ttl: u8,
     /// Raw IPv4 options (a multiple of 4 bytes, at most 40); rxe sends none.
     pub options: &'a [u8],
@@ -189,17 +204,22 @@ impl Ipv4Repr<'_> {
 /// The IPv6 header fields a RoCEv2 sender chooses; payload length and next header are derived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ipv6Repr {
+    /// Source address.
     pub src: Ipv6Addr,
+    /// Destination address.
     pub dst: Ipv6Addr,
     /// 6 bits; wider values are masked on emit.
     pub dscp: u8,
+    /// ECN field.
     pub ecn: Ecn,
     /// 20 bits; wider values are masked on emit.
     pub flow_label: u32,
+    /// Hop limit.
     pub hop_limit: u8,
 }
 
 impl Ipv6Repr {
+    /// Default header fields: traffic class 0, flow label 0, hop limit 64.
     pub const fn new(src: Ipv6Addr, dst: Ipv6Addr) -> Ipv6Repr {
         Ipv6Repr {
             src,
@@ -215,7 +235,9 @@ impl Ipv6Repr {
 /// IPv4 or IPv6, with accessors for what both have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IpRepr<'a> {
+    /// IPv4.
     V4(Ipv4Repr<'a>),
+    /// IPv6.
     V6(Ipv6Repr),
 }
 
@@ -230,6 +252,7 @@ impl<'a> IpRepr<'a> {
         }
     }
 
+    /// Source address.
     pub fn src_addr(&self) -> IpAddr {
         match self {
             IpRepr::V4(h) => h.src.into(),
@@ -237,6 +260,7 @@ impl<'a> IpRepr<'a> {
         }
     }
 
+    /// Destination address.
     pub fn dst_addr(&self) -> IpAddr {
         match self {
             IpRepr::V4(h) => h.dst.into(),
@@ -244,6 +268,7 @@ impl<'a> IpRepr<'a> {
         }
     }
 
+    /// ECN field.
     pub fn ecn(&self) -> Ecn {
         match self {
             IpRepr::V4(h) => h.ecn,
@@ -251,6 +276,7 @@ impl<'a> IpRepr<'a> {
         }
     }
 
+    /// Sets the ECN field.
     pub fn set_ecn(&mut self, ecn: Ecn) {
         match self {
             IpRepr::V4(h) => h.ecn = ecn,
@@ -258,6 +284,7 @@ impl<'a> IpRepr<'a> {
         }
     }
 
+    /// DSCP, the traffic class's upper six bits.
     pub fn dscp(&self) -> u8 {
         match self {
             IpRepr::V4(h) => h.dscp,
@@ -265,6 +292,7 @@ impl<'a> IpRepr<'a> {
         }
     }
 
+    /// Sets the DSCP.
     pub fn set_dscp(&mut self, dscp: u8) {
         match self {
             IpRepr::V4(h) => h.dscp = dscp,
@@ -280,6 +308,7 @@ impl<'a> IpRepr<'a> {
         }
     }
 
+    /// Sets the IPv4 TTL or IPv6 hop limit.
     pub fn set_ttl(&mut self, ttl: u8) {
         match self {
             IpRepr::V4(h) => h.ttl = ttl,
@@ -287,6 +316,7 @@ impl<'a> IpRepr<'a> {
         }
     }
 
+    /// Bytes on the wire: 20 plus options, or 40.
     pub fn header_len(&self) -> usize {
         match self {
             IpRepr::V4(h) => IPV4_HEADER_LEN + h.options.len(),
@@ -294,6 +324,7 @@ impl<'a> IpRepr<'a> {
         }
     }
 
+    /// The EtherType that announces this header.
     pub const fn ethertype(&self) -> u16 {
         match self {
             IpRepr::V4(_) => ETHERTYPE_IPV4,
@@ -305,7 +336,9 @@ impl<'a> IpRepr<'a> {
 /// The UDP header fields a sender chooses; the length is derived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct UdpRepr {
+    /// Source port: flow entropy for ECMP, derived from the QPs by rxe.
     pub src_port: u16,
+    /// Destination port: 4791 for RoCEv2.
     pub dst_port: u16,
     /// rxe sends 0 (no checksum): the ICRC protects the packet end to end.
     pub checksum: u16,

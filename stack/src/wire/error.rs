@@ -9,14 +9,19 @@ pub enum WireError {
     /// The buffer ends before the header does.
     #[error("{header}: truncated, {needed} bytes needed but {available} present")]
     Truncated {
+        /// The header being read or written.
         header: &'static str,
+        /// Its length, or the bytes the buffer needed.
         needed: usize,
+        /// The bytes there were.
         available: usize,
     },
     /// A field holds a value this header cannot carry (for example a length field that lies).
     #[error("{header}: malformed: {reason}")]
     Malformed {
+        /// The header.
         header: &'static str,
+        /// What is wrong.
         reason: &'static str,
     },
     /// The BTH opcode is not one of the RC, UC, UD or CNP opcodes this stack understands.

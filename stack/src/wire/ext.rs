@@ -18,14 +18,23 @@ use super::reth::RethRepr;
 /// The extension headers of one packet; which are present is decided by the opcode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct ExtHeaders {
+    /// Datagram ETH: UD requests.
     pub deth: Option<DethRepr>,
+    /// Flush ETH: FLUSH requests.
     pub feth: Option<FethRepr>,
+    /// RDMA ETH: WRITE and READ requests (the first packet), FLUSH.
     pub reth: Option<RethRepr>,
+    /// Atomic ETH: COMPARE_SWAP and FETCH_ADD requests.
     pub atomic_eth: Option<AtomicEthRepr>,
+    /// ACK ETH: acknowledgements, NAKs, READ responses (first and last).
     pub aeth: Option<AethRepr>,
+    /// Atomic acknowledge ETH: the original value an atomic returns.
     pub atomic_ack_eth: Option<AtomicAckEthRepr>,
+    /// Immediate data: the last packet of a SEND or WRITE with immediate.
     pub immdt: Option<ImmDtRepr>,
+    /// Invalidate ETH: the last packet of a SEND with invalidate.
     pub ieth: Option<IethRepr>,
+    /// The 16 reserved bytes of a CNP.
     pub cnp: Option<CnpRepr>,
 }
 
@@ -137,8 +146,11 @@ pub const fn pad_for(payload_len: usize) -> u8 {
 /// BTH, extension headers, payload and pad: what follows the UDP header up to the ICRC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IbPacketRepr<'a> {
+    /// The base transport header.
     pub bth: BthRepr,
+    /// The extension headers the opcode calls for.
     pub ext: ExtHeaders,
+    /// The payload, without the pad.
     pub payload: &'a [u8],
 }
 

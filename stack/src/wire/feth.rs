@@ -17,6 +17,7 @@ header_view!(
 );
 
 impl<T: AsRef<[u8]>> Feth<T> {
+    /// The whole 32-bit word.
     pub fn raw(&self) -> u32 {
         field::read_u32(self.bytes(), 0)
     }
@@ -41,18 +42,22 @@ pub mod selectivity {
 /// The whole 32-bit word is kept so that reserved bits survive a round trip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FethRepr {
+    /// The word: selectivity level in bits 5-4, placement type in bits 3-0.
     pub raw: u32,
 }
 
 impl FethRepr {
+    /// A FETH of a selectivity level ([`selectivity`]) and placement bits ([`placement`]).
     pub const fn new(selectivity_level: u8, placement_type: u8) -> FethRepr {
         FethRepr {
             raw: ((selectivity_level as u32 & 0x3) << 4) | (placement_type as u32 & 0xf),
         }
     }
+    /// The selectivity level, bits 5-4.
     pub const fn selectivity_level(self) -> u8 {
         ((self.raw >> 4) & 0x3) as u8
     }
+    /// The placement type, bits 3-0.
     pub const fn placement_type(self) -> u8 {
         (self.raw & 0xf) as u8
     }

@@ -28,6 +28,7 @@ macro_rules! u24_newtype {
                 if value > U24_MASK { None } else { Some(Self(value)) }
             }
 
+            /// The number.
             pub const fn value(self) -> u32 {
                 self.0
             }

@@ -20,17 +20,20 @@ pub trait FixedHeader: Sized {
     /// Writes the header into the first `LEN` bytes of a buffer at least that long.
     fn emit_unchecked(&self, buf: &mut [u8]);
 
+    /// Reads the header, or says the buffer is too short.
     fn parse(buf: &[u8]) -> Result<Self> {
         check_len(Self::NAME, buf, Self::LEN)?;
         Ok(Self::parse_unchecked(buf))
     }
 
+    /// Writes the header, or says the buffer is too short.
     fn emit(&self, buf: &mut [u8]) -> Result<()> {
         check_len(Self::NAME, buf, Self::LEN)?;
         self.emit_unchecked(buf);
         Ok(())
     }
 
+    /// The header's length on the wire, `LEN`.
     fn buffer_len(&self) -> usize {
         Self::LEN
     }
@@ -60,6 +63,7 @@ macro_rules! header_view {
                 Ok(Self { buffer })
             }
 
+            /// The buffer.
             pub fn into_inner(self) -> T {
                 self.buffer
             }

@@ -12,13 +12,16 @@ header_view!(
 );
 
 impl<T: AsRef<[u8]>> Ieth<T> {
+    /// The R_Key the responder invalidates.
     pub fn rkey(&self) -> u32 {
         field::read_u32(self.bytes(), 0)
     }
 }
 
+/// The owned form of an IETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IethRepr {
+    /// The R_Key to invalidate.
     pub rkey: u32,
 }
 

@@ -13,13 +13,16 @@ header_view!(
 );
 
 impl<T: AsRef<[u8]>> ImmDt<T> {
+    /// The immediate data, as sent (big-endian on the wire).
     pub fn imm(&self) -> u32 {
         field::read_u32(self.bytes(), 0)
     }
 }
 
+/// The owned form of an ImmDt header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ImmDtRepr {
+    /// Immediate data.
     pub imm: u32,
 }
 

@@ -3,6 +3,7 @@
 //! Nothing in this module panics on any input: constructors check lengths once, after which
 //! accessors index freely.
 
+/// Parse and emit errors.
 pub mod error;
 mod header;
 

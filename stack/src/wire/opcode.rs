@@ -45,22 +45,33 @@ impl Transport {
 pub struct Headers(u16);
 
 impl Headers {
+    /// No extension header.
     pub const NONE: Headers = Headers(0);
+    /// Datagram ETH (UD).
     pub const DETH: Headers = Headers(1 << 0);
+    /// RDMA ETH.
     pub const RETH: Headers = Headers(1 << 1);
+    /// Atomic ETH.
     pub const ATOMIC_ETH: Headers = Headers(1 << 2);
+    /// ACK ETH.
     pub const AETH: Headers = Headers(1 << 3);
+    /// Atomic acknowledge ETH.
     pub const ATOMIC_ACK_ETH: Headers = Headers(1 << 4);
+    /// Immediate data.
     pub const IMMDT: Headers = Headers(1 << 5);
+    /// Invalidate ETH.
     pub const IETH: Headers = Headers(1 << 6);
+    /// Flush ETH.
     pub const FETH: Headers = Headers(1 << 7);
     /// The 16 reserved bytes of a RoCEv2 CNP.
     pub const CNP: Headers = Headers(1 << 8);
 
+    /// The headers of both sets.
     pub const fn union(self, other: Headers) -> Headers {
         Headers(self.0 | other.0)
     }
 
+    /// Whether every header of `other` is in this set.
     pub const fn contains(self, other: Headers) -> bool {
         self.0 & other.0 == other.0
     }
@@ -101,6 +112,7 @@ impl fmt::Debug for Headers {
 pub struct OpcodeInfo {
     /// The operation name without the transport prefix, as in ib_pack.h (`SEND_ONLY`).
     pub operation: &'static str,
+    /// The extension headers after the BTH, in order.
     pub headers: Headers,
     /// True when data may follow the headers (SEND, WRITE, READ response, ATOMIC_WRITE).
     pub payload: bool,
@@ -108,30 +120,55 @@ pub struct OpcodeInfo {
 
 /// The operation-specific low five bits of an opcode (IBA Table 38).
 pub mod op {
+    /// SEND First.
     pub const SEND_FIRST: u8 = 0x00;
+    /// SEND Middle.
     pub const SEND_MIDDLE: u8 = 0x01;
+    /// SEND Last.
     pub const SEND_LAST: u8 = 0x02;
+    /// SEND Last with Immediate.
     pub const SEND_LAST_WITH_IMMEDIATE: u8 = 0x03;
+    /// SEND Only.
     pub const SEND_ONLY: u8 = 0x04;
+    /// SEND Only with Immediate.
     pub const SEND_ONLY_WITH_IMMEDIATE: u8 = 0x05;
+    /// RDMA WRITE First.
     pub const RDMA_WRITE_FIRST: u8 = 0x06;
+    /// RDMA WRITE Middle.
     pub const RDMA_WRITE_MIDDLE: u8 = 0x07;
+    /// RDMA WRITE Last.
     pub const RDMA_WRITE_LAST: u8 = 0x08;
+    /// RDMA WRITE Last with Immediate.
     pub const RDMA_WRITE_LAST_WITH_IMMEDIATE: u8 = 0x09;
+    /// RDMA WRITE Only.
     pub const RDMA_WRITE_ONLY: u8 = 0x0a;
+    /// RDMA WRITE Only with Immediate.
     pub const RDMA_WRITE_ONLY_WITH_IMMEDIATE: u8 = 0x0b;
+    /// RDMA READ Request.
     pub const RDMA_READ_REQUEST: u8 = 0x0c;
+    /// RDMA READ response First.
     pub const RDMA_READ_RESPONSE_FIRST: u8 = 0x0d;
+    /// RDMA READ response Middle.
     pub const RDMA_READ_RESPONSE_MIDDLE: u8 = 0x0e;
+    /// RDMA READ response Last.
     pub const RDMA_READ_RESPONSE_LAST: u8 = 0x0f;
+    /// RDMA READ response Only.
     pub const RDMA_READ_RESPONSE_ONLY: u8 = 0x10;
+    /// Acknowledge (ACK, NAK, RNR NAK).
     pub const ACKNOWLEDGE: u8 = 0x11;
+    /// ATOMIC Acknowledge.
     pub const ATOMIC_ACKNOWLEDGE: u8 = 0x12;
+    /// CmpSwap.
     pub const COMPARE_SWAP: u8 = 0x13;
+    /// FetchAdd.
     pub const FETCH_ADD: u8 = 0x14;
+    /// SEND Last with Invalidate.
     pub const SEND_LAST_WITH_INVALIDATE: u8 = 0x16;
+    /// SEND Only with Invalidate.
     pub const SEND_ONLY_WITH_INVALIDATE: u8 = 0x17;
+    /// FLUSH (IBA 1.5).
     pub const FLUSH: u8 = 0x1c;
+    /// ATOMIC WRITE (IBA 1.5).
     pub const ATOMIC_WRITE: u8 = 0x1d;
 }
 
@@ -196,6 +233,7 @@ impl Opcode {
     /// RoCEv2 congestion notification packet (Annex A17.9.2).
     pub const CNP: Opcode = Opcode(0x81);
 
+    /// The opcode of operation `low` (an [`op`] constant) on `transport`.
     pub const fn new(transport: Transport, low: u8) -> Opcode {
         let high = match transport {
             Transport::Rc => 0x00,
@@ -209,10 +247,12 @@ impl Opcode {
         Opcode(high | (low & 0x1f))
     }
 
+    /// The byte as on the wire.
     pub const fn value(self) -> u8 {
         self.0
     }
 
+    /// The transport the high three bits name.
     pub const fn transport(self) -> Transport {
         match self.0 >> 5 {
             0 => Transport::Rc,
@@ -251,6 +291,7 @@ impl Opcode {
         }
     }
 
+    /// Whether the opcode table describes this opcode (RC, UC, UD or CNP).
     pub const fn is_known(self) -> bool {
         self.info().is_some()
     }

@@ -32,10 +32,15 @@ use super::{
 /// The layers of a RoCEv2 frame, for saying where something is wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Layer {
+    /// The Ethernet II header.
     Ethernet,
+    /// An 802.1Q tag.
     Vlan,
+    /// The IPv4 header.
     Ipv4,
+    /// The IPv6 header.
     Ipv6,
+    /// The UDP header.
     Udp,
     /// BTH through pad.
     Ib,
@@ -57,11 +62,13 @@ impl fmt::Display for Layer {
 /// Why a well-formed frame is not a RoCEv2 packet at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NotRoce {
+    /// An EtherType other than IPv4, IPv6 and RoCE v1.
     EtherType(u16),
     /// EtherType 0x8915: RoCE v1, the IB GRH straight over Ethernet.
     RoceV1,
     /// IPv4 protocol or IPv6 next header other than UDP (IPv6 extension headers included).
     IpProtocol(u8),
+    /// A UDP destination port other than 4791.
     UdpPort(u16),
 }
 
@@ -79,35 +86,59 @@ impl fmt::Display for NotRoce {
 /// Why a frame could not be sliced into a RoCEv2 packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum PacketError {
+    /// A well-formed frame of another protocol.
     #[error("not RoCEv2: {0}")]
     NotRoce(NotRoce),
+    /// The frame ends inside a header.
     #[error("{layer}: truncated, {needed} bytes needed but {available} present")]
     Truncated {
+        /// The header cut short.
         layer: Layer,
+        /// Its length.
         needed: usize,
+        /// The bytes the frame has left.
         available: usize,
     },
     /// A length field claims more bytes than the frame holds.
     #[error("{layer}: {field} says {value} bytes but only {available} are present")]
     LengthBeyondData {
+        /// The layer of the length field.
         layer: Layer,
+        /// The field's name.
         field: &'static str,
+        /// What it says.
         value: usize,
+        /// The bytes the frame has.
         available: usize,
     },
     /// A length field is smaller than the headers it must include.
     #[error("{layer}: {field} says {value} bytes, less than the {min} its headers take")]
     LengthTooSmall {
+        /// The layer of the length field.
         layer: Layer,
+        /// The field's name.
         field: &'static str,
+        /// What it says.
         value: usize,
+        /// The headers' length.
         min: usize,
     },
     /// The UDP length disagrees with the IP header's length.
     #[error("UDP: length says {udp} bytes but the IP header leaves {ip} for UDP")]
-    UdpLengthMismatch { udp: usize, ip: usize },
+    UdpLengthMismatch {
+        /// The UDP length field.
+        udp: usize,
+        /// What the IP header leaves after itself.
+        ip: usize,
+    },
+    /// A header field holds a value the layer does not allow.
     #[error("{layer}: {reason}")]
-    Malformed { layer: Layer, reason: &'static str },
+    Malformed {
+        /// The layer.
+        layer: Layer,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// BTH, extension headers or pad are wrong (unknown opcode, truncated header, pad too big).
     #[error("{0}")]
     Ib(#[from] WireError),
@@ -269,18 +300,23 @@ impl<'a> RocePacket<'a> {
     pub fn eth(&self) -> Option<&EthernetRepr> {
         self.eth.as_ref()
     }
+    /// The IP header.
     pub fn ip(&self) -> &IpRepr<'a> {
         &self.ip
     }
+    /// The IP ECN field.
     pub fn ecn(&self) -> Ecn {
         self.ip.ecn()
     }
+    /// The UDP header.
     pub fn udp(&self) -> &UdpRepr {
         &self.udp
     }
+    /// The BTH opcode.
     pub fn opcode(&self) -> Opcode {
         Opcode(self.frame[self.bth_start])
     }
+    /// The BTH.
     pub fn bth(&self) -> BthRepr {
         BthRepr::parse_unchecked(&self.frame[self.bth_start..])
     }
@@ -298,6 +334,7 @@ impl<'a> RocePacket<'a> {
             payload: self.payload(),
         }
     }
+    /// The payload, without the pad.
     pub fn payload(&self) -> &'a [u8] {
         &self.frame[self.payload_start..self.payload_end]
     }
@@ -321,6 +358,7 @@ impl<'a> RocePacket<'a> {
         icrc::compute(&self.frame[self.ip_start..self.ip_end - ICRC_LEN]).unwrap_or(!self.icrc())
     }
 
+    /// Whether the ICRC the packet carries is the one it should carry.
     pub fn icrc_ok(&self) -> bool {
         self.computed_icrc() == self.icrc()
     }
@@ -344,9 +382,11 @@ impl<'a> RocePacket<'a> {
     pub fn ip_offset(&self) -> usize {
         self.ip_start
     }
+    /// Where the UDP header starts in the frame.
     pub fn udp_offset(&self) -> usize {
         self.bth_start - UDP_HEADER_LEN
     }
+    /// Where the BTH starts in the frame.
     pub fn bth_offset(&self) -> usize {
         self.bth_start
     }

@@ -24,21 +24,28 @@ header_view!(
 );
 
 impl<T: AsRef<[u8]>> Reth<T> {
+    /// The virtual address the data goes to or comes from.
     pub fn va(&self) -> u64 {
         field::read_u64(self.bytes(), field_at::VA)
     }
+    /// The R_Key granting the access.
     pub fn rkey(&self) -> u32 {
         field::read_u32(self.bytes(), field_at::RKEY)
     }
+    /// The length of the whole message (DMA length).
     pub fn dma_len(&self) -> u32 {
         field::read_u32(self.bytes(), field_at::DMA_LEN)
     }
 }
 
+/// The owned form of a RETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RethRepr {
+    /// Virtual address.
     pub va: u64,
+    /// R_Key.
     pub rkey: u32,
+    /// DMA length.
     pub dma_len: u32,
 }
 

@@ -16,7 +16,9 @@ use crate::wire::cm::{reject_reason, sidr_status};
 /// The next thing that happened.
 #[derive(Debug)]
 pub enum Next {
+    /// A work completion of the connection's QP.
     Completion(WorkCompletion),
+    /// An rdma_cm event.
     Cm(CmEvent),
 }
 

@@ -25,29 +25,47 @@ mod testing;
 /// Why a program stopped; each says in one line what to do about it where it can.
 #[derive(Debug, Error)]
 pub enum AppError {
+    /// The runtime failed.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// The TCP exchange with the peer failed.
     #[error("out-of-band exchange: {0}")]
     Oob(#[from] OobError),
+    /// `-g` names a GID index the endpoint does not have.
     #[error("can't read sgid of index {index}: the endpoint has {count} GIDs ({list})")]
     NoGid {
+        /// The index asked for.
         index: usize,
+        /// GIDs the endpoint has.
         count: usize,
+        /// Them, listed.
         list: String,
     },
+    /// The peer gave no GID, so its address is unknown.
     #[error("the peer sent an all-zero GID: run it with -g IDX (perftest: -x IDX)")]
     PeerWithoutGid,
     /// As the tools print it, with the `ibv_wc_status` number.
     #[error("Failed status {name} ({code}) for wr_id {wr_id}")]
     Completion {
+        /// The status's name (`IBV_WC_...`).
         name: &'static str,
+        /// Its `ibv_wc_status` number.
         code: u32,
+        /// The failed work request.
         wr_id: u64,
     },
+    /// A completion for a work request the tool never posted.
     #[error("Completion for unknown wr_id {0}")]
     UnknownWrId(u64),
+    /// No completion came in time.
     #[error("timed out after {after:?} waiting for a completion ({progress})")]
-    Stalled { after: Duration, progress: String },
+    Stalled {
+        /// How long was waited.
+        after: Duration,
+        /// How far the run got.
+        progress: String,
+    },
+    /// Options the tool cannot run with, explained.
     #[error("{0}")]
     Usage(String),
     /// The received data failed a check the tool was asked to make (pingpong's `-c`).
@@ -56,18 +74,27 @@ pub enum AppError {
     /// rdma_cm: the peer answered our REQ (or SIDR_REQ) with a refusal.
     #[error("{peer} port {port} refused the connection: REJ reason {reason} ({meaning}){hint}")]
     Rejected {
+        /// The peer's address.
         peer: IpAddr,
+        /// The port asked for.
         port: u16,
+        /// The REJ reason code (IBA Table 112).
         reason: u16,
+        /// Its meaning.
         meaning: &'static str,
+        /// What to do about it, if anything ("" or a sentence after a colon).
         hint: &'static str,
     },
     /// rdma_cm: the peer never answered, every retry spent.
     #[error("{peer} port {port} did not answer: no {what} after {retries} retries")]
     Unreachable {
+        /// The peer's address.
         peer: IpAddr,
+        /// The port asked for.
         port: u16,
+        /// The answer waited for (REP, SIDR_REP...).
         what: &'static str,
+        /// Retries spent.
         retries: u8,
     },
 }

@@ -65,19 +65,26 @@ impl AtomicType {
     }
 }
 
+/// What `roce perf` runs: perftest's options with its spellings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PerfOptions {
+    /// WRITE, READ, SEND or atomic.
     pub test: BwTest,
+    /// The server to connect to; `None` to be the server.
     pub server: Option<String>,
+    /// The TCP port of the exchange (`-p`).
     pub port: u16,
     /// Message size; atomics are always 8 bytes.
     pub size: u32,
+    /// Operations per run (`-n`).
     pub iters: u32,
+    /// Operations outstanding at once (`-t`).
     pub tx_depth: u32,
     /// Receives the SEND server keeps posted.
     pub rx_depth: u32,
     /// Path MTU; `None` for the largest the device carries (perftest: the port's active MTU).
     pub mtu: Option<Mtu>,
+    /// The GID index to send from (`-x`).
     pub gid_index: usize,
     /// Longest wait for the peer, including the whole test while the server waits.
     pub timeout: Duration,
@@ -97,6 +104,7 @@ pub struct PerfOptions {
 }
 
 impl PerfOptions {
+    /// The defaults of `test`, perftest's, as client of `server` or as server.
     pub fn new(test: BwTest, server: Option<String>) -> PerfOptions {
         let d = test.defaults();
         PerfOptions {

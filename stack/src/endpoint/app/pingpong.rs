@@ -25,17 +25,24 @@ const SEND_WRID: u64 = 2;
 /// Where our buffer appears to the engine (any page-aligned address does).
 const BUF_VA: u64 = 0x10_0000;
 
+/// What `roce pingpong` runs: the rdma-core pingpong tools' options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PingpongOptions {
+    /// Which of the three tools (RC, UC or UD).
     pub tool: Tool,
     /// The server to connect to; `None` to be the server.
     pub server: Option<String>,
+    /// The TCP port of the exchange (`-p`).
     pub port: u16,
+    /// Message size (`-s`).
     pub size: u32,
+    /// Round trips (`-n`).
     pub iters: u32,
+    /// Receives kept posted (`-r`).
     pub rx_depth: u32,
     /// Path MTU of RC and UC (ignored by UD, which uses the port's).
     pub mtu: Mtu,
+    /// The GID index to send from (`-g`).
     pub gid_index: usize,
     /// Longest wait for the peer: TCP connect and each exchange step, each completion.
     pub timeout: Duration,
@@ -74,8 +81,11 @@ impl PingpongOptions {
 /// What the tools print at the end.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PingpongSummary {
+    /// Message size.
     pub size: u32,
+    /// Round trips.
     pub iters: u32,
+    /// From the first post to the last completion.
     pub elapsed: Duration,
 }
 

@@ -59,6 +59,7 @@ use crate::wire::{FixedHeader, Psn, Qpn};
 /// A MAD to send to the GSI (QP1) of `dest`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outgoing {
+    /// The peer's address.
     pub dest: IpAddr,
     /// The whole 256-byte MAD.
     pub mad: Vec<u8>,
@@ -69,14 +70,17 @@ pub struct Outgoing {
 pub struct ConnInfo {
     /// The state, in words ("established", "REP sent", ...).
     pub state: &'static str,
+    /// Whether the connection reached RTS and was confirmed.
     pub established: bool,
     /// The peer's address (where its MADs come from and ours go).
     pub peer: IpAddr,
+    /// Our address on the connection.
     pub local_addr: IpAddr,
     /// The client's port: ours on the active side, the peer's on the passive side.
     pub port: u16,
     /// Our QP (0 before it is known).
     pub qpn: Qpn,
+    /// The peer's QP (0 before it is known).
     pub remote_qpn: Qpn,
     /// The peer's communication ID (0 before it is known).
     pub remote_id: u32,
@@ -135,6 +139,7 @@ pub struct ConnectionManager {
 }
 
 impl ConnectionManager {
+    /// A manager with no listeners or connections.
     pub fn new(config: CmConfig) -> ConnectionManager {
         let mut rng = Rng::new(config.seed);
         let tid_high = rng.next_u64() as u32;
@@ -156,10 +161,12 @@ impl ConnectionManager {
         }
     }
 
+    /// The configuration it was made with.
     pub fn config(&self) -> &CmConfig {
         &self.config
     }
 
+    /// What it has done so far.
     pub fn stats(&self) -> &CmStats {
         &self.stats
     }

@@ -103,6 +103,7 @@ pub fn ca_guid_of_mac(mac: [u8; 6]) -> u64 {
 pub struct ListenParams {
     /// RDMA_PS_TCP for RC (rping, perftest -R, ucmatose), RDMA_PS_UDP for UD via SIDR.
     pub port_space: PortSpace,
+    /// The port to listen on.
     pub port: u16,
     /// Only REQs whose IP CM header names this address (rdma_bind_addr to one address);
     /// `None` for any of ours.
@@ -116,11 +117,13 @@ pub struct ConnectParams {
     pub dest: IpAddr,
     /// Our address towards it (the host fills this in from its routes).
     pub src: IpAddr,
+    /// TCP (RC) or UDP (UD through SIDR).
     pub port_space: PortSpace,
     /// The server's port.
     pub port: u16,
     /// Our QP (RC or UC), in RESET or INIT.
     pub qpn: Qpn,
+    /// RC or UC.
     pub qp_type: QpType,
     /// READs and atomics we accept outstanding (the peer's initiator depth at most).
     pub responder_resources: u8,
@@ -189,8 +192,11 @@ impl AcceptParams {
 /// A UD client's service ID resolution request (rdma_cm's RDMA_PS_UDP).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SidrParams {
+    /// The server.
     pub dest: IpAddr,
+    /// Our address towards it.
     pub src: IpAddr,
+    /// The server's port.
     pub port: u16,
     /// The consumer's private data (at most 180 bytes after rdma_cm's IP header).
     pub private_data: Vec<u8>,
@@ -199,18 +205,23 @@ pub struct SidrParams {
 /// A connect request as the consumer sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectRequest {
+    /// The listener the request came to.
     pub listener: ListenerId,
     /// The client's address and port (from rdma_cm's IP CM header).
     pub peer: IpAddr,
+    /// The client's port.
     pub peer_port: u16,
+    /// RC or UC.
     pub qp_type: QpType,
     /// The client's QP and first PSN.
     pub remote_qpn: Qpn,
+    /// The client's first PSN: what our responder expects.
     pub remote_psn: Psn,
     /// What the client accepts outstanding: our initiator depth at most.
     pub responder_resources: u8,
     /// What the client keeps outstanding: our responder resources at most.
     pub initiator_depth: u8,
+    /// The path MTU the client asks for.
     pub mtu: Mtu,
     /// The consumer's private data after rdma_cm's IP header.
     pub private_data: Vec<u8>,
@@ -219,9 +230,13 @@ pub struct ConnectRequest {
 /// A service ID resolution request as the consumer sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SidrRequest {
+    /// The listener the request came to.
     pub listener: ListenerId,
+    /// The client's address.
     pub peer: IpAddr,
+    /// The client's port.
     pub peer_port: u16,
+    /// The consumer's private data after rdma_cm's IP header.
     pub private_data: Vec<u8>,
 }
 
@@ -240,36 +255,69 @@ pub enum TimedOutStage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CmEvent {
     /// A client asks to connect (RDMA_CM_EVENT_CONNECT_REQUEST): accept or reject it.
-    ConnectRequest { id: ConnId, request: ConnectRequest },
+    ConnectRequest {
+        /// The new connection, to accept or reject.
+        id: ConnId,
+        /// What the client asks for.
+        request: ConnectRequest,
+    },
     /// The connection is up (RDMA_CM_EVENT_ESTABLISHED): the QP is in RTS.
-    Established { id: ConnId, private_data: Vec<u8> },
+    Established {
+        /// The connection.
+        id: ConnId,
+        /// The private data of the REP (active side) or empty (passive side).
+        private_data: Vec<u8>,
+    },
     /// The peer refused (RDMA_CM_EVENT_REJECTED), with the REJ's reason.
     Rejected {
+        /// The connection.
         id: ConnId,
+        /// The REJ reason (IBA Table 112).
         reason: u16,
+        /// The REJ's private data.
         private_data: Vec<u8>,
     },
     /// The peer stopped answering after every retry (RDMA_CM_EVENT_UNREACHABLE).
     TimedOut {
+        /// The connection.
         id: ConnId,
+        /// Which answer never came.
         stage: TimedOutStage,
+        /// Retries spent.
         retries: u8,
     },
     /// The connection is closed (RDMA_CM_EVENT_DISCONNECTED): the QP is in the error state.
-    Disconnected { id: ConnId },
+    Disconnected {
+        /// The connection.
+        id: ConnId,
+    },
     /// A UD client asks which QP serves a service (RDMA_CM_EVENT_CONNECT_REQUEST on a UDP
     /// port): answer with `sidr_reply` or `sidr_reject`.
-    SidrRequest { id: ConnId, request: SidrRequest },
+    SidrRequest {
+        /// The new request, to answer.
+        id: ConnId,
+        /// What the client asks for.
+        request: SidrRequest,
+    },
     /// Our SIDR_REQ was answered (RDMA_CM_EVENT_ESTABLISHED on a UDP id): send to `qpn`
     /// with `qkey`.
     SidrResolved {
+        /// The connection.
         id: ConnId,
+        /// The server's UD QP.
         qpn: Qpn,
+        /// Its Q_Key.
         qkey: u32,
+        /// The SIDR_REP's private data.
         private_data: Vec<u8>,
     },
     /// Our SIDR_REQ was answered with a failure status (RDMA_CM_EVENT_UNREACHABLE).
-    SidrFailed { id: ConnId, status: u8 },
+    SidrFailed {
+        /// The connection.
+        id: ConnId,
+        /// The SIDR_REP status (IBA Table 118).
+        status: u8,
+    },
 }
 
 impl CmEvent {
@@ -291,26 +339,44 @@ impl CmEvent {
 /// Why a call to the manager failed.
 #[derive(Debug, Error)]
 pub enum CmError {
+    /// No connection has this ID.
     #[error("no connection {0:?}")]
     UnknownConnection(ConnId),
+    /// The connection's state does not allow the call.
     #[error("connection {id:?} is {state}: it cannot {action}")]
     WrongState {
+        /// The connection.
         id: ConnId,
+        /// Its state, in words.
         state: &'static str,
+        /// The call refused.
         action: &'static str,
     },
+    /// Another listener has the port.
     #[error("{port_space} port {port} is already listened on")]
-    PortInUse { port_space: &'static str, port: u16 },
+    PortInUse {
+        /// The port space's name (`RDMA_PS_TCP`, ...).
+        port_space: &'static str,
+        /// The port.
+        port: u16,
+    },
+    /// The consumer's private data does not fit the message.
     #[error("private data of {len} bytes does not fit the {limit} bytes a {message} leaves")]
     PrivateDataTooLong {
+        /// Its length.
         len: usize,
+        /// The room the message leaves.
         limit: usize,
+        /// The message (REQ, REP, ...).
         message: &'static str,
     },
+    /// The manager holds its maximum of connections.
     #[error("{0} connections at once at most")]
     TooManyConnections(usize),
+    /// The QP cannot be moved as the connection needs.
     #[error("the QP cannot take this connection: {0}")]
     Qp(#[from] TransportError),
+    /// The QP's type does not suit the port space.
     #[error("{0:?} QPs cannot be connected over this port space")]
     WrongQpType(QpType),
 }
@@ -318,7 +384,9 @@ pub enum CmError {
 /// Counters of the manager.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CmStats {
+    /// MADs received on QP1.
     pub mads_received: u64,
+    /// MADs sent.
     pub mads_sent: u64,
     /// REQs, REPs, DREQs and SIDR_REQs sent again after their response timeout.
     pub retransmitted: u64,
@@ -333,10 +401,13 @@ pub struct CmStats {
     pub unexpected: u64,
     /// REQs dropped because `max_half_open` connections were waiting.
     pub half_open_full: u64,
+    /// REJs sent.
     pub rejects_sent: u64,
+    /// REJs received.
     pub rejects_received: u64,
     /// Connections that reached RTS and were confirmed.
     pub established: u64,
+    /// Handshakes given up after every retry.
     pub timeouts: u64,
     /// MADs not sent because the outgoing queue was full (the host stopped draining it).
     pub queue_full: u64,

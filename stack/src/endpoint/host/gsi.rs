@@ -22,8 +22,10 @@ use crate::wire::{DethRepr, Opcode, Psn, Qpn, RocePacket, RoceRepr, Transport};
 /// Why the host refused a call to its connection manager.
 #[derive(Debug, thiserror::Error)]
 pub enum HostCmError {
+    /// The connection manager refused the call.
     #[error(transparent)]
     Cm(#[from] CmError),
+    /// The peer's address is on none of the host's subnets.
     #[error("{0} is on none of the endpoint's subnets (it reaches only peers on its own link)")]
     NoRoute(IpAddr),
 }

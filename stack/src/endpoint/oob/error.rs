@@ -19,6 +19,7 @@ const QUOTE_LIMIT: usize = 160;
 pub struct MalformedMessage {
     /// The expected layout, e.g. `LLLL:QQQQQQ:PPPPPP:GID`.
     pub format: &'static str,
+    /// The message as received, escaped.
     pub got: String,
     /// What exactly was wrong, with the byte offset where it helps.
     pub reason: String,
@@ -55,27 +56,61 @@ pub(crate) fn escape(bytes: &[u8]) -> String {
 /// "reading the peer's address"), so that the error line alone says where the dialogue broke.
 #[derive(Debug, Error)]
 pub enum OobError {
+    /// The server could not listen.
     #[error("cannot listen on TCP port {port}: {source}")]
-    Listen { port: u16, source: io::Error },
-    #[error("no peer connected within {after:?}")]
-    AcceptTimeout { after: Duration },
-    #[error("accepting the peer's connection: {source}")]
-    Accept { source: io::Error },
-    #[error("cannot connect to {addr}: {source}")]
-    Connect { addr: String, source: io::Error },
-    #[error("{step}: no answer within {after:?}")]
-    Timeout { step: &'static str, after: Duration },
-    #[error("{step}: peer closed the connection after {got} of {expected} bytes")]
-    Closed {
-        step: &'static str,
-        got: usize,
-        expected: usize,
-    },
-    #[error("{step}: {source}")]
-    Io {
-        step: &'static str,
+    Listen {
+        /// The TCP port.
+        port: u16,
+        /// The OS error.
         source: io::Error,
     },
+    /// No client connected in time.
+    #[error("no peer connected within {after:?}")]
+    AcceptTimeout {
+        /// How long the server waited.
+        after: Duration,
+    },
+    /// Accepting the client failed.
+    #[error("accepting the peer's connection: {source}")]
+    Accept {
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The client could not reach the server.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// The server as given.
+        addr: String,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The peer did not answer a step in time.
+    #[error("{step}: no answer within {after:?}")]
+    Timeout {
+        /// The step.
+        step: &'static str,
+        /// How long was waited.
+        after: Duration,
+    },
+    /// The peer closed the connection in the middle of a message.
+    #[error("{step}: peer closed the connection after {got} of {expected} bytes")]
+    Closed {
+        /// The step.
+        step: &'static str,
+        /// Bytes received.
+        got: usize,
+        /// Bytes the message has.
+        expected: usize,
+    },
+    /// Reading or writing the socket failed.
+    #[error("{step}: {source}")]
+    Io {
+        /// The step.
+        step: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The peer's message does not parse.
     #[error(transparent)]
     Malformed(#[from] MalformedMessage),
     /// perftest refuses peers older than 5.70 (`check_version_compatibility`); so do we, since
@@ -86,9 +121,19 @@ pub enum OobError {
     #[error(
         "GID types differ: local GID {local} and remote GID {remote} are not both IPv4-mapped or both IPv6 (choose GID indexes of the same IP version)"
     )]
-    GidTypeMismatch { local: Ipv6Addr, remote: Ipv6Addr },
+    GidTypeMismatch {
+        /// Our GID.
+        local: Ipv6Addr,
+        /// The peer's GID.
+        remote: Ipv6Addr,
+    },
     /// perftest re-sends the same keys at every handshake; different ones mean the two sides
     /// no longer agree on where a message starts.
     #[error("peer sent different keys in a later handshake (first {first}, now {now})")]
-    KeysChanged { first: String, now: String },
+    KeysChanged {
+        /// The keys of the first handshake.
+        first: String,
+        /// The keys of this one.
+        now: String,
+    },
 }

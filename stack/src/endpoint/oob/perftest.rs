@@ -75,9 +75,11 @@ pub struct Keys {
     /// tests, the device's `max_qp_rd_atom` (rxe: 128) for read and atomic tests. The peer
     /// uses it as its initiator depth (`max_rd_atomic = dest->out_reads`).
     pub out_reads: u16,
+    /// The side's QP number.
     pub qpn: Qpn,
     /// Initial PSN, random 24 bits (`lrand48() & 0xffffff`).
     pub psn: Psn,
+    /// The R_Key of the region the peer may use.
     pub rkey: u32,
     /// Start of the region the peer may write, read or update.
     pub vaddr: u64,
@@ -90,11 +92,14 @@ pub struct Keys {
 /// Which key message a side sends and expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KeyForm {
+    /// `KEY_MSG_LEN` bytes: LID, out_reads, QPN, PSN, R_Key, address, SRQN.
     WithoutGid,
+    /// `KEY_MSG_GID_LEN` bytes: the same and the GID (RoCE).
     WithGid,
 }
 
 impl KeyForm {
+    /// The message's length in bytes.
     pub const fn message_len(self) -> usize {
         match self {
             KeyForm::WithoutGid => KEY_MSG_LEN,
@@ -104,6 +109,7 @@ impl KeyForm {
 }
 
 impl Keys {
+    /// The form these keys are sent in: with a GID if they have one.
     pub const fn form(&self) -> KeyForm {
         if self.gid.is_some() {
             KeyForm::WithGid
@@ -342,18 +348,25 @@ impl SysData {
 /// Path MTU as libibverbs' `enum ibv_mtu`, which is what perftest sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum IbMtu {
+    /// 256 bytes.
     Mtu256 = 1,
+    /// 512 bytes.
     Mtu512 = 2,
+    /// 1024 bytes.
     Mtu1024 = 3,
+    /// 2048 bytes.
     Mtu2048 = 4,
+    /// 4096 bytes.
     Mtu4096 = 5,
 }
 
 impl IbMtu {
+    /// The MTU in bytes.
     pub const fn bytes(self) -> u32 {
         128 << self as u32
     }
 
+    /// The MTU of exactly `bytes`, if it is one of the five.
     pub const fn from_bytes(bytes: u32) -> Option<IbMtu> {
         Some(match bytes {
             256 => IbMtu::Mtu256,
@@ -370,6 +383,7 @@ impl IbMtu {
         [b'0' + self as u8, 0]
     }
 
+    /// Reads the peer's MTU message: a digit 1-5 and a NUL.
     pub fn parse(msg: &[u8]) -> Result<IbMtu, MalformedMessage> {
         let bad = |reason: &str| {
             MalformedMessage::new("an ibv_mtu digit 1-5 and a NUL", msg, reason.into())
@@ -395,15 +409,18 @@ impl IbMtu {
 pub struct BwReport {
     /// Message size in bytes.
     pub size: u64,
+    /// Iterations.
     pub iters: u64,
     /// MB/s with MB = 2^20 bytes, as perftest's default `MBS` format.
     pub bw_peak: f64,
+    /// Average bandwidth, in the same unit.
     pub bw_avg: f64,
     /// Millions of messages per second.
     pub msg_rate: f64,
 }
 
 impl BwReport {
+    /// The five big-endian 8-byte messages, in order.
     pub fn to_messages(&self) -> [[u8; 8]; 5] {
         [
             self.size.to_be_bytes(),
@@ -430,9 +447,13 @@ impl BwReport {
 /// The four bandwidth tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BwTest {
+    /// ib_write_bw.
     Write,
+    /// ib_read_bw.
     Read,
+    /// ib_send_bw.
     Send,
+    /// ib_atomic_bw.
     Atomic,
 }
 
@@ -454,6 +475,7 @@ pub struct BwDefaults {
 }
 
 impl BwTest {
+    /// perftest's defaults for this test.
     pub const fn defaults(self) -> BwDefaults {
         let (size, iters, rx_depth, cq_mod, out_reads) = match self {
             BwTest::Write => (65536, 5000, 1, 1, Some(1)),

@@ -56,6 +56,7 @@ pub const UD_QKEY: u32 = 0x1111_1111;
 pub struct Dest {
     /// Port LID; 0 on RoCE.
     pub lid: u16,
+    /// The sender's QP number.
     pub qpn: Qpn,
     /// The sender's initial send PSN (the receiver's expected PSN); random 24 bits in the tools.
     pub psn: Psn,
@@ -197,14 +198,18 @@ impl ServerExchange {
 /// Which of the three tools; they differ only in defaults and in what the QP does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Tool {
+    /// ibv_rc_pingpong.
     RcPingpong,
+    /// ibv_uc_pingpong.
     UcPingpong,
+    /// ibv_ud_pingpong.
     UdPingpong,
 }
 
 /// A tool's defaults, from its `main()` (not its usage text, which is wrong for UD's size).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Defaults {
+    /// `-p`: the TCP port of the exchange.
     pub port: u16,
     /// `-s`: payload bytes per message.
     pub size: u32,
@@ -217,6 +222,7 @@ pub struct Defaults {
 }
 
 impl Tool {
+    /// The tool's defaults.
     pub const fn defaults(self) -> Defaults {
         let (size, mtu) = match self {
             Tool::RcPingpong | Tool::UcPingpong => (4096, Some(1024)),

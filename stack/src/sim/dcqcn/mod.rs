@@ -45,26 +45,34 @@ pub const WIRE_OVERHEAD_BYTES: u32 = 20;
 /// Which controller the senders run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Control {
+    /// DCQCN with these parameters.
     Dcqcn(DcqcnParams),
     /// Always line rate: what rdma_rxe does.
     None,
 }
 
+/// What a DCQCN simulation runs: flows through one marking switch queue to one receiver.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
     /// Bottleneck and sender line rate, bit/s.
     pub link_bps: u64,
     /// One start time per flow.
     pub flow_starts: Vec<Time>,
+    /// Simulated time to run.
     pub duration: Time,
+    /// The loop delay from a marked packet to its CNP's effect (see the module documentation).
     pub feedback_delay: Time,
+    /// The senders' controller.
     pub control: Control,
+    /// The switch's RED/ECN marking.
     pub marker: Marker,
     /// The notification point's minimum CNP spacing per QP.
     pub cnp_interval: Time,
+    /// Payload bytes per packet; [`HEADER_BYTES`] are added on the wire.
     pub payload_bytes: u32,
     /// The switch queue's capacity in bytes.
     pub buffer_bytes: u64,
+    /// Seeds the marking draws: the same seed gives the same run.
     pub seed: u64,
     /// Spacing of the rate and queue samples.
     pub sample_interval: Time,
@@ -143,10 +151,13 @@ const MAX_PACKETS: f64 = 2e9;
 /// Rates and queue lengths kept for the report: 400 MB at most.
 const MAX_SAMPLE_VALUES: u64 = 50_000_000;
 
+/// A simulation that cannot run as configured.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum SimError {
+    /// A value out of range, described.
     #[error("simulation: {0}")]
     Config(String),
+    /// The DCQCN parameters or the marker are invalid.
     #[error(transparent)]
     Cc(#[from] CcError),
 }

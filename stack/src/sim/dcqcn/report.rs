@@ -6,6 +6,7 @@ use crate::cc::Time;
 /// One flow's measurements. Rates in bit/s of wire bytes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowReport {
+    /// When the flow started.
     pub start: Time,
     /// The controller's rate R_C at each sample time (0 before the flow starts).
     pub rate_bps: Vec<f64>,
@@ -15,8 +16,11 @@ pub struct FlowReport {
     pub final_rate_bps: f64,
     /// Mean delivered throughput over the summary window.
     pub window_mean_bps: f64,
+    /// Packets it sent.
     pub packets: u64,
+    /// Its packets the switch marked CE.
     pub marked: u64,
+    /// CNPs it received.
     pub cnps: u64,
 }
 
@@ -35,16 +39,22 @@ impl FlowReport {
     }
 }
 
+/// Everything a DCQCN simulation measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimReport {
+    /// The bottleneck's rate, bit/s.
     pub link_bps: u64,
+    /// Simulated time run.
     pub duration: Time,
+    /// The summary window at the end of the run.
     pub window: Time,
+    /// When each sample was taken.
     pub sample_times: Vec<Time>,
     /// Queue length at each sample time, bytes.
     pub queue_bytes: Vec<u64>,
     /// Largest queue length within each sample interval, bytes.
     pub queue_max_bytes: Vec<u64>,
+    /// Per flow, in start order.
     pub flows: Vec<FlowReport>,
     /// Jain's fairness index of the flows' window mean throughputs.
     pub jain: f64,
@@ -56,8 +66,11 @@ pub struct SimReport {
     pub window_queue_max: u64,
     /// Largest queue length of the whole run, bytes.
     pub queue_peak_bytes: u64,
+    /// Packets sent by all flows.
     pub packets: u64,
+    /// Packets marked CE.
     pub marks: u64,
+    /// CNPs sent.
     pub cnps: u64,
     /// Packets dropped at the full switch buffer.
     pub drops: u64,

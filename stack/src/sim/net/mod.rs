@@ -61,6 +61,7 @@ use crate::wire::{AethRepr, CnpRepr, FixedHeader};
 /// What a run simulates.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NetConfig {
+    /// The shape of the network.
     pub topology: Topology,
     /// Host links, bit/s.
     pub host_bps: u64,
@@ -68,6 +69,7 @@ pub struct NetConfig {
     pub fabric_bps: u64,
     /// Propagation delay of every link.
     pub delay: Time,
+    /// The hosts' congestion control.
     pub control: Control,
     /// PFC on the data priority, and its thresholds.
     pub pfc: Pfc,
@@ -79,8 +81,11 @@ pub struct NetConfig {
     pub marker: Marker,
     /// Payload bytes per full packet.
     pub payload_bytes: u32,
+    /// Which flows run.
     pub workload: Workload,
+    /// Simulated time to run.
     pub duration: Time,
+    /// Seeds every random choice: the same seed gives the same run.
     pub seed: u64,
     /// The receiver acknowledges every this many in-order packets (and the last).
     pub ack_every: u32,
@@ -286,28 +291,41 @@ pub enum NetError {
 pub enum TraceEvent {
     /// A flow's last byte was acknowledged.
     FlowDone {
+        /// When.
         at: Time,
+        /// The sending host.
         src: u32,
+        /// The receiving host.
         dst: u32,
+        /// The flow's size.
         bytes: u64,
+        /// When it started.
         start: Time,
+        /// Its flow completion time.
         fct: Time,
+        /// Its completion time alone on an idle network.
         ideal: Time,
     },
     /// A switch sent a PFC frame (XOFF, or XON when `pause` is false) on a port.
     Pfc {
+        /// When.
         at: Time,
         /// `switch->neighbour`.
         port: String,
+        /// The priority paused or resumed.
         prio: u8,
+        /// XOFF (true) or XON (false).
         pause: bool,
     },
     /// A switch dropped a packet.
     Drop {
+        /// When.
         at: Time,
         /// The egress it was bound for, `switch->neighbour`.
         port: String,
+        /// The packet's sending host.
         src: u32,
+        /// The packet's receiving host.
         dst: u32,
     },
 }

@@ -17,13 +17,22 @@ use crate::rng::Rng;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Topology {
     /// `pairs` hosts on a left switch, as many on a right switch, one link between them.
-    Dumbbell { pairs: u32 },
+    Dumbbell {
+        /// Hosts on each side.
+        pairs: u32,
+    },
     /// `senders` hosts and one receiver (the last host) on one switch.
-    Incast { senders: u32 },
+    Incast {
+        /// Hosts sending to the receiver.
+        senders: u32,
+    },
     /// Every leaf linked to every spine, `hosts_per_leaf` hosts on each leaf.
     LeafSpine {
+        /// Leaf switches.
         leaves: u32,
+        /// Spine switches.
         spines: u32,
+        /// Hosts on each leaf.
         hosts_per_leaf: u32,
     },
 }

@@ -102,6 +102,7 @@ impl Cdf {
         }
     }
 
+    /// The distribution's name (`websearch`, `hadoop`, or the file it came from).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -149,9 +150,13 @@ impl Cdf {
 /// One flow of `--flows`: hosts by number, a size (`None`: it runs to the end), a start.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FlowSpec {
+    /// The sending host.
     pub src: u32,
+    /// The receiving host.
     pub dst: u32,
+    /// Bytes, or `None` for a flow that runs to the end.
     pub size: Option<u64>,
+    /// When it starts.
     pub start: Time,
 }
 
@@ -237,8 +242,11 @@ pub enum Workload {
     /// (leaf-spine: any host to any other; dumbbell: left to right; incast: the senders to the
     /// receiver, `load` of its link), starting until `until` (the whole run if `None`).
     Poisson {
+        /// Flow sizes.
         cdf: Cdf,
+        /// Offered load, a share of the link.
         load: f64,
+        /// Flows start until then.
         until: Option<Time>,
     },
     /// Exactly these flows.

@@ -40,13 +40,19 @@ pub struct LatReport {
     pub size: u64,
     /// Operations each side posted.
     pub iters: u64,
+    /// The shortest latency.
     pub t_min: f64,
+    /// The longest latency.
     pub t_max: f64,
     /// The median.
     pub t_typical: f64,
+    /// The mean.
     pub t_avg: f64,
+    /// The standard deviation.
     pub t_stdev: f64,
+    /// The 99th percentile.
     pub p99: f64,
+    /// The 99.9th percentile.
     pub p99_9: f64,
 }
 

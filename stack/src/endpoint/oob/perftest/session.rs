@@ -28,6 +28,7 @@ pub struct Session {
 /// What this side brings to the negotiation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Negotiation {
+    /// The buffer geometry (`check_sys_data`).
     pub sys: SysData,
     /// The port's active MTU, or the one asked for with `-m`.
     pub mtu: IbMtu,
@@ -36,6 +37,7 @@ pub struct Negotiation {
 /// What both sides use after the negotiation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Agreed {
+    /// The peer's perftest version string.
     pub peer_version: String,
     /// The larger of each side's values.
     pub sys: SysData,
@@ -66,6 +68,7 @@ impl Session {
         })
     }
 
+    /// Which end of the connection this side is.
     pub fn role(&self) -> Role {
         self.role
     }
@@ -150,10 +153,12 @@ impl Negotiated {
 }
 
 impl Connected {
+    /// The keys this side sent.
     pub fn local(&self) -> &Keys {
         &self.local
     }
 
+    /// The keys the peer sent.
     pub fn peer(&self) -> &Keys {
         &self.peer
     }
