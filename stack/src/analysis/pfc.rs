@@ -58,7 +58,9 @@ pub const fn dscp_priority(dscp: u8) -> u8 {
 /// How pause times are read and storms found.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PfcOptions {
+    /// The link rate that turns pause quanta into time (one quantum is 512 bit times).
     pub link_bits_per_sec: u64,
+    /// The window storms are judged in.
     pub storm_window_ns: u64,
     /// Share of a window (0 to 1) paused beyond which it is stormy.
     pub storm_share: f64,
@@ -96,8 +98,11 @@ pub fn mac_control(frame: &Frame<'_>) -> Option<MacControl> {
 /// See [`mac_control`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MacControl {
+    /// Destination MAC.
     pub dst: [u8; 6],
+    /// Source MAC: the port that sent it.
     pub src: [u8; 6],
+    /// PAUSE, PFC or another opcode.
     pub body: Option<MacControlRepr>,
 }
 
@@ -113,20 +118,28 @@ pub fn pause_frame(frame: &Frame<'_>) -> Option<([u8; 6], MacControlRepr)> {
 /// One continuous pause of a port's priority (`None`: an 802.3x PAUSE of the whole link).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Interval {
+    /// The MAC of the port that paused.
     pub mac: [u8; 6],
+    /// The priority paused.
     pub priority: Option<u8>,
+    /// When the pause began.
     pub start_ts: u64,
+    /// When it ended (a resume or its time running out).
     pub end_ts: u64,
 }
 
 /// A run of stormy windows of one port's priority.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Storm {
+    /// The MAC of the port that paused.
     pub mac: [u8; 6],
+    /// The priority paused.
     pub priority: Option<u8>,
     /// Start of its first window and end of its last.
     pub start_ts: u64,
+    /// End of its last window.
     pub end_ts: u64,
+    /// Stormy windows in the run.
     pub windows: u64,
     /// Paused time within its windows.
     pub paused_ns: u64,
@@ -137,20 +150,26 @@ pub struct Storm {
 /// What one port did to one priority.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SourceReport {
+    /// The port's MAC.
     pub mac: [u8; 6],
+    /// The priority (`None`: 802.3x PAUSE of the whole link).
     pub priority: Option<u8>,
     /// Pause frames that set this priority's time (PFC: its enable bit was on).
     pub frames: u64,
     /// Of which non-zero times (pause) and zero times (resume).
     pub xoff: u64,
+    /// Zero times: resumes.
     pub xon: u64,
+    /// Time the priority was paused, all told.
     pub paused_ns: u64,
+    /// The longest single pause.
     pub longest_pause_ns: u64,
 }
 
 /// The PFC part of the analysis report.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PfcReport {
+    /// The options the tracker read with (`None` in a default, empty report).
     pub options: Option<PfcOptions>,
     /// PFC frames (opcode 0x0101).
     pub frames: u64,
@@ -158,6 +177,7 @@ pub struct PfcReport {
     pub pause_8023x_frames: u64,
     /// Other MAC control opcodes, and MAC control frames too short for their opcode.
     pub other_mac_control_frames: u64,
+    /// MAC control frames too short for their opcode.
     pub truncated_frames: u64,
     /// PFC frames whose reserved high byte of the enable vector was not zero.
     pub reserved_bits_frames: u64,
@@ -165,12 +185,17 @@ pub struct PfcReport {
     pub empty_vector_frames: u64,
     /// By MAC, then priority (the 802.3x PAUSE, `None`, first).
     pub by_source: Vec<SourceReport>,
+    /// The first storms.
     pub storms: Vec<Storm>,
+    /// Storms beyond those listed.
     pub storms_not_listed: u64,
+    /// The first pause intervals.
     pub intervals: Vec<Interval>,
+    /// Intervals beyond those listed.
     pub intervals_not_listed: u64,
     /// Pause frames from MACs beyond [`MAX_SOURCE_MACS`], and how many such MACs.
     pub untracked_frames: u64,
+    /// How many MACs that was.
     pub untracked_macs: u64,
 }
 
@@ -219,6 +244,7 @@ pub struct PfcTracker {
 }
 
 impl PfcTracker {
+    /// A tracker that reads pause times and storms as `options` say.
     pub fn new(options: PfcOptions) -> PfcTracker {
         PfcTracker {
             options,
@@ -226,6 +252,7 @@ impl PfcTracker {
         }
     }
 
+    /// The options it reads with.
     pub fn options(&self) -> PfcOptions {
         self.options
     }
@@ -419,6 +446,7 @@ impl PfcTracker {
         self.clone().into_report()
     }
 
+    /// The report, consuming the tracker; pauses still in force count until their time runs out.
     pub fn into_report(mut self) -> PfcReport {
         let open: Vec<(u32, u64, u64)> = (0..self.sources.len() as u32)
             .filter_map(|id| {

@@ -332,9 +332,11 @@ pub struct FlowReport {
     /// The PFC priority its packets ride: the 802.1Q PCP when `priority_from_pcp`, else
     /// the DSCP's (see [`super::pfc::dscp_priority`]).
     pub priority: u8,
+    /// Whether `priority` came from a VLAN tag's PCP (true) or the DSCP (false).
     pub priority_from_pcp: bool,
     /// Pauses of its priority it sat through silently (see [`super::pfc`]) and their length.
     pub pfc_stalls: u32,
+    /// Their total length.
     pub pfc_stalled_ns: u64,
 }
 
