@@ -157,6 +157,18 @@ impl FrameError {
 }
 
 impl<'a> Frame<'a> {
+    /// A frame kept whole (`orig_len` is `data`'s length): how tests, benchmarks and fuzz
+    /// targets hand bytes of their own to what reads captured frames.
+    pub fn whole(index: u64, timestamp_ns: u64, link: Link, data: &'a [u8]) -> Frame<'a> {
+        Frame {
+            index,
+            timestamp_ns,
+            link,
+            data,
+            orig_len: data.len() as u32,
+        }
+    }
+
     /// True when the capture kept fewer bytes than the frame had (a snap length).
     pub fn is_cut(&self) -> bool {
         (self.data.len() as u64) < u64::from(self.orig_len)

@@ -38,13 +38,7 @@ fn frames() -> Vec<(u64, Vec<u8>)> {
 fn analyse_in_memory(frames: &[(u64, Vec<u8>)]) -> u64 {
     let mut a = Analyzer::new();
     for (i, (ts, data)) in frames.iter().enumerate() {
-        a.frame(&Frame {
-            index: i as u64,
-            timestamp_ns: *ts,
-            link: Link::Ethernet,
-            data,
-            orig_len: data.len() as u32,
-        });
+        a.frame(&Frame::whole(i as u64, *ts, Link::Ethernet, data));
     }
     a.report().roce_packets
 }

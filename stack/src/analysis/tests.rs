@@ -134,13 +134,7 @@ impl Scenario {
     /// Feeds every frame to `a`.
     fn feed(&self, a: &mut Analyzer) {
         for (i, (ts, data)) in self.frames.iter().enumerate() {
-            a.frame(&Frame {
-                index: i as u64,
-                timestamp_ns: *ts,
-                link: Link::Ethernet,
-                data,
-                orig_len: data.len() as u32,
-            });
+            a.frame(&Frame::whole(i as u64, *ts, Link::Ethernet, data));
         }
     }
 }
@@ -475,15 +469,7 @@ fn icrc_errors_and_cut_frames_are_counted_and_analysed() {
     let last = s.frames.len() - 1;
     s.frames[last].1[60] ^= 0xff;
     let mut r = Analyzer::new();
-    for (i, (ts, data)) in s.frames.iter().enumerate() {
-        r.frame(&Frame {
-            index: i as u64,
-            timestamp_ns: *ts,
-            link: Link::Ethernet,
-            data,
-            orig_len: data.len() as u32,
-        });
-    }
+    s.feed(&mut r);
     let cut = &s.frames[0].1;
     let note = r.frame(&Frame {
         index: 2,

@@ -278,14 +278,7 @@ fn cooked_and_raw_links_reach_the_ip_packet() {
     sll2[0..2].copy_from_slice(&0x0800u16.to_be_bytes());
     sll2.extend_from_slice(ip);
     let frame = |link, data: &[u8]| -> Result<bool, FrameError> {
-        let f = Frame {
-            index: 0,
-            timestamp_ns: 0,
-            link,
-            data,
-            orig_len: data.len() as u32,
-        };
-        f.roce().map(|p| p.icrc_ok())
+        Frame::whole(0, 0, link, data).roce().map(|p| p.icrc_ok())
     };
     assert_eq!(frame(Link::LinuxSll, &sll), Ok(true));
     assert_eq!(frame(Link::LinuxSll2, &sll2), Ok(true));
