@@ -161,6 +161,21 @@ pub fn gbps(bytes: u64, over: Duration) -> f64 {
     }
 }
 
+/// The demo's workload set up between the network's hosts: A requests, B responds.
+fn demo_traffic<W: Write>(
+    net: &mut Network<W>,
+    config: &DemoConfig,
+) -> Result<Traffic, TrafficError> {
+    let addrs = [net.addr(Side::A), net.addr(Side::B)];
+    Traffic::new(
+        config.traffic,
+        config.mtu,
+        net.a.engine_mut(),
+        net.b.engine_mut(),
+        addrs,
+    )
+}
+
 /// Runs the demo; `capture` receives a pcap of one host's side of the wire, bounded by
 /// `config.capture`.
 pub fn run<W: Write>(
@@ -178,14 +193,7 @@ pub fn run<W: Write>(
             .map(Some),
         None => [None, None],
     };
-    let addrs = [net.addr(Side::A), net.addr(Side::B)];
-    let mut traffic = Traffic::new(
-        config.traffic,
-        config.mtu,
-        net.a.engine_mut(),
-        net.b.engine_mut(),
-        addrs,
-    )?;
+    let mut traffic = demo_traffic(&mut net, config)?;
     let limit = Instant::ZERO + config.time_limit;
     loop {
         let now = net.now();

@@ -105,11 +105,7 @@ impl Host {
         now: Instant,
         mut params: ConnectParams,
     ) -> Result<ConnId, HostCmError> {
-        params.src = self
-            .gids
-            .source_for(params.dest)
-            .ok_or(HostCmError::NoRoute(params.dest))?;
-        self.resolve(now, params.dest);
+        params.src = self.source_towards(now, params.dest)?;
         Ok(self.cm.connect(now, params, &mut self.engine)?)
     }
 
@@ -149,12 +145,19 @@ impl Host {
         now: Instant,
         mut params: SidrParams,
     ) -> Result<ConnId, HostCmError> {
-        params.src = self
-            .gids
-            .source_for(params.dest)
-            .ok_or(HostCmError::NoRoute(params.dest))?;
-        self.resolve(now, params.dest);
+        params.src = self.source_towards(now, params.dest)?;
         Ok(self.cm.resolve(now, params)?)
+    }
+
+    /// Our address towards `dest` (a peer on one of our subnets), whose MAC starts being
+    /// resolved so that the first MAD does not wait for it.
+    fn source_towards(&mut self, now: Instant, dest: IpAddr) -> Result<IpAddr, HostCmError> {
+        let src = self
+            .gids
+            .source_for(dest)
+            .ok_or(HostCmError::NoRoute(dest))?;
+        self.resolve(now, dest);
+        Ok(src)
     }
 
     /// Answers a SIDR request with our UD QP and Q_Key.

@@ -56,15 +56,7 @@ fn run_capture() -> (Vec<u8>, Qpn) {
     let mut net = Network::new(&config.net, config.transport, Some(capture), Side::A).unwrap();
     net.set_dcqcn(Preset::Paper.params(LINE_GBPS * 1e9))
         .unwrap();
-    let addrs = [net.addr(Side::A), net.addr(Side::B)];
-    let mut traffic = Traffic::new(
-        config.traffic,
-        config.mtu,
-        net.a.engine_mut(),
-        net.b.engine_mut(),
-        addrs,
-    )
-    .unwrap();
+    let mut traffic = crate::scenario::demo_traffic(&mut net, &config).unwrap();
     let mut marking = true;
     while net.now() < Instant::ZERO + RUN_ENDS {
         if marking && net.now() >= Instant::ZERO + MARKING_ENDS {
