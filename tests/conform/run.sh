@@ -18,9 +18,9 @@
 # ROCE_CONFORM_ONLY=rxe|roce runs one side; logs, JSON, JUnit and pcapng captures (packet
 # comments name each frame's check) stay in $ROCE_CONFORM_LOGS (default a temporary directory).
 set -uo pipefail
-here=$(cd "$(dirname "$0")/../.." && pwd)
-lab=$here/tools/softroce-lab
-roce=$here/target/release/roce
+suite=conform
+# shellcheck source=tests/lab/preamble.sh
+. "$(dirname "$0")/../lab/preamble.sh"
 NS=roce-lab
 OURS=(--iface tap:roce0 --ip 10.77.0.2/24)
 RXE_IP=10.77.0.11
@@ -28,14 +28,7 @@ ROCE_IP=10.77.0.3
 PORT=7471
 SUITE_LIMIT=900
 
-fatal() {
-  echo "conform: FATAL: $*" >&2
-  echo "conform: 0 passed, 1 failed"
-  exit 1
-}
-
-[[ $(id -u) -eq 0 ]] || fatal "needs root (network namespace, TAP, QEMU guests)"
-[[ -c /dev/net/tun ]] || fatal "/dev/net/tun missing: no TAP devices on this kernel"
+need_lab
 logs=${ROCE_CONFORM_LOGS:-$(mktemp -d /tmp/roce-conform.XXXXXX)}
 mkdir -p "$logs" || fatal "cannot create $logs"
 only=${ROCE_CONFORM_ONLY:-}

@@ -21,9 +21,9 @@
 # cannot run. Logs and captures stay in $ROCE_INTEROP_LOGS (default: a temporary directory,
 # named at the end).
 set -uo pipefail
-here=$(cd "$(dirname "$0")/../.." && pwd)
-lab=$here/tools/softroce-lab
-roce=$here/target/release/roce
+suite=interop
+# shellcheck source=tests/lab/preamble.sh
+. "$(dirname "$0")/../lab/preamble.sh"
 NS="roce-lab"
 PEER=10.77.0.11
 KERNEL=10.77.0.1
@@ -34,15 +34,7 @@ PP="-n 200 -s 4096"
 BW="-n 200 -s 16384"
 CASE_LIMIT=240
 
-fatal() {
-  echo "interop: FATAL: $*" >&2
-  echo "interop: 0 passed, 1 failed"
-  exit 1
-}
-
-[[ $(id -u) -eq 0 ]] || fatal "needs root (network namespace, TAP, QEMU guests)"
-[[ -x $lab ]] || fatal "$lab missing or not executable"
-[[ -c /dev/net/tun ]] || fatal "/dev/net/tun missing: no TAP devices on this kernel"
+need_lab
 
 logs=${ROCE_INTEROP_LOGS:-$(mktemp -d /tmp/roce-interop.XXXXXX)}
 mkdir -p "$logs" || fatal "cannot create $logs"

@@ -1,0 +1,20 @@
+# Sourced by the suites that run on the SoftRoCE lab (tests/lab/smoke.sh, tests/interop/run.sh,
+# tests/conform/run.sh): where the lab script and our binary are, how a suite gives up, and
+# the checks each makes before it starts. The caller sets `suite`, its name in messages.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+lab=$here/tools/softroce-lab
+roce=$here/target/release/roce
+
+# Says why on stderr, then the suite's tally of one failure, and exits 1.
+fatal() {
+  echo "$suite: FATAL: $*" >&2
+  echo "$suite: 0 passed, 1 failed"
+  exit 1
+}
+
+# Root (network namespace, TAP, QEMU guests), the lab script, and TAP devices.
+need_lab() {
+  [[ $(id -u) -eq 0 ]] || fatal "needs root (network namespace, TAP, QEMU guests)"
+  [[ -x $lab ]] || fatal "$lab missing or not executable"
+  [[ -c /dev/net/tun ]] || fatal "/dev/net/tun missing: no TAP devices on this kernel"
+}
