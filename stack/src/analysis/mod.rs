@@ -33,7 +33,7 @@ mod summary;
 mod tests;
 
 use crate::capture::Frame;
-use crate::wire::encap::rxe_udp_src_port;
+use crate::wire::encap::{ETHERNET_FCS_LEN, ETHERNET_HEADER_LEN, VLAN_TAG_LEN, rxe_udp_src_port};
 use crate::wire::opcode::op;
 use crate::wire::{
     AethRepr, BthRepr, Ecn, FixedHeader, Headers, IpRepr, Opcode, Psn, Qpn, RocePacket, Syndrome,
@@ -52,7 +52,7 @@ use sketch::GoodputClock;
 const MALFORMED_EXAMPLES: usize = 8;
 /// Largest frame a snap-length-cut record can claim: a 64 KiB IP packet plus Ethernet, a VLAN
 /// tag and an FCS. A longer claim is a corrupt record, not a frame.
-const MAX_ORIG_LEN: u32 = 65_535 + 14 + 4 + 4;
+const MAX_ORIG_LEN: u32 = 65_535 + (ETHERNET_HEADER_LEN + VLAN_TAG_LEN + ETHERNET_FCS_LEN) as u32;
 
 /// What one frame was, for per-packet views such as the ladder diagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,7 +23,7 @@ use crate::io::memory::{self, MAC_A, MAC_B, MemoryDevice, MemoryLinkConfig};
 use crate::io::{Clock, Device, DeviceError, VirtualClock};
 use crate::time::Instant;
 use crate::transport::TransportConfig;
-use crate::wire::encap::ETHERNET_HEADER_LEN;
+use crate::wire::encap::{ETHERNET_FCS_LEN, ETHERNET_HEADER_LEN, ETHERNET_PREAMBLE_AND_GAP_LEN};
 use crate::wire::pause::{ETHERTYPE_MAC_CONTROL, MacControlRepr, quanta_to_ps};
 use crate::wire::{Ecn, NotRoce, PacketError, RocePacket};
 
@@ -37,7 +37,7 @@ pub const IP6_A: IpAddr = IpAddr::V6(Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 
 pub const IP6_B: IpAddr = IpAddr::V6(Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 2));
 
 /// Bytes a frame occupies on the wire besides itself: FCS 4, preamble 8, inter-frame gap 12.
-const WIRE_EXTRA: usize = 24;
+const WIRE_EXTRA: usize = ETHERNET_FCS_LEN + ETHERNET_PREAMBLE_AND_GAP_LEN;
 
 /// Capture timestamps start here (2025-01-01T00:00:00Z), so the same run always writes the
 /// same file.

@@ -33,6 +33,9 @@ pub const IPV4_MAX_HEADER_LEN: usize = 60;
 pub const IPV6_HEADER_LEN: usize = 40;
 /// The UDP header (RFC 768).
 pub const UDP_HEADER_LEN: usize = 8;
+/// The IB Global Route Header a UD receive buffer starts with (IBA 8.3, 11.4.1.2): RoCEv2
+/// carries its fields in the IP header, and the area has the IPv6 header's layout.
+pub const GRH_LEN: usize = IPV6_HEADER_LEN;
 
 /// EtherType of IPv4.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;

@@ -34,13 +34,23 @@ use crate::cc::{
     Pacer, ReactionPoint, Time, transmission_time,
 };
 use crate::rng::Rng;
-use crate::wire::Qpn;
+use crate::wire::encap::{
+    ETHERNET_FCS_LEN, ETHERNET_HEADER_LEN, ETHERNET_PREAMBLE_AND_GAP_LEN, IPV4_HEADER_LEN,
+    UDP_HEADER_LEN,
+};
+use crate::wire::icrc::ICRC_LEN;
+use crate::wire::{BthRepr, FixedHeader, Qpn};
 use min_tree::MinTree;
 
-/// Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4.
-pub const HEADER_BYTES: u32 = 62;
+/// The bytes around a data packet's payload: Ethernet, IPv4, UDP, BTH, ICRC and FCS (62).
+pub const HEADER_BYTES: u32 = (ETHERNET_HEADER_LEN
+    + IPV4_HEADER_LEN
+    + UDP_HEADER_LEN
+    + BthRepr::LEN
+    + ICRC_LEN
+    + ETHERNET_FCS_LEN) as u32;
 /// Preamble and start delimiter 8 + inter-frame gap 12: wire time that carries no frame.
-pub const WIRE_OVERHEAD_BYTES: u32 = 20;
+pub const WIRE_OVERHEAD_BYTES: u32 = ETHERNET_PREAMBLE_AND_GAP_LEN as u32;
 
 /// Which controller the senders run.
 #[derive(Debug, Clone, Copy, PartialEq)]

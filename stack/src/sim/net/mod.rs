@@ -56,6 +56,7 @@ use thiserror::Error;
 
 use crate::cc::{CcError, Marker, Time};
 use crate::sim::dcqcn::{HEADER_BYTES, WIRE_OVERHEAD_BYTES};
+use crate::wire::encap::{ETHERNET_FCS_LEN, ETHERNET_MIN_FRAME_LEN};
 use crate::wire::{AethRepr, CnpRepr, FixedHeader};
 
 /// What a run simulates.
@@ -107,8 +108,9 @@ const MAX_PACKETS: f64 = 4e10;
 const MAX_SAMPLE_VALUES: u64 = 25_000_000;
 /// The extra bytes HPCC's telemetry adds to a data packet (the paper's 42 for 5 hops).
 pub const INT_BYTES: u32 = 42;
-/// A PFC frame on the wire: a minimum Ethernet frame plus preamble and gap.
-pub const PAUSE_WIRE_BYTES: u32 = 64 + WIRE_OVERHEAD_BYTES;
+/// A PFC frame on the wire: a minimum Ethernet frame and its FCS, plus preamble and gap.
+pub const PAUSE_WIRE_BYTES: u32 =
+    (ETHERNET_MIN_FRAME_LEN + ETHERNET_FCS_LEN) as u32 + WIRE_OVERHEAD_BYTES;
 
 impl NetConfig {
     /// A run of `topology` with no congestion control, PFC on with dynamic thresholds, 1000-byte

@@ -38,8 +38,7 @@ use crate::wire::{IbPacketRepr, Msn, NakCode, Psn, Syndrome, feth};
 pub use responses::QpUsage;
 use responses::{Reply, Resource, ResourceKind, RespItem, protect_reads, reads_queued};
 
-/// The bytes UD receives reserve for the GRH (IBA 11.4.1.2).
-pub const GRH_LEN: usize = 40;
+pub use crate::wire::encap::GRH_LEN;
 
 /// A message being received across several packets.
 #[derive(Debug)]
