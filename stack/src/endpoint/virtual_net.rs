@@ -1,6 +1,7 @@
-//! Two hosts over an in-memory link in virtual time: the harness of the endpoint's tests and
-//! the base of `roce demo`. Time jumps from one event to the next (a frame falling due on
-//! the link, a host timer), so a run is fast and, with a seeded link, reproducible.
+//! Two hosts over an in-memory link in virtual time: the harness of the endpoint's tests.
+//! Time jumps from one event to the next (a frame falling due on the link, a host timer), so
+//! a run is fast and, with a seeded link, reproducible. `roce demo` and `roce gen` run on
+//! `scenario::net::Network` instead, which adds line rates, PAUSE and PFC, and a capture.
 
 use core::time::Duration;
 

@@ -3,10 +3,12 @@
 //! direction holds a bottleneck queue that drains more slowly and marks ECN CE above a
 //! threshold. One host's side of the wire can be recorded into a bounded capture.
 //!
-//! This is the endpoint's `VirtualNet` plus what the demo needs from a network: NICs that
-//! send at a line rate rather than all at once (otherwise a requester's whole window lands
-//! in the bottleneck queue in one instant), a capture point, and a guard against a run that
-//! stops making progress.
+//! The endpoint's own tests use a simpler harness, [`crate::endpoint::virtual_net`], which
+//! moves every frame at once; this network, built separately, adds what the demo and the
+//! teaching captures need: NICs that send at a line rate rather than all at once (otherwise
+//! a requester's whole window lands in the bottleneck queue in one instant) and honour PAUSE
+//! and PFC, a capture point, a tap for scripted faults, and a guard against a run that stops
+//! making progress.
 
 use core::time::Duration;
 use std::io::Write;
