@@ -10,7 +10,7 @@ use roce_tests::{pcap_bytes, pcap_bytes_snap, pcapng_bytes};
 use serde_json::Value;
 
 mod common;
-use common::roce;
+use common::{roce, roce_exit, roce_ok};
 
 /// A file in a directory of the target dir for this test file.
 fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
@@ -95,13 +95,8 @@ fn a_damaged_file_is_analysed_up_to_the_damage_and_exits_2() {
             .unwrap()
             .contains("cut short")
     );
-    let text = roce(&["analyze", path.to_str().unwrap()]);
-    assert_eq!(text.status.code(), Some(2));
-    assert!(
-        String::from_utf8(text.stdout)
-            .unwrap()
-            .contains("input problems")
-    );
+    let (text, _) = roce_exit(&["analyze", path.to_str().unwrap()], 2);
+    assert!(text.contains("input problems"), "{text}");
 }
 
 #[test]
@@ -146,7 +141,7 @@ fn ladder_draws_one_arrow_per_packet() {
     let frames = sample::frames(14);
     let path = temp_file("ladder.pcap", &pcap_bytes(&frames));
     let svg = temp_file("ladder.svg", b"");
-    let out = roce(&[
+    roce_ok(&[
         "ladder",
         path.to_str().unwrap(),
         "--flow",
@@ -156,31 +151,22 @@ fn ladder_draws_one_arrow_per_packet() {
         "--svg",
         svg.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let doc = std::fs::read_to_string(&svg).unwrap();
     assert!(doc.starts_with("<svg") && doc.trim_end().ends_with("</svg>"));
     let arrows = doc.matches("marker-end=").count();
     assert!((1..=5).contains(&arrows), "{arrows}");
     // Each arrow carries Wireshark's frame number (from 1); sample frame 1 is in flow 0.
     assert!(doc.contains(">#1  +"), "{doc}");
-    let out = roce(&[
+    let ladder = [
         "ladder",
         path.to_str().unwrap(),
         "--flow",
         "9999",
         "--svg",
         svg.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        String::from_utf8(out.stderr)
-            .unwrap()
-            .contains("no flow 9999")
-    );
+    ];
+    let (_, err) = roce_exit(&ladder, 1);
+    assert!(err.contains("no flow 9999"), "{err}");
 }
 
 /// Damage and snap-length cuts are told as `analyze` tells them: exit 2 or 3 and one line on
@@ -199,9 +185,7 @@ fn ladder_and_analyze_exit_statuses_and_one_line_errors() {
             vec!["ladder", path.to_str().unwrap(), "--svg", svg],
             vec!["analyze", path.to_str().unwrap()],
         ] {
-            let out = roce(&args);
-            let err = String::from_utf8(out.stderr).unwrap();
-            assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+            let (_, err) = roce_exit(&args, code);
             assert!(
                 err.lines().count() == 1 && err.contains(says),
                 "{args:?}: {err}"
@@ -218,9 +202,7 @@ fn ladder_and_analyze_exit_statuses_and_one_line_errors() {
             vec!["analyze", path],
             vec!["decode", path],
         ] {
-            let out = roce(&args);
-            let err = String::from_utf8(out.stderr).unwrap();
-            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            let (_, err) = roce_exit(&args, 1);
             assert_eq!(err.lines().count(), 1, "{err}");
             assert_eq!(err.matches(says).count(), 1, "said once: {err}");
         }
@@ -281,7 +263,7 @@ fn two_threads_report_what_one_does() {
     let many = captures[captures.len() - 2].to_str().unwrap();
     let draw = |threads: &str| {
         let svg = temp_file(&format!("many-{threads}.svg"), b"");
-        let out = roce(&[
+        roce_ok(&[
             "ladder",
             many,
             "--from",
@@ -293,11 +275,6 @@ fn two_threads_report_what_one_does() {
             "--svg",
             svg.to_str().unwrap(),
         ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         std::fs::read_to_string(svg).unwrap()
     };
     let (one, two) = (draw("1"), draw("2"));

@@ -30,6 +30,15 @@ pub fn roce_json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
+/// `roce ARGS`'s standard output and standard error, after checking it exited with `code`
+/// (its stderr in the failure).
+pub fn roce_exit(args: &[&str], code: i32) -> (String, String) {
+    let out = roce(args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), err)
+}
+
 /// `roce ARGS`'s error line, after checking it failed with status 1, one line on stderr and
 /// nothing on stdout.
 pub fn roce_one_line_error(args: &[&str]) -> String {
