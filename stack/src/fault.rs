@@ -18,6 +18,8 @@ use thiserror::Error;
 
 use crate::rng::Rng;
 use crate::time::{Duration, Instant, nanos};
+use crate::wire::ce::{CeOutcome, mark_ce};
+use crate::wire::encap::ETHERNET_HEADER_LEN;
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
@@ -366,8 +368,8 @@ impl FaultyLink {
 /// Changes one byte after the Ethernet header (or anywhere in a frame too short to have one);
 /// `pick` chooses the byte and the non-zero XOR mask. False for an empty frame.
 fn corrupt_byte(frame: &mut [u8], pick: u64) -> bool {
-    let start = if frame.len() > ETHERNET_HEADER {
-        ETHERNET_HEADER
+    let start = if frame.len() > ETHERNET_HEADER_LEN {
+        ETHERNET_HEADER_LEN
     } else {
         0
     };
@@ -379,105 +381,6 @@ fn corrupt_byte(frame: &mut [u8], pick: u64) -> bool {
     let mask = (pick as u8).max(1);
     frame[index] ^= mask;
     true
-}
-
-const ETHERNET_HEADER: usize = 14;
-const ETHERTYPE_VLAN: u16 = 0x8100;
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ETHERTYPE_IPV6: u16 = 0x86dd;
-const ECN_MASK: u8 = 0b11;
-const ECN_CE: u8 = 0b11;
-const ECN_NOT_ECT: u8 = 0b00;
-
-/// The result of [`mark_ce`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CeOutcome {
-    /// Was ECT(0) or ECT(1), is CE now (checksum updated).
-    Marked,
-    /// Was CE already: left alone.
-    AlreadyCe,
-    /// Not-ECT: left alone (RFC 3168 section 5).
-    NotEct,
-    /// Not an IPv4 or IPv6 frame, or too short to hold the IP header.
-    NotIp,
-}
-
-/// Where the IP header starts in an Ethernet frame (after at most one 802.1Q tag), and its
-/// version.
-pub(crate) fn ip_offset(frame: &[u8]) -> Option<(usize, u8)> {
-    let ethertype_at = |at: usize| {
-        frame
-            .get(at..at + 2)
-            .map(|b| u16::from_be_bytes([b[0], b[1]]))
-    };
-    let mut offset = ETHERNET_HEADER;
-    let mut ethertype = ethertype_at(12)?;
-    if ethertype == ETHERTYPE_VLAN {
-        ethertype = ethertype_at(16)?;
-        offset += 4;
-    }
-    match ethertype {
-        ETHERTYPE_IPV4 => Some((offset, 4)),
-        ETHERTYPE_IPV6 => Some((offset, 6)),
-        _ => None,
-    }
-}
-
-/// The ECN field of an Ethernet frame carrying IPv4 or IPv6, if it carries either.
-pub fn ecn(frame: &[u8]) -> Option<u8> {
-    let (ip, version) = ip_offset(frame)?;
-    match version {
-        4 => frame.get(ip + 1).map(|tos| tos & ECN_MASK),
-        _ => frame.get(ip + 1).map(|b| (b >> 4) & ECN_MASK),
-    }
-}
-
-/// Sets ECN to CE in the IP header of an Ethernet frame, as a congested switch does.
-///
-/// The IPv4 header checksum is recomputed; the ICRC is untouched because it masks the TOS byte
-/// and the IPv6 traffic class (RoCEv2 Annex A17.3.3) exactly so that switches can do this.
-// Lives here until the wire layer's Ethernet/IP slicer lands; then it should move there.
-pub fn mark_ce(frame: &mut [u8]) -> CeOutcome {
-    let Some((ip, version)) = ip_offset(frame) else {
-        return CeOutcome::NotIp;
-    };
-    let Some(current) = ecn(frame) else {
-        return CeOutcome::NotIp;
-    };
-    match current {
-        ECN_CE => return CeOutcome::AlreadyCe,
-        ECN_NOT_ECT => return CeOutcome::NotEct,
-        _ => {}
-    }
-    if version == 6 {
-        if frame.len() < ip + 40 {
-            return CeOutcome::NotIp;
-        }
-        frame[ip + 1] |= ECN_CE << 4;
-        return CeOutcome::Marked;
-    }
-    let ihl = usize::from(frame[ip] & 0x0f) * 4;
-    if ihl < 20 || frame.len() < ip + ihl {
-        return CeOutcome::NotIp;
-    }
-    frame[ip + 1] |= ECN_CE;
-    let header = &mut frame[ip..ip + ihl];
-    header[10..12].copy_from_slice(&[0, 0]);
-    let checksum = ipv4_checksum(header);
-    header[10..12].copy_from_slice(&checksum.to_be_bytes());
-    CeOutcome::Marked
-}
-
-/// The Internet checksum (RFC 1071) of an IPv4 header whose checksum field is zero.
-fn ipv4_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@ use super::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::time::{Duration, Instant};
+use crate::wire::Ecn;
+use crate::wire::ce::{CeOutcome, ecn, ipv4_checksum, mark_ce};
 use crate::wire::{icrc, sample};
 
 /// An IPv4 RC SEND ONLY frame with `payload` bytes, ECT(0).
@@ -106,7 +108,7 @@ fn fault_counts_match_their_probabilities() {
     );
     let ce = out
         .iter()
-        .filter(|(_, _, f)| ecn(f) == Some(ECN_CE))
+        .filter(|(_, _, f)| ecn(f) == Some(Ecn::Ce.bits()))
         .count() as u64;
     assert!(
         ce >= s.ce_marked && ce <= s.ce_marked * 11 / 10,
@@ -218,7 +220,10 @@ fn a_congested_queue_marks_ce_past_its_threshold_and_drains_at_its_rate() {
     };
     let mut l = link(config, 1);
     let out = run(&mut l, 200, 1024);
-    let marked: Vec<bool> = out.iter().map(|o| ecn(&o.2) == Some(ECN_CE)).collect();
+    let marked: Vec<bool> = out
+        .iter()
+        .map(|o| ecn(&o.2) == Some(Ecn::Ce.bits()))
+        .collect();
     let first = marked
         .iter()
         .position(|&m| m)
@@ -254,7 +259,7 @@ fn a_congested_queue_marks_ce_past_its_threshold_and_drains_at_its_rate() {
 fn ce_marking_keeps_ipv4_checksum_and_icrc_valid() {
     for mut frame in [roce_v4(100), roce_v6(100)] {
         assert_eq!(mark_ce(&mut frame), CeOutcome::Marked);
-        assert_eq!(ecn(&frame), Some(ECN_CE));
+        assert_eq!(ecn(&frame), Some(Ecn::Ce.bits()));
         assert!(icrc::verify(&frame[14..]).unwrap());
         if frame[14] >> 4 == 4 {
             assert_eq!(ipv4_checksum(&frame[14..34]), 0);
@@ -266,7 +271,7 @@ fn ce_marking_keeps_ipv4_checksum_and_icrc_valid() {
 #[test]
 fn ce_marking_leaves_not_ect_short_and_non_ip_frames_alone() {
     let mut not_ect = roce_v4(0);
-    not_ect[15] &= !ECN_MASK;
+    not_ect[15] &= !Ecn::Ce.bits(); // CE sets both bits of the field
     let before = not_ect.clone();
     assert_eq!(mark_ce(&mut not_ect), CeOutcome::NotEct);
     assert_eq!(not_ect, before);

@@ -4,7 +4,7 @@
 
 use tracing::{Level, enabled, event};
 
-use crate::fault::{ecn, ip_offset};
+use crate::wire::ce::{ecn, ip_offset};
 use crate::wire::{Bth, Opcode};
 
 use super::{Device, DeviceError};

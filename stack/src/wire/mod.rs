@@ -12,6 +12,7 @@ pub mod atomic_ack_eth;
 pub mod atomic_eth;
 pub mod bth;
 pub mod builder;
+pub mod ce;
 pub mod cm;
 pub mod cnp;
 pub mod deth;
