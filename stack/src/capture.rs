@@ -11,6 +11,7 @@
 //! they were on the wire.
 
 mod blocks;
+pub mod live;
 mod mapped;
 mod stream;
 #[allow(unsafe_code)]

@@ -1,12 +1,14 @@
 //! `roce analyze FILE [--json]`: stateful replay analysis of a capture.
 
 pub mod json;
+pub mod live;
 pub mod pfc;
 pub mod text;
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
 use roce::analysis::pfc::PfcOptions;
@@ -37,6 +39,19 @@ Examples:
   roce analyze --json pcaps/rc_loss_write.pcap | jq '.flows[] | {src, dst, retransmitted_packets, naks}'
   roce analyze --threads 1 big.pcap              all on one thread (the default reads on one, analyses on another)
   roce analyze --max-flows 10000 --max-memory 256 huge.pcap   follow fewer flows, hold less
+  sudo roce analyze --live eth1                  a per-flow table every second until Ctrl-C,
+                                                 then the same report as for a file
+  sudo roce analyze --live eth1 --interval 5 --duration 60 --json > live.jsonl
+                                                 one JSON report per 5 s, the final one last
+
+Live mode (--live IFACE) listens on an existing interface through an AF_PACKET ring (needs
+CAP_NET_RAW) without taking it over: its traffic flows on, and the promiscuous mode it asks
+for ends with it. Every --interval it draws a table of the busiest flows (packets/s,
+goodput, retransmissions, NAKs, CNPs, CE marks, PFC stalls) and the PFC/PAUSE frames on
+stderr, redrawn in place on a terminal; with --json it prints the report so far as one JSON
+line on stdout instead,
+with a `live` object (interface, kernel counts, the interval's per-flow rates). It stops after
+--duration, or at SIGINT/SIGTERM, and prints the final report (`live.final` true in JSON).
 
 JSON keys: packets, roce_packets, icrc_errors, flows[] with src, dst, dest_qp, packets,
 opcodes {name: count}, retransmitted_packets, naks {name: count}, rnr_naks, cnps, ecn_ce,
@@ -44,7 +59,17 @@ payload_bytes, and more (requester, goodput, rate_changes); connections[]; input
 {max_flows, max_memory_mib, flows, packets, cm_connections, memory_full_at}.")]
 pub struct AnalyzeArgs {
     /// The capture to analyse (pcap or pcapng).
-    pub file: PathBuf,
+    #[arg(required_unless_present = "live", conflicts_with = "live")]
+    pub file: Option<PathBuf>,
+    /// Analyse what interface IFACE carries, live, instead of a file.
+    #[arg(long, value_name = "IFACE")]
+    pub live: Option<String>,
+    /// Live: seconds between tables (or JSON lines); default 1.
+    #[arg(long, value_name = "S", requires = "live", value_parser = parse_seconds)]
+    pub interval: Option<Duration>,
+    /// Live: stop after this many seconds (default: at SIGINT or SIGTERM).
+    #[arg(long, value_name = "S", requires = "live", value_parser = parse_seconds)]
+    pub duration: Option<Duration>,
     /// One JSON document for scripts instead of the readable report.
     #[arg(long)]
     pub json: bool,
@@ -99,13 +124,39 @@ pub fn analyse_with(
     Ok(analyzer.into_report())
 }
 
+/// Seconds as a decimal number, from a millisecond to a year.
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(0.001..=31_536_000.0).contains(&secs) {
+        return Err(format!("{s} s is out of range (0.001 to 31536000)"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     let limits = Limits {
         max_flows: args.max_flows,
         max_bytes: usize::try_from(args.max_memory << 20).unwrap_or(usize::MAX),
     };
+    if args.live.is_none() && (args.interval.is_some() || args.duration.is_some()) {
+        anyhow::bail!("--interval and --duration go with --live IFACE");
+    }
+    let Some(file) = args.file else {
+        // clap requires one of the two.
+        let iface = args.live.unwrap_or_default();
+        return live::run(live::Options {
+            iface,
+            interval: args.interval.unwrap_or(Duration::from_secs(1)),
+            duration: args.duration,
+            json: args.json,
+            limits,
+            pfc: args.pfc.options(),
+        });
+    };
     let report = analyse_with(
-        &args.file,
+        &file,
         args.threads.unwrap_or_else(default_threads),
         limits,
         args.pfc.options(),
@@ -117,13 +168,13 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             .map_err(io::Error::from)
             .and_then(|()| stdout.write_all(b"\n"))
     } else {
-        stdout.write_all(text::render(&args.file, &report).as_bytes())
+        stdout.write_all(text::render(&file, &report).as_bytes())
     };
     match written.and_then(|()| stdout.flush()) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => return Err(e.into()),
         _ => {}
     }
-    Ok(input_status(&args.file, &report.input))
+    Ok(input_status(&file, &report.input))
 }
 
 /// The exit status for what the input was like, with one line on stderr when it was not

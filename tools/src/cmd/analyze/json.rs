@@ -23,6 +23,9 @@ struct Document<'r> {
     /// What `--max-flows` and the rdma_cm tracker's limit left out.
     untracked: Untracked,
     pfc: super::pfc::Pfc,
+    /// `roce analyze --live`: the interface, the interval and what it carried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    live: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -350,8 +353,24 @@ pub fn render(r: &Report) -> serde_json::Result<String> {
 
 /// Writes the report as one pretty-printed JSON document to `w`, a flow at a time.
 pub fn write(r: &Report, w: impl std::io::Write) -> serde_json::Result<()> {
+    serde_json::to_writer_pretty(w, &document(r))
+}
+
+/// Writes the report as one JSON document on one line (no newline at its end): the JSON
+/// lines of `roce analyze --live --json`.
+pub fn write_line(
+    r: &Report,
+    live: serde_json::Value,
+    w: impl std::io::Write,
+) -> serde_json::Result<()> {
+    let mut doc = document(r);
+    doc.live = Some(live);
+    serde_json::to_writer(w, &doc)
+}
+
+fn document(r: &Report) -> Document<'_> {
     let clock = Clock(r.first_ts.unwrap_or(0));
-    let doc = Document {
+    Document {
         packets: r.packets,
         roce_packets: r.roce_packets,
         icrc_errors: r.icrc_errors,
@@ -391,6 +410,6 @@ pub fn write(r: &Report, w: impl std::io::Write) -> serde_json::Result<()> {
             memory_full_at: r.untracked.memory_full_at,
         },
         pfc: super::pfc::json(r),
-    };
-    serde_json::to_writer_pretty(w, &doc)
+        live: None,
+    }
 }
