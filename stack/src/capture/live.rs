@@ -20,7 +20,6 @@ use std::time::Duration;
 use thiserror::Error;
 
 use super::{Frame, Link};
-use crate::io::netdev::Netdev;
 use crate::wire::encap::{ETHERNET_HEADER_LEN, VLAN_TAG_LEN};
 
 /// Bytes per ring block: a page multiple that holds any frame up to a 64 KiB GSO packet.
@@ -37,14 +36,26 @@ const ETHERTYPE_AT: usize = ETHERNET_HEADER_LEN - 2;
 /// Why a live capture could not start or go on.
 #[derive(Debug, Error)]
 pub enum LiveError {
+    /// The kernel knows no interface of that name.
     #[error("{iface}: no such network interface")]
-    NoSuchInterface { iface: String },
+    NoSuchInterface {
+        /// The interface asked for.
+        iface: String,
+    },
+    /// The AF_PACKET socket was refused: the process lacks CAP_NET_RAW.
     #[error("{iface}: capturing needs CAP_NET_RAW (run as root)")]
-    NeedsCapNetRaw { iface: String },
+    NeedsCapNetRaw {
+        /// The interface asked for.
+        iface: String,
+    },
+    /// Another system call failed.
     #[error("{iface}: {operation}: {source}")]
     Os {
+        /// The interface asked for.
         iface: String,
+        /// What was being done.
         operation: &'static str,
+        /// The kernel's answer.
         #[source]
         source: io::Error,
     },
@@ -91,10 +102,7 @@ pub struct LiveCapture {
 impl LiveCapture {
     /// Starts capturing on `iface` (an existing interface; needs CAP_NET_RAW).
     pub fn open(iface: &str) -> Result<LiveCapture, LiveError> {
-        let netdev = Netdev::new(iface).map_err(|e| LiveError::os(iface, "name", e))?;
-        let index = netdev
-            .index()
-            .map_err(|e| LiveError::os(iface, "index", e))?;
+        let index = sys::interface_index(iface).map_err(|e| LiveError::os(iface, "index", e))?;
         let ring = sys::Ring::open(index, BLOCK_SIZE, BLOCKS, BLOCK_RETIRE)
             .map_err(|e| LiveError::os(iface, "AF_PACKET ring", e))?;
         Ok(LiveCapture {
@@ -108,6 +116,7 @@ impl LiveCapture {
         })
     }
 
+    /// The interface captured on.
     pub fn iface(&self) -> &str {
         &self.iface
     }
@@ -156,6 +165,21 @@ impl LiveCapture {
         self.ring.release(b);
         self.block = (b + 1) % self.ring.blocks();
         Ok(n)
+    }
+
+    /// Hands out the frames the kernel holds for the capture now: the blocks already handed
+    /// over and the one being filled (handed over within [`BLOCK_RETIRE`]), the whole ring
+    /// at most, so that traffic that goes on cannot keep the caller here. Returns the number
+    /// of frames.
+    pub fn drain(&mut self, mut each: impl FnMut(&Frame<'_>)) -> Result<usize, LiveError> {
+        let mut frames = 0;
+        for _ in 0..self.ring.blocks() {
+            match self.next_block(BLOCK_RETIRE * 3, &mut each)? {
+                0 => break,
+                n => frames += n,
+            }
+        }
+        Ok(frames)
     }
 
     /// Frames handed out so far.

@@ -49,6 +49,10 @@ pub struct HostConfig {
     pub neighbour: NeighbourConfig,
     /// The ECN field of every RoCE frame sent: rxe sends Not-ECT; a DCQCN sender ECT(0).
     pub ecn: Ecn,
+    /// The DSCP of every RoCE frame sent (the traffic class's upper six bits, as perftest's
+    /// `--tclass` sets them): switches classify by it into a priority, the lossless one for
+    /// RoCE. rxe sends 0.
+    pub dscp: u8,
     /// The connection manager behind QP1. The host sets its CA GUID to the MAC's EUI-64 (as
     /// rxe does) and mixes the MAC into its seed, so that two hosts draw different IDs.
     pub cm: CmConfig,
@@ -63,6 +67,7 @@ impl HostConfig {
             transport: TransportConfig::default(),
             neighbour: NeighbourConfig::default(),
             ecn: Ecn::NotEct,
+            dscp: 0,
             cm: CmConfig::default(),
         }
     }
@@ -145,6 +150,7 @@ pub struct Host {
     mac: [u8; 6],
     gids: GidTable,
     ecn: Ecn,
+    dscp: u8,
     engine: Engine,
     neighbours: NeighbourCache,
     /// Frames ready to go before any new engine packet: ARP/NDP, released frames, CNPs;
@@ -176,6 +182,7 @@ impl Host {
             mac: config.mac,
             gids: GidTable::new(config.mac, &config.addrs),
             ecn: config.ecn,
+            dscp: config.dscp & 0x3f,
             engine: Engine::new(config.transport),
             neighbours: NeighbourCache::new(config.neighbour),
             ready: VecDeque::new(),
@@ -463,6 +470,8 @@ impl Host {
         let Some(mut repr) = RoceRepr::rxe(self.mac, [0; 6], src, peer, local, ib) else {
             return;
         };
+        // The CNP rides the class of the traffic it answers.
+        repr = repr.with_dscp(self.dscp);
         // The CNP takes the flow of the traffic it answers, so that it follows the same path.
         let transport = if ud_src_qp.is_some() {
             Transport::Ud
@@ -550,7 +559,8 @@ impl Host {
             t.src_qp,
             ib,
         )?
-        .with_ecn(self.ecn);
+        .with_ecn(self.ecn)
+        .with_dscp(self.dscp);
         repr.udp = udp_for(
             ib.bth.opcode.transport(),
             t.src_qp,

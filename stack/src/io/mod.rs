@@ -42,11 +42,13 @@ mod clock;
 mod fault;
 pub mod memory;
 pub mod netdev;
+pub mod pause;
 pub mod pcap;
 pub mod pcapng;
 mod recorder;
 pub mod tap;
 mod trace;
+pub mod vlan;
 pub mod xdp;
 
 #[cfg(test)]

@@ -22,12 +22,13 @@ use crate::endpoint::dcqcn::{DcqcnHook, DcqcnMonitor};
 use crate::endpoint::{Host, HostConfig, IpCidr};
 use crate::fault::{CeMarking, Delay, FaultConfig, FaultError, FaultStats};
 use crate::io::memory::{self, MAC_A, MAC_B, MemoryDevice, MemoryLinkConfig};
+use crate::io::pause::{PauseGate, mac_control};
 use crate::io::{Clock, Device, DeviceError, VirtualClock};
 use crate::time::Instant;
 use crate::transport::TransportConfig;
-use crate::wire::encap::{ETHERNET_FCS_LEN, ETHERNET_HEADER_LEN, ETHERNET_PREAMBLE_AND_GAP_LEN};
-use crate::wire::pause::{ETHERTYPE_MAC_CONTROL, MacControlRepr, quanta_to_ps};
-use crate::wire::{Ecn, NotRoce, PacketError, RocePacket};
+use crate::wire::Ecn;
+use crate::wire::encap::{ETHERNET_FCS_LEN, ETHERNET_PREAMBLE_AND_GAP_LEN};
+use crate::wire::pause::MacControlRepr;
 
 /// Host A's address on an IPv4 network (a private /24).
 pub const IP_A: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 168, 77, 1));
@@ -144,9 +145,9 @@ pub struct Network<W: Write> {
     dev_a: MemoryDevice,
     dev_b: MemoryDevice,
     wire_free: [Instant; 2],
-    /// Each NIC sends nothing before this: a PAUSE, or a PFC frame for [`HOST_PRIORITY`],
-    /// from its link partner holds it (IEEE 802.3 Annex 31B, 802.1Qbb).
-    paused_until: [Instant; 2],
+    /// Each NIC's transmitter: a PAUSE, or a PFC frame for [`HOST_PRIORITY`], from its link
+    /// partner holds it (IEEE 802.3 Annex 31B, 802.1Qbb), as the endpoint's devices are held.
+    pause: [PauseGate; 2],
     line_gbps: f64,
     capture: Option<WindowedCapture<W>>,
     capture_side: Side,
@@ -231,7 +232,7 @@ impl<W: Write> Network<W> {
             dev_a,
             dev_b,
             wire_free: [Instant::ZERO; 2],
-            paused_until: [Instant::ZERO; 2],
+            pause: [PauseGate::new((config.line_gbps * 1e9) as u64); 2],
             line_gbps: config.line_gbps,
             capture,
             capture_side,
@@ -334,7 +335,7 @@ impl<W: Write> Network<W> {
 
     /// Until when host `side`'s NIC is paused (a time past if it is not).
     pub fn paused_until(&self, side: Side) -> Instant {
-        self.paused_until[side as usize]
+        self.pause[side as usize].paused_until(HOST_PRIORITY)
     }
 
     /// What the link did to the frames each side sent: `(a_to_b, b_to_a)`.
@@ -351,7 +352,7 @@ impl<W: Write> Network<W> {
         let wires = self
             .wire_free
             .into_iter()
-            .chain(self.paused_until)
+            .chain(self.pause.map(|g| g.paused_until(HOST_PRIORITY)))
             .filter(|&t| t > now);
         let next = [self.a.poll_timeout(now), self.b.poll_timeout(now)]
             .into_iter()
@@ -404,7 +405,7 @@ impl<W: Write> Network<W> {
         let now = self.now();
         for side in [Side::A, Side::B] {
             let i = side as usize;
-            while self.wire_free[i] <= now && self.paused_until[i] <= now {
+            while self.wire_free[i] <= now && !self.pause[i].is_paused(HOST_PRIORITY, now) {
                 let Network {
                     a,
                     b,
@@ -451,12 +452,10 @@ impl<W: Write> Network<W> {
             capture,
             capture_side,
             tap,
-            paused_until,
-            line_gbps,
+            pause,
             ..
         } = self;
-        let [paused_a, paused_b] = paused_until;
-        let link_bits_per_sec = (*line_gbps * 1e9) as u64;
+        let [paused_a, paused_b] = pause;
         for (side, host, dev, paused) in
             [(Side::A, a, dev_a, paused_a), (Side::B, b, dev_b, paused_b)]
         {
@@ -472,7 +471,7 @@ impl<W: Write> Network<W> {
                 }
                 // The MAC takes flow control frames for itself.
                 match mac_control(frame) {
-                    Some(body) => honour(body, now, link_bits_per_sec, paused),
+                    Some(body) => paused.honour(&body, now),
                     None => host.handle_frame(now, frame),
                 }
             })? {}
@@ -481,62 +480,5 @@ impl<W: Write> Network<W> {
             Some(e) => Err(e.into()),
             None => Ok(()),
         }
-    }
-}
-
-/// The body of a MAC control frame (EtherType 0x8808, never tagged), as the wire slicer
-/// finds it.
-fn mac_control(frame: &[u8]) -> Option<MacControlRepr> {
-    match RocePacket::parse(frame) {
-        Err(PacketError::NotRoce(NotRoce::EtherType(ETHERTYPE_MAC_CONTROL))) => frame
-            .get(ETHERNET_HEADER_LEN..)
-            .and_then(MacControlRepr::parse),
-        _ => None,
-    }
-}
-
-/// A NIC's transmitter after a PAUSE or PFC frame arrived at `now`: a time for the hosts'
-/// priority (or a PAUSE's, for the whole link) replaces what was left of any earlier one,
-/// zero lifting it (IEEE 802.3 Annex 31B; 802.1Qbb; docs/congestion.md, "PAUSE and PFC").
-fn honour(body: MacControlRepr, now: Instant, link_bits_per_sec: u64, paused: &mut Instant) {
-    let quanta = match body {
-        MacControlRepr::Pause(p) => p.quanta,
-        MacControlRepr::Pfc(p) if p.enabled(HOST_PRIORITY) => p.quanta[HOST_PRIORITY],
-        _ => return,
-    };
-    let ps = quanta_to_ps(quanta, link_bits_per_sec);
-    *paused = now + Duration::from_nanos(ps.div_ceil(1000));
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::wire::pause::{PauseRepr, PfcRepr};
-
-    #[test]
-    fn a_nic_honours_pause_for_its_priority_only() {
-        let now = Instant::ZERO + Duration::from_micros(10);
-        let ten_gbps = 10_000_000_000;
-        let mut until = Instant::ZERO;
-        let pfc = |times: &[(usize, u16)]| MacControlRepr::Pfc(PfcRepr::new(times));
-        // Another priority's pause leaves the hosts' frames alone.
-        honour(pfc(&[(3, 0xffff)]), now, ten_gbps, &mut until);
-        assert_eq!(until, Instant::ZERO);
-        // 1000 quanta of 51.2 ns at 10 Gb/s.
-        honour(pfc(&[(HOST_PRIORITY, 1000)]), now, ten_gbps, &mut until);
-        assert_eq!(until, now + Duration::from_nanos(51_200));
-        // A later time replaces what is left; zero lifts the pause.
-        honour(pfc(&[(HOST_PRIORITY, 10)]), now, ten_gbps, &mut until);
-        assert_eq!(until, now + Duration::from_nanos(512));
-        honour(pfc(&[(HOST_PRIORITY, 0)]), now, ten_gbps, &mut until);
-        assert_eq!(until, now);
-        // 802.3x PAUSE stops the whole link.
-        let pause = MacControlRepr::Pause(PauseRepr { quanta: 2 });
-        honour(pause, now, ten_gbps, &mut until);
-        assert_eq!(until, now + Duration::from_nanos(103));
-        // The slicer finds the body of a whole frame.
-        let frame = pause.frame(MAC_B);
-        assert_eq!(mac_control(&frame), Some(pause));
-        assert_eq!(mac_control(&frame[..13]), None);
     }
 }

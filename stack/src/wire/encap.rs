@@ -140,6 +140,59 @@ pub struct VlanTag {
     pub vid: u16,
 }
 
+impl VlanTag {
+    /// Where the tag goes in a frame: after the two MAC addresses, where the EtherType of an
+    /// untagged frame is (802.1Q 9.3).
+    pub const AT: usize = 12;
+
+    /// The Tag Control Information: PCP (3 bits), DEI (1), VID (12).
+    pub const fn tci(&self) -> u16 {
+        ((self.pcp as u16 & 0x7) << 13) | ((self.dei as u16) << 12) | (self.vid & 0x0fff)
+    }
+
+    /// The tag a Tag Control Information word holds.
+    pub const fn from_tci(tci: u16) -> VlanTag {
+        VlanTag {
+            pcp: (tci >> 13) as u8,
+            dei: tci & 0x1000 != 0,
+            vid: tci & 0x0fff,
+        }
+    }
+
+    /// The outer 802.1Q tag (TPID 0x8100) of an Ethernet frame, if it has one.
+    pub fn of_frame(frame: &[u8]) -> Option<VlanTag> {
+        let tag = frame.get(Self::AT..Self::AT + VLAN_TAG_LEN)?;
+        (u16::from_be_bytes([tag[0], tag[1]]) == ETHERTYPE_VLAN)
+            .then(|| VlanTag::from_tci(u16::from_be_bytes([tag[2], tag[3]])))
+    }
+
+    /// `frame` with this tag inserted, into `out` (cleared first). A frame too short for
+    /// the MAC addresses is copied as it is.
+    pub fn tag(&self, frame: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        if frame.len() < Self::AT {
+            out.extend_from_slice(frame);
+            return;
+        }
+        out.extend_from_slice(&frame[..Self::AT]);
+        out.extend_from_slice(&ETHERTYPE_VLAN.to_be_bytes());
+        out.extend_from_slice(&self.tci().to_be_bytes());
+        out.extend_from_slice(&frame[Self::AT..]);
+    }
+
+    /// `frame` without its outer tag, into `out` (cleared first); a frame without one is
+    /// copied as it is.
+    pub fn untag(frame: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        if VlanTag::of_frame(frame).is_none() {
+            out.extend_from_slice(frame);
+            return;
+        }
+        out.extend_from_slice(&frame[..Self::AT]);
+        out.extend_from_slice(&frame[Self::AT + VLAN_TAG_LEN..]);
+    }
+}
+
 /// An Ethernet II header; the EtherType follows from the IP version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct EthernetRepr {
@@ -373,6 +426,33 @@ impl UdpRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vlan_tags_go_in_and_come_out_whole() {
+        let tag = VlanTag {
+            pcp: 3,
+            dei: true,
+            vid: 0xabc,
+        };
+        assert_eq!(tag.tci(), 0x7abc);
+        assert_eq!(VlanTag::from_tci(0x7abc), tag);
+        let frame: Vec<u8> = (0..60).collect();
+        let mut tagged = Vec::new();
+        tag.tag(&frame, &mut tagged);
+        assert_eq!(tagged.len(), 64);
+        assert_eq!(tagged[12..16], [0x81, 0x00, 0x7a, 0xbc]);
+        assert_eq!(VlanTag::of_frame(&tagged), Some(tag));
+        assert_eq!(VlanTag::of_frame(&frame), None);
+        let mut back = Vec::new();
+        VlanTag::untag(&tagged, &mut back);
+        assert_eq!(back, frame);
+        VlanTag::untag(&frame, &mut back);
+        assert_eq!(back, frame);
+        // Too short for a tag: as it is, never a panic.
+        tag.tag(&frame[..5], &mut back);
+        assert_eq!(back, frame[..5]);
+        assert_eq!(VlanTag::of_frame(&tagged[..15]), None);
+    }
 
     #[test]
     fn ecn_codepoints_follow_rfc3168() {

@@ -82,6 +82,8 @@ pub fn run(args: ConformAgentArgs) -> anyhow::Result<ExitCode> {
         busy_poll: args.busy_poll,
         dcqcn: &args.dcqcn,
         line_gbps: args.line_gbps,
+        tclass: None,
+        vlan: None,
     })?;
     let listener = listen(args.port)?;
     let cc = if args.dcqcn == "off" { "none" } else { "dcqcn" };

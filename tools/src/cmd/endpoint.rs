@@ -8,7 +8,11 @@ use clap::Args;
 use roce::cc::Preset;
 use roce::endpoint::dcqcn::DcqcnHook;
 use roce::endpoint::{Backend, Host, HostConfig, IpCidr, Runtime, RuntimeConfig};
+use roce::io::SystemClock;
+use roce::io::pause::PauseHonouring;
+use roce::io::vlan::VlanTagging;
 use roce::wire::Ecn;
+use roce::wire::encap::VlanTag;
 
 /// The options of a command whose peer is found through an out-of-band TCP exchange.
 #[derive(Debug, Args)]
@@ -65,9 +69,25 @@ pub struct DeviceArgs {
     /// heeds CNPs, so against it this only marks packets ECN-capable.
     #[arg(long, value_name = "PRESET", default_value = "off")]
     pub dcqcn: String,
-    /// The line rate DCQCN starts each QP at and returns to, in Gb/s.
+    /// The line rate DCQCN starts each QP at and returns to, in Gb/s; also the link speed
+    /// PFC and PAUSE quanta (512 bit times) are counted at.
     #[arg(long, value_name = "GBPS", default_value_t = 10.0)]
     pub line_gbps: f64,
+    /// The IP traffic class byte of every RoCE frame, as perftest's --tclass: DSCP in the
+    /// upper six bits (--tclass 106 is DSCP 26, the usual RoCE class), ECN in the lower two
+    /// (when not 0 they replace Not-ECT, or DCQCN's ECT(0)).
+    #[arg(long, value_name = "T")]
+    pub tclass: Option<u8>,
+    /// Send every frame with an 802.1Q tag of this VLAN ID (received frames of the VLAN lose
+    /// it; other VLANs' frames are dropped).
+    #[arg(long, value_name = "ID", value_parser = clap::value_parser!(u16).range(0..=4094))]
+    pub vlan: Option<u16>,
+    /// The 802.1Q priority (PCP) of the tag: the PFC class the traffic rides. Without --vlan,
+    /// a priority tag (VLAN ID 0). Over tap: and xdp:, PFC frames pausing this priority (and
+    /// 802.3x PAUSE) stop the endpoint sending for the quanta given, at --line-gbps; XON
+    /// resumes it.
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub pcp: Option<u8>,
 }
 
 impl DeviceArgs {
@@ -92,6 +112,17 @@ impl DeviceArgs {
             busy_poll: self.busy_poll,
             dcqcn: &self.dcqcn,
             line_gbps: self.line_gbps,
+            tclass: self.tclass,
+            vlan: self.vlan_tag(),
+        })
+    }
+
+    /// The 802.1Q tag `--vlan` and `--pcp` ask for, if any.
+    pub fn vlan_tag(&self) -> Option<VlanTag> {
+        (self.vlan.is_some() || self.pcp.is_some()).then(|| VlanTag {
+            pcp: self.pcp.unwrap_or(0),
+            dei: false,
+            vid: self.vlan.unwrap_or(0),
         })
     }
 }
@@ -112,8 +143,12 @@ pub struct OpenEndpoint<'a> {
     pub busy_poll: bool,
     /// DCQCN preset name, or `off`.
     pub dcqcn: &'a str,
-    /// DCQCN's line rate.
+    /// DCQCN's line rate, and the speed pause quanta are counted at.
     pub line_gbps: f64,
+    /// The traffic class byte (DSCP and ECN) of RoCE frames.
+    pub tclass: Option<u8>,
+    /// The 802.1Q tag of every frame sent.
+    pub vlan: Option<VlanTag>,
 }
 
 /// Opens the device and puts a host on it.
@@ -131,10 +166,28 @@ pub fn open_runtime(o: &OpenEndpoint<'_>) -> anyhow::Result<Runtime> {
         .map_err(|e| anyhow::anyhow!("--line-gbps: {e}"))?;
     // The errors name the device and carry their cause in the message: flattened to one
     // line, so that `{:#}` does not repeat the cause.
-    let device = o
+    let mut device = o
         .iface
         .open(o.pcap_out)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if !(o.line_gbps > 0.0 && o.line_gbps <= 10_000.0) {
+        anyhow::bail!(
+            "--line-gbps must be above 0 and at most 10000, got {}",
+            o.line_gbps
+        );
+    }
+    if matches!(o.iface, Backend::Tap(_) | Backend::Xdp(_)) {
+        // A real link's transmitter honours its partner's PAUSE and PFC frames; the tag (when
+        // asked for) is put on before, so that the gate sees each frame's priority.
+        device = Box::new(PauseHonouring::new(
+            device,
+            SystemClock::new(),
+            (o.line_gbps * 1e9) as u64,
+        ));
+    }
+    if let Some(tag) = o.vlan {
+        device = Box::new(VlanTagging::new(device, tag));
+    }
     let mac = o
         .mac
         .or(device.capabilities().mac)
@@ -142,6 +195,12 @@ pub fn open_runtime(o: &OpenEndpoint<'_>) -> anyhow::Result<Runtime> {
     let mut host = HostConfig::new(mac, o.ip.to_vec());
     if hook.is_some() {
         host.ecn = Ecn::Ect0;
+    }
+    if let Some(tclass) = o.tclass {
+        host.dscp = tclass >> 2;
+        if tclass & 0b11 != 0 {
+            host.ecn = Ecn::from_bits(tclass);
+        }
     }
     let config = RuntimeConfig {
         busy_poll: o.busy_poll,

@@ -47,7 +47,11 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
       the client of `ib_write_lat -x 1 -F -n 1000`: t_min, t_max, t_typical, t_avg,
       t_stdev and the 99% and 99.9% percentiles
   roce perf atomic --iface tap:roce0 --ip 10.77.0.2/24 -A CMP_AND_SWAP -D 5 --report_gbits 10.77.0.11
-      compare-and-swap for 5 seconds, against `ib_atomic_bw -x 1 -F -A CMP_AND_SWAP -D 5`")]
+      compare-and-swap for 5 seconds, against `ib_atomic_bw -x 1 -F -A CMP_AND_SWAP -D 5`
+  roce perf write --iface xdp:eth1 --ip 10.0.0.5/24 --tclass 106 --vlan 100 --pcp 3 --line-gbps 100 10.0.0.7
+      on the lossless class: DSCP 26 (ECT(0)) in VLAN 100 priority 3, as `ib_write_bw -x 1 -F
+      --tclass 106` on a port of that VLAN; PFC frames pausing priority 3 stop it for their
+      quanta at 100 Gb/s")]
 pub struct PerfArgs {
     /// The operation measured.
     #[arg(value_enum)]

@@ -30,7 +30,11 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
       a server for `ibv_ud_pingpong -g 1 -s 512 10.77.0.1` (TCP reaches us through the
       namespace's kernel address; RoCE goes to our GID)
   roce pingpong --iface tap:roce0 --ip 10.77.0.2/24 --ip fd00:77::2/64 -g 2 10.77.0.11
-      RoCEv2 over IPv6 (the peer runs with -g 2)")]
+      RoCEv2 over IPv6 (the peer runs with -g 2)
+  roce pingpong --iface tap:roce0 --ip 10.77.0.2/24 --vlan 5 --pcp 3 --tclass 106 10.77.0.11
+      every frame tagged VLAN 5 priority 3, RoCE with DSCP 26 and ECT(0); a PFC XOFF for
+      priority 3 (or an 802.3x PAUSE) holds sending for its quanta at --line-gbps, XON
+      resumes")]
 pub struct PingpongArgs {
     #[command(flatten)]
     pub endpoint: EndpointArgs,

@@ -34,6 +34,24 @@ fn setsockopt<T>(fd: &OwnedFd, name: libc::c_int, value: &T) -> io::Result<()> {
     .map(drop)
 }
 
+/// The index of interface `name` (if_nametoindex(3)); ENODEV when there is none.
+pub(super) fn interface_index(name: &str) -> io::Result<u32> {
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid interface name {name:?} (1 to 15 bytes)"),
+        ));
+    }
+    let c_name = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in the interface name"))?;
+    // SAFETY: c_name is a valid NUL-terminated string that outlives the call.
+    let index = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
+    if index == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(index)
+}
+
 /// One captured frame's place in the ring and what the kernel said about it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Slot {

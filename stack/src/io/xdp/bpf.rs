@@ -3,7 +3,8 @@
 //! and no object file are needed.
 //!
 //! [`XdpFilter::RoceV2`] redirects only RoCEv2 frames (IPv4 without options or IPv6, UDP
-//! destination port 4791) and passes everything else to the kernel, so ARP, and the TCP
+//! destination port 4791, untagged or with one 802.1Q tag) and the PAUSE and PFC frames the
+//! endpoint honours, and passes everything else to the kernel, so ARP, and the TCP
 //! connection the perftest tools exchange QP numbers over, keep working on the interface.
 //! [`XdpFilter::All`] takes every frame.
 
@@ -69,6 +70,8 @@ const fn wire16(v: u16) -> i32 {
 }
 const ETHERTYPE_IPV4: i32 = wire16(0x0800);
 const ETHERTYPE_IPV6: i32 = wire16(0x86dd);
+const ETHERTYPE_VLAN: i32 = wire16(crate::wire::encap::ETHERTYPE_VLAN);
+const ETHERTYPE_MAC_CONTROL: i32 = wire16(crate::wire::pause::ETHERTYPE_MAC_CONTROL);
 const ROCEV2_PORT: i32 = wire16(4791);
 const IPPROTO_UDP: i32 = 17;
 
@@ -97,6 +100,8 @@ enum Item {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Label {
     Ipv6,
+    Vlan,
+    VlanIpv6,
     Redirect,
     Pass,
 }
@@ -127,6 +132,41 @@ pub fn program(map_fd: RawFd, filter: XdpFilter) -> Vec<Insn> {
             },
         ]
     };
+    let ja = |to| Jump {
+        code: JA,
+        reg: 0,
+        imm: 0,
+        src: 0,
+        to,
+    };
+    let jeq = |reg, imm, to| Jump {
+        code: JEQ_K,
+        reg,
+        imm,
+        src: 0,
+        to,
+    };
+    // The checks of an IPv4 (no options) or IPv6 header at `l3` carrying UDP to 4791; a
+    // mismatch passes the frame, a match falls through.
+    let ipv4 = |l3: i16| {
+        [
+            // Version 4, IHL 5: RoCEv2 senders use no IP options.
+            I(insn(LDX_B, R5, R2, l3, 0)),
+            jne(R5, 0x45, Label::Pass),
+            I(insn(LDX_B, R5, R2, l3 + 9, 0)),
+            jne(R5, IPPROTO_UDP, Label::Pass),
+            I(insn(LDX_H, R5, R2, l3 + 20 + 2, 0)),
+            jne(R5, ROCEV2_PORT, Label::Pass),
+        ]
+    };
+    let ipv6 = |l3: i16| {
+        [
+            I(insn(LDX_B, R5, R2, l3 + 6, 0)),
+            jne(R5, IPPROTO_UDP, Label::Pass),
+            I(insn(LDX_H, R5, R2, l3 + 40 + 2, 0)),
+            jne(R5, ROCEV2_PORT, Label::Pass),
+        ]
+    };
     let mut items = Vec::new();
     if filter == XdpFilter::RoceV2 {
         items.extend([
@@ -134,41 +174,34 @@ pub fn program(map_fd: RawFd, filter: XdpFilter) -> Vec<Insn> {
             I(insn(LDX_W, R2, R6, MD_DATA, 0)),
             I(insn(LDX_W, R3, R6, MD_DATA_END, 0)),
         ]);
-        // IPv4: Ethernet 14 + IPv4 20 + the UDP ports.
+        // IPv4: Ethernet 14 + IPv4 20 + the UDP ports (PAUSE and PFC frames are 60 bytes).
         items.extend(need(14 + 20 + 4));
         items.extend([
             I(insn(LDX_H, R5, R2, 12, 0)),
-            Jump {
-                code: JEQ_K,
-                reg: R5,
-                imm: ETHERTYPE_IPV6,
-                src: 0,
-                to: Label::Ipv6,
-            },
+            // PAUSE and PFC: the endpoint's transmitter honours them (io::pause); the kernel
+            // would only drop them.
+            jeq(R5, ETHERTYPE_MAC_CONTROL, Label::Redirect),
+            jeq(R5, ETHERTYPE_VLAN, Label::Vlan),
+            jeq(R5, ETHERTYPE_IPV6, Label::Ipv6),
             jne(R5, ETHERTYPE_IPV4, Label::Pass),
-            // Version 4, IHL 5: RoCEv2 senders use no IP options.
-            I(insn(LDX_B, R5, R2, 14, 0)),
-            jne(R5, 0x45, Label::Pass),
-            I(insn(LDX_B, R5, R2, 14 + 9, 0)),
-            jne(R5, IPPROTO_UDP, Label::Pass),
-            I(insn(LDX_H, R5, R2, 14 + 20 + 2, 0)),
-            jne(R5, ROCEV2_PORT, Label::Pass),
-            Jump {
-                code: JA,
-                reg: 0,
-                imm: 0,
-                src: 0,
-                to: Label::Redirect,
-            },
-            L(Label::Ipv6),
         ]);
+        items.extend(ipv4(14));
+        items.extend([ja(Label::Redirect), L(Label::Ipv6)]);
         items.extend(need(14 + 40 + 4));
+        items.extend(ipv6(14));
+        // One 802.1Q tag (an endpoint on a VLAN or a priority, `--vlan`, `--pcp`), where the
+        // NIC left it in the frame.
+        items.extend([ja(Label::Redirect), L(Label::Vlan)]);
+        items.extend(need(18 + 20 + 4));
         items.extend([
-            I(insn(LDX_B, R5, R2, 14 + 6, 0)),
-            jne(R5, IPPROTO_UDP, Label::Pass),
-            I(insn(LDX_H, R5, R2, 14 + 40 + 2, 0)),
-            jne(R5, ROCEV2_PORT, Label::Pass),
+            I(insn(LDX_H, R5, R2, 16, 0)),
+            jeq(R5, ETHERTYPE_IPV6, Label::VlanIpv6),
+            jne(R5, ETHERTYPE_IPV4, Label::Pass),
         ]);
+        items.extend(ipv4(18));
+        items.extend([ja(Label::Redirect), L(Label::VlanIpv6)]);
+        items.extend(need(18 + 40 + 4));
+        items.extend(ipv6(18));
     } else {
         items.push(I(insn(MOV64_X, R6, R1, 0, 0)));
     }

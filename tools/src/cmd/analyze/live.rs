@@ -158,12 +158,10 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
             analyzer.frame(frame);
         })?;
     }
-    // Frames that arrived before the stop belong to the capture: the kernel hands a partly
-    // filled block over within its retire time, so wait that long for each last block.
-    while capture.next_block(live::BLOCK_RETIRE * 3, |frame| {
+    // Frames that arrived before the stop belong to the capture.
+    capture.drain(|frame| {
         analyzer.frame(frame);
-    })? > 0
-    {}
+    })?;
     let counts = capture.kernel_counts()?;
     let report = analyzer.into_report();
     let name = format!("{} (live)", opts.iface);
