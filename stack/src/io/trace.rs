@@ -5,14 +5,10 @@
 use tracing::{Level, enabled, event};
 
 use crate::wire::ce::{ecn, ip_offset};
+use crate::wire::encap::{IP_PROTOCOL_UDP, IPV6_HEADER_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN};
 use crate::wire::{Bth, Opcode};
 
 use super::{Device, DeviceError};
-
-/// UDP destination port of RoCEv2 (Annex A17.2.1).
-const ROCEV2_PORT: u16 = 4791;
-const UDP_HEADER_LEN: usize = 8;
-const IPPROTO_UDP: u8 = 17;
 
 /// What the tracer reports of a frame; decoding stops quietly where the frame stops making
 /// sense, as a log line must never fail.
@@ -45,11 +41,11 @@ fn roce_bth(frame: &[u8]) -> Option<(Opcode, u32, u32)> {
     let (protocol, ip_len) = if version == 4 {
         (*frame.get(ip + 9)?, usize::from(frame.get(ip)? & 0x0f) * 4)
     } else {
-        (*frame.get(ip + 6)?, 40)
+        (*frame.get(ip + 6)?, IPV6_HEADER_LEN)
     };
     let udp = frame.get(ip + ip_len..)?;
     let port = u16::from_be_bytes([*udp.get(2)?, *udp.get(3)?]);
-    if protocol != IPPROTO_UDP || port != ROCEV2_PORT {
+    if protocol != IP_PROTOCOL_UDP || port != ROCEV2_UDP_PORT {
         return None;
     }
     let bth = Bth::new_checked(udp.get(UDP_HEADER_LEN..)?).ok()?;
