@@ -228,5 +228,20 @@ fn live_analysis_of_replayed_captures_matches_offline_needs_root() {
         captures.len()
     );
     assert!(replayed >= 20, "only {replayed} captures replayed");
+
+    // The interface going away ends the capture with the report so far, then an error.
+    let mut listener = Listener::start();
+    listener
+        .next(Duration::from_secs(10))
+        .expect("roce analyze --live printed no interval report");
+    ns.ip(&["link", "del", SENDER]);
+    let mut last = None;
+    while let Some(line) = listener.next(Duration::from_secs(5)) {
+        last = Some(line);
+    }
+    let last = last.expect("a final report after the interface went away");
+    assert_eq!(last["live"]["final"], true, "{last}");
+    let status = listener.child.wait().expect("roce exits");
+    assert_eq!(status.code(), Some(1), "the interface went away: {status}");
     drop(ns);
 }

@@ -48,6 +48,12 @@ pub enum LiveError {
         /// The interface asked for.
         iface: String,
     },
+    /// The interface went down or away while capturing.
+    #[error("{iface}: the interface went down or away")]
+    Gone {
+        /// The interface captured on.
+        iface: String,
+    },
     /// Another system call failed.
     #[error("{iface}: {operation}: {source}")]
     Os {
@@ -66,7 +72,10 @@ impl LiveError {
         let iface = iface.to_owned();
         match source.raw_os_error() {
             Some(libc::EPERM | libc::EACCES) => LiveError::NeedsCapNetRaw { iface },
-            Some(libc::ENODEV | libc::ENXIO) => LiveError::NoSuchInterface { iface },
+            Some(libc::ENODEV | libc::ENXIO) if operation == "index" => {
+                LiveError::NoSuchInterface { iface }
+            }
+            Some(libc::ENETDOWN | libc::ENODEV | libc::ENXIO) => LiveError::Gone { iface },
             _ => LiveError::Os {
                 iface,
                 operation,

@@ -643,3 +643,29 @@ fn udp_source_ports_are_rxe_s() {
     ud_send(&mut net, sa, sb, 100, 0x1111_1111);
     assert_eq!(next_frame(&mut net.a).1, rxe_udp_src_port(sa.qpn));
 }
+
+/// `--tclass`: every RoCE frame the host sends carries its DSCP, beside its ECN field; ARP
+/// carries no IP header to mark.
+#[test]
+fn roce_frames_carry_the_configured_dscp() {
+    let mut a = config(&["10.0.0.1/24"]);
+    a.dscp = 26;
+    a.ecn = Ecn::Ect0;
+    let mut net =
+        VirtualNet::new(MemoryLinkConfig::default(), a, config(&["10.0.0.2/24"])).unwrap();
+    net.a.add_neighbour("10.0.0.2".parse().unwrap(), MAC_B);
+    let (sa, sb) = connect_pair(&mut net, QpType::Rc, 1);
+    net.a
+        .engine_mut()
+        .post_send(sa.qpn, write_wr(sa, sb, 3000))
+        .unwrap();
+    let mut buf = vec![0; Host::max_frame_len()];
+    let mut sent = 0;
+    while let Some(n) = net.a.poll_transmit(net.now(), &mut buf) {
+        let p = RocePacket::parse(&buf[..n]).expect("a RoCE frame");
+        assert_eq!((p.ip().dscp(), p.ecn()), (26, Ecn::Ect0));
+        assert!(p.icrc_ok(), "the ICRC masks the traffic class");
+        sent += 1;
+    }
+    assert_eq!(sent, 3, "3 WRITE packets at MTU 1024");
+}

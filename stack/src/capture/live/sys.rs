@@ -201,7 +201,39 @@ impl Ring {
                 return Err(e);
             }
         }
-        Ok(self.status(b).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0)
+        if self.status(b).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0 {
+            return Ok(true);
+        }
+        if pfd.revents & libc::POLLERR != 0 {
+            // The socket's pending error (ENETDOWN once the interface is gone): poll would
+            // report it at once on every call from now on.
+            return Err(self.socket_error());
+        }
+        Ok(false)
+    }
+
+    /// The error pending on the socket (SO_ERROR), which reading it clears.
+    fn socket_error(&self) -> io::Error {
+        let mut err: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `err` is a valid c_int and `len` its size; the kernel writes at most `len`
+        // bytes into it.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&mut err as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if rc < 0 {
+            io::Error::last_os_error()
+        } else if err == 0 {
+            io::Error::other("the socket reported an error and then none")
+        } else {
+            io::Error::from_raw_os_error(err)
+        }
     }
 
     /// The frames of block `b`, which must be ours ([`Ring::wait`] said so), in order. A

@@ -127,6 +127,8 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
     };
     let mut next_tick = start + opts.interval;
     let tty = io::stderr().is_terminal();
+    let mut failed = None;
+    let mut last_counts = KernelCounts::default();
     let mut stdout = io::stdout().lock();
     loop {
         if live::stop_requested() {
@@ -138,7 +140,8 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         }
         if now >= next_tick {
             let report = analyzer.report();
-            let counts = capture.kernel_counts()?;
+            let counts = capture.kernel_counts().unwrap_or(last_counts);
+            last_counts = counts;
             let shown = show(&opts, &report, &mut interval, now, counts, tty);
             if opts.json {
                 json::write_line(&report, shown, &mut stdout)?;
@@ -154,15 +157,23 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         let wait = until
             .saturating_duration_since(Instant::now())
             .min(MAX_WAIT);
-        capture.next_block(wait, |frame| {
+        if let Err(e) = capture.next_block(wait, |frame| {
             analyzer.frame(frame);
-        })?;
+        }) {
+            // The report so far is still worth having; the error follows it.
+            failed = Some(e);
+            break;
+        }
     }
-    // Frames that arrived before the stop belong to the capture.
-    capture.drain(|frame| {
-        analyzer.frame(frame);
-    })?;
-    let counts = capture.kernel_counts()?;
+    if failed.is_none() {
+        // Frames that arrived before the stop belong to the capture.
+        if let Err(e) = capture.drain(|frame| {
+            analyzer.frame(frame);
+        }) {
+            failed = Some(e);
+        }
+    }
+    let counts = capture.kernel_counts().unwrap_or(last_counts);
     let report = analyzer.into_report();
     let name = format!("{} (live)", opts.iface);
     if opts.json {
@@ -188,7 +199,10 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
             opts.iface, counts.dropped
         );
     }
-    Ok(ExitCode::SUCCESS)
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(ExitCode::SUCCESS),
+    }
 }
 
 /// The `live` object of a JSON line: the interface, which report this is, and the kernel's
