@@ -246,3 +246,65 @@ fn seen_of(f: &roce::capture::Frame<'_>) -> Seen {
             .map(|p| (p.eth().and_then(|e| e.vlan), p.ip().dscp(), p.ecn())),
     }
 }
+
+const XDP_TEST: &str = "xdp_steers_tagged_rocev2_and_pause_frames_to_the_socket_needs_root";
+const XDP_NS: &str = "roce-i16c-xdp";
+
+/// The AF_XDP program (generic mode, on a veth) hands the socket RoCEv2 with one 802.1Q tag
+/// and PFC frames, which the endpoint needs for `--vlan` and for honouring pauses, and still
+/// passes a tagged frame to another UDP port to the kernel.
+#[test]
+#[ignore = "needs root and tcpreplay; .ci/run runs it with --include-ignored"]
+fn xdp_steers_tagged_rocev2_and_pause_frames_to_the_socket_needs_root() {
+    use roce::io::Device;
+    use roce::io::xdp::{XdpConfig, XdpDevice, XdpMode};
+
+    let Some(_) = inside() else {
+        let ns = Netns::create(XDP_NS);
+        ns.ip(&[
+            "link", "add", "i16c-xa", "type", "veth", "peer", "name", "i16c-xb",
+        ]);
+        for dev in ["i16c-xa", "i16c-xb"] {
+            ns.ip(&["link", "set", dev, "up"]);
+        }
+        ns.rerun(XDP_TEST);
+        return;
+    };
+    let config = XdpConfig {
+        mode: XdpMode::Generic,
+        ..XdpConfig::default()
+    };
+    let mut dev = XdpDevice::open("i16c-xa", config).expect("open AF_XDP on i16c-xa");
+    let ip = |s: &str| s.parse().unwrap();
+    let roce = roce::wire::sample::rc_send_only(ip("10.0.0.2"), ip("10.0.0.1"), 32).unwrap();
+    let tag = VlanTag {
+        pcp: 3,
+        dei: false,
+        vid: 5,
+    };
+    let mut tagged_roce = Vec::new();
+    tag.tag(&roce, &mut tagged_roce);
+    // The same frame to UDP port 4792: not RoCEv2, the kernel's.
+    let mut other = roce.clone();
+    other[36..38].copy_from_slice(&4792u16.to_be_bytes());
+    let mut tagged_other = Vec::new();
+    tag.tag(&other, &mut tagged_other);
+    let pfc = MacControlRepr::Pfc(PfcRepr::new(&[(3, 100)])).frame([2, 0, 0, 0, 0, 0xfe]);
+    let frames = vec![tagged_roce.clone(), tagged_other, pfc.clone()];
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let file = dir.join("xdp-steering.pcap");
+    std::fs::write(&file, roce_tests::pcap_bytes(&frames)).expect("write pcap");
+    run(
+        "tcpreplay",
+        &["--quiet", "-i", "i16c-xb", file.to_str().unwrap()],
+    );
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while got.len() < 2 && Instant::now() < deadline {
+        while dev.receive(&mut |f| got.push(f.to_vec())).unwrap() {}
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    while dev.receive(&mut |f| got.push(f.to_vec())).unwrap() {}
+    assert_eq!(got, vec![tagged_roce, pfc]);
+}
