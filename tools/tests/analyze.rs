@@ -328,3 +328,39 @@ fn the_limits_say_what_they_left_out() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("--max-memory"), "{err}");
 }
+
+/// `--live`: a missing interface and missing privileges are one line each; the live flags
+/// go with --live only.
+#[test]
+fn live_errors_are_one_line() {
+    let err = common::roce_one_line_error(&["analyze", "--live", "nosuch0"]);
+    assert!(err.contains("nosuch0: no such network interface"), "{err}");
+    let err = common::roce_one_line_error(&["analyze", "--interval", "2", "x.pcap"]);
+    assert!(
+        err.contains("--interval and --duration go with --live"),
+        "{err}"
+    );
+    // As root (CI), run as nobody; otherwise we already are unprivileged.
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .unwrap()
+        .stdout
+        == b"0\n";
+    let out = if root {
+        std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_roce"))
+            .args(["analyze", "--live", "lo"])
+            .output()
+            .expect("setpriv (util-linux) runs")
+    } else {
+        roce(&["analyze", "--live", "lo"])
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.trim(),
+        "roce: lo: capturing needs CAP_NET_RAW (run as root)"
+    );
+}

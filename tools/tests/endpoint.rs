@@ -61,6 +61,27 @@ fn a_bad_dcqcn_preset_is_one_line() {
 }
 
 #[test]
+fn bad_class_flags_are_one_line() {
+    let pingpong = |extra: &[&str]| {
+        let base = ["pingpong", "--iface", "pcap:/x.pcap", "--ip", "10.9.0.1/24"];
+        roce(&[&base[..], extra].concat())
+    };
+    for (flag, value, says) in [
+        ("--pcp", "8", "0..=7"),
+        ("--vlan", "4095", "0..=4094"),
+        ("--tclass", "256", "0..=255"),
+    ] {
+        let out = pingpong(&[flag, value]);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(flag) && err.contains(says), "{err}");
+    }
+    // The pause quanta's link speed is checked before any device is opened.
+    let out = pingpong(&["--line-gbps", "0"]);
+    assert!(one_error_line(&out).contains("--line-gbps must be above 0"));
+}
+
+#[test]
 fn perftest_flag_combinations_perftest_refuses_are_one_line() {
     let perf = |extra: &[&str]| {
         let base = ["perf", "--iface", "pcap:/x.pcap", "--ip", "10.9.0.1/24"];

@@ -153,6 +153,12 @@ pub struct OpenEndpoint<'a> {
 
 /// Opens the device and puts a host on it.
 pub fn open_runtime(o: &OpenEndpoint<'_>) -> anyhow::Result<Runtime> {
+    if !(o.line_gbps > 0.0 && o.line_gbps <= 10_000.0) {
+        anyhow::bail!(
+            "--line-gbps must be above 0 and at most 10000, got {}",
+            o.line_gbps
+        );
+    }
     let dcqcn =
         match o.dcqcn {
             "off" => None,
@@ -170,12 +176,6 @@ pub fn open_runtime(o: &OpenEndpoint<'_>) -> anyhow::Result<Runtime> {
         .iface
         .open(o.pcap_out)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    if !(o.line_gbps > 0.0 && o.line_gbps <= 10_000.0) {
-        anyhow::bail!(
-            "--line-gbps must be above 0 and at most 10000, got {}",
-            o.line_gbps
-        );
-    }
     if matches!(o.iface, Backend::Tap(_) | Backend::Xdp(_)) {
         // A real link's transmitter honours its partner's PAUSE and PFC frames; the tag (when
         // asked for) is put on before, so that the gate sees each frame's priority.
