@@ -1,6 +1,7 @@
 //! Writes the builder's sample frames (every RC, UC and UD opcode and the CNP, IPv4 and IPv6,
-//! with and without an 802.1Q tag, every pad count) to a pcap file, for cross-checks with
-//! other decoders: `cargo run -p roce-tests --example sample_pcap -- OUT.pcap [SEED]`.
+//! with and without an 802.1Q tag, every pad count; the same opcodes as RoCEv1; PAUSE and PFC
+//! frames) to a pcap file, for cross-checks with other decoders:
+//! `cargo run -p roce-tests --example sample_pcap -- OUT.pcap [SEED]`.
 
 use std::process::ExitCode;
 
@@ -18,7 +19,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let frames = roce::wire::sample::frames(seed);
+    let mut frames = roce::wire::sample::frames(seed);
+    frames.extend(roce::wire::sample::roce_v1_frames(seed));
+    frames.extend(roce::wire::sample::mac_control_frames());
     match std::fs::write(&path, roce_tests::pcap_bytes(&frames)) {
         Ok(()) => {
             println!("sample_pcap: wrote {} frames to {path}", frames.len());

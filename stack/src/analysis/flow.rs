@@ -212,6 +212,8 @@ pub(crate) struct Flow {
     /// Pauses of its priority it sat through silently, and their length.
     pub(crate) pfc_stalls: u32,
     pub(crate) pfc_stalled_ns: u64,
+    /// A RoCEv1 flow: its addresses are GIDs.
+    pub(crate) roce_v1: bool,
 }
 
 impl Flow {
@@ -244,6 +246,7 @@ impl Flow {
             pfc_seen: 0,
             pfc_stalls: 0,
             pfc_stalled_ns: 0,
+            roce_v1: false,
         }
     }
 

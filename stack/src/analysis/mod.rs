@@ -32,12 +32,13 @@ mod summary;
 #[cfg(test)]
 mod tests;
 
-use crate::capture::Frame;
+use crate::capture::{Frame, FrameError};
 use crate::wire::encap::{ETHERNET_FCS_LEN, ETHERNET_HEADER_LEN, VLAN_TAG_LEN, rxe_udp_src_port};
+use crate::wire::grh::RoceV1Packet;
 use crate::wire::opcode::op;
 use crate::wire::{
-    AethRepr, BthRepr, Ecn, FixedHeader, Headers, IpRepr, Opcode, Psn, Qpn, RocePacket, Syndrome,
-    Transport,
+    AethRepr, BthRepr, Ecn, FixedHeader, Headers, IpRepr, Ipv6Repr, NotRoce, Opcode, PacketError,
+    Psn, Qpn, RocePacket, Syndrome, Transport,
 };
 
 use cm::{CmMessage, CmTracker};
@@ -98,6 +99,9 @@ impl Default for Limits {
     }
 }
 
+/// Set in a flow key's QP for RoCEv1 flows.
+const ROCE_V1_KEY_BIT: u32 = 1 << 31;
+
 /// No flow (the end of an unpaired list).
 const NONE: u32 = u32::MAX;
 
@@ -153,6 +157,8 @@ struct Fields<'p> {
     src_mac: [u8; 6],
     /// The PFC priority the packet rides, and whether it came from an 802.1Q tag.
     priority: (u8, bool),
+    /// RoCEv1: the addresses are the GRH's GIDs, and there is no UDP.
+    roce_v1: bool,
 }
 
 /// The streaming analyser. Feed it every frame, then ask for the report.
@@ -173,6 +179,8 @@ pub struct Analyzer {
     cm: CmTracker,
     packets: u64,
     roce_packets: u64,
+    /// Of which RoCEv1.
+    roce_v1_packets: u64,
     icrc_errors: u64,
     first_ts: Option<u64>,
     last_ts: Option<u64>,
@@ -289,11 +297,42 @@ impl Analyzer {
             Err(e) if e.is_not_roce() => {
                 if let Some(c) = pfc::mac_control(frame) {
                     self.pfc.mac_control(ts, &c);
+                } else if matches!(e, FrameError::Packet(PacketError::NotRoce(NotRoce::RoceV1))) {
+                    return self.roce_v1(frame, icrc);
                 }
                 Outcome::NotRoce
             }
             Err(e) => self.malformed(frame.index, e.to_string()),
         }
+    }
+
+    /// A RoCEv1 frame (EtherType 0x8915): followed as a flow between its GIDs, apart from
+    /// any RoCEv2 flow between the same addresses.
+    fn roce_v1(&mut self, frame: &Frame<'_>, icrc: Option<bool>) -> Outcome {
+        let p = match RoceV1Packet::parse(frame.data) {
+            Ok(p) => p,
+            Err(e) => return self.malformed(frame.index, format!("RoCEv1: {e}")),
+        };
+        self.roce_v1_packets += 1;
+        let g = p.grh();
+        let ip = IpRepr::V6(Ipv6Repr {
+            src: g.sgid_addr(),
+            dst: g.dgid_addr(),
+            dscp: g.dscp(),
+            ecn: g.ecn(),
+            flow_label: g.flow_label,
+            hop_limit: g.hop_limit,
+        });
+        let ib = Ib {
+            bytes: p.packet_bytes(),
+            bth_at: p.bth_offset(),
+            payload_len: p.payload().len() as u32,
+            payload: p.payload(),
+            eth: Some(p.eth()),
+            roce_v1: true,
+        };
+        let icrc_ok = Some(icrc.unwrap_or_else(|| p.icrc_ok()));
+        self.packet(ib.fields(frame.timestamp_ns, &ip, 0, icrc_ok))
     }
 
     /// A frame a snap length cut: padded back to its length with zeros so the slicer reads
@@ -354,7 +393,8 @@ impl Analyzer {
         let key = FlowKey {
             src,
             dst,
-            qp: f.dest_qp.value(),
+            // QPNs are 24 bits: the top bit keeps RoCEv1 flows apart from RoCEv2 ones.
+            qp: f.dest_qp.value() | if f.roce_v1 { ROCE_V1_KEY_BIT } else { 0 },
         };
         if self.untracked.memory_full_at.is_some() {
             let known = self.index.contains_key(&key);
@@ -381,6 +421,7 @@ impl Analyzer {
                 flow.src_mac = f.src_mac;
                 flow.priority = f.priority;
                 flow.pfc_seen = self.pfc.finished();
+                flow.roce_v1 = f.roce_v1;
                 self.flows.push(flow);
                 self.index.insert(key, id);
                 self.list_unpaired(id, (key.src, key.dst));
@@ -711,34 +752,65 @@ fn fields<'p>(
     icrc_ok: Option<bool>,
     payload: &'p [u8],
 ) -> Fields<'p> {
-    let bth = p.bth();
-    // Every opcode that carries an AETH carries it first, right after the BTH (IBA 9.2:
-    // ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, READ responses), so only those four bytes are read.
-    let aeth = bth
-        .opcode
-        .info()
-        .filter(|i| i.headers.contains(Headers::AETH))
-        .and_then(|_| p.packet_bytes().get(p.bth_offset() + BthRepr::LEN..))
-        .and_then(|b| AethRepr::parse(b).ok());
-    let eth = p.eth();
-    let priority = match eth.as_ref().and_then(|e| e.vlan) {
-        Some(tag) => (tag.pcp & 7, true),
-        None => (pfc::dscp_priority(p.ip().dscp()), false),
-    };
-    Fields {
-        ts,
-        ip: p.ip(),
-        udp_src_port: p.udp().src_port,
-        opcode: bth.opcode,
-        dest_qp: bth.dest_qp,
-        psn: bth.psn,
-        syndrome: aeth.map(|a| a.syndrome),
-        msn: aeth.map(|a| a.msn),
+    let ib = Ib {
+        bytes: p.packet_bytes(),
+        bth_at: p.bth_offset(),
         payload_len: p.payload().len() as u32,
         payload,
-        icrc_ok,
-        ecn_ce: p.ecn() == Ecn::Ce,
-        src_mac: eth.map_or([0; 6], |e| e.src),
-        priority,
+        eth: p.eth(),
+        roce_v1: false,
+    };
+    ib.fields(ts, p.ip(), p.udp().src_port, icrc_ok)
+}
+
+/// What [`Fields`] are read from in a RoCEv2 or a RoCEv1 packet.
+struct Ib<'p> {
+    /// The frame through the ICRC.
+    bytes: &'p [u8],
+    bth_at: usize,
+    payload_len: u32,
+    payload: &'p [u8],
+    eth: Option<&'p crate::wire::EthernetRepr>,
+    roce_v1: bool,
+}
+
+impl<'p> Ib<'p> {
+    fn fields(
+        &self,
+        ts: u64,
+        ip: &'p IpRepr<'p>,
+        udp_src_port: u16,
+        icrc_ok: Option<bool>,
+    ) -> Fields<'p> {
+        let bth = BthRepr::parse_unchecked(&self.bytes[self.bth_at..]);
+        // Every opcode that carries an AETH carries it first, right after the BTH (IBA 9.2:
+        // ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, READ responses), so only those four bytes are read.
+        let aeth = bth
+            .opcode
+            .info()
+            .filter(|i| i.headers.contains(Headers::AETH))
+            .and_then(|_| self.bytes.get(self.bth_at + BthRepr::LEN..))
+            .and_then(|b| AethRepr::parse(b).ok());
+        let priority = match self.eth.and_then(|e| e.vlan) {
+            Some(tag) => (tag.pcp & 7, true),
+            None => (pfc::dscp_priority(ip.dscp()), false),
+        };
+        Fields {
+            ts,
+            ip,
+            udp_src_port,
+            opcode: bth.opcode,
+            dest_qp: bth.dest_qp,
+            psn: bth.psn,
+            syndrome: aeth.map(|a| a.syndrome),
+            msn: aeth.map(|a| a.msn),
+            payload_len: self.payload_len,
+            payload: self.payload,
+            icrc_ok,
+            ecn_ce: ip.ecn() == Ecn::Ce,
+            src_mac: self.eth.map_or([0; 6], |e| e.src),
+            priority,
+            roce_v1: self.roce_v1,
+        }
     }
 }

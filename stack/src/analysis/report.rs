@@ -338,6 +338,8 @@ pub struct FlowReport {
     pub pfc_stalls: u32,
     /// Their total length.
     pub pfc_stalled_ns: u64,
+    /// 1 for a RoCEv1 flow (its `src` and `dst` are the GRH's GIDs), 2 for RoCEv2.
+    pub roce_version: u8,
 }
 
 /// Problems with the input file itself.
@@ -387,9 +389,11 @@ impl Untracked {
 pub struct Report {
     /// Frames read.
     pub packets: u64,
-    /// RoCEv2 packets among them.
+    /// RoCE packets, RoCEv1 included.
     pub roce_packets: u64,
-    /// RoCEv2 packets whose ICRC did not match.
+    /// Of which RoCEv1 (EtherType 0x8915).
+    pub roce_v1_packets: u64,
+    /// RoCE packets whose ICRC did not match.
     pub icrc_errors: u64,
     /// The first frame's capture time.
     pub first_ts: Option<u64>,

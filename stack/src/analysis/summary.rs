@@ -36,6 +36,7 @@ pub(super) fn report(a: &Analyzer) -> Report {
     Report {
         packets: a.packets,
         roce_packets: a.roce_packets,
+        roce_v1_packets: a.roce_v1_packets,
         icrc_errors: a.icrc_errors,
         first_ts: a.first_ts,
         last_ts: a.last_ts,
@@ -100,6 +101,7 @@ fn flow(f: &Flow, clock: GoodputClock, capture_ns: u64) -> FlowReport {
         priority_from_pcp: f.priority.1,
         pfc_stalls: f.pfc_stalls,
         pfc_stalled_ns: f.pfc_stalled_ns,
+        roce_version: if f.roce_v1 { 1 } else { 2 },
     }
 }
 

@@ -159,7 +159,7 @@ fn length_field(header: &'static str, len: usize) -> Result<u16> {
     })
 }
 
-fn emit_ethernet(eth: &EthernetRepr, ethertype: u16, buf: &mut [u8]) {
+pub(crate) fn emit_ethernet(eth: &EthernetRepr, ethertype: u16, buf: &mut [u8]) {
     let outer = if eth.vlan.is_some() {
         ETHERTYPE_VLAN
     } else {

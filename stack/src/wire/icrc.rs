@@ -189,6 +189,45 @@ pub fn compute(covered: &[u8]) -> Result<u32> {
     Ok(hasher.finalize())
 }
 
+/// GRH bytes and BTH byte 4 masked in a RoCEv1 ICRC: the GRH's TClass and FlowLabel (after
+/// its version nibble) and HopLmt, then FECN, BECN and Resv6 (IBA 7.8.1; Annex A16).
+const ROCE_V1_MASKS: [(usize, u8); 6] = [
+    (0, 0x0f),
+    (1, 0xff),
+    (2, 0xff),
+    (3, 0xff),
+    (7, 0xff),
+    (GRH_LEN + 4, 0xff),
+];
+const GRH_LEN: usize = 40;
+
+/// Computes the ICRC of a RoCEv1 packet: `covered` is its GRH through the pad, without the
+/// ICRC. Fails if it is too short to hold a GRH and a BTH. Not on a hot path: the masked
+/// prefix is copied.
+pub fn compute_roce_v1(covered: &[u8]) -> Result<u32> {
+    check_len(NAME, covered, GRH_LEN + BTH_LEN)?;
+    const PREFIX: usize = GRH_LEN + BTH_MASKED_PREFIX;
+    let mut prefix = [0u8; PREFIX];
+    prefix.copy_from_slice(&covered[..PREFIX]);
+    for (at, mask) in ROCE_V1_MASKS {
+        prefix[at] |= mask;
+    }
+    let mut hasher = Hasher::new_with_initial(PSEUDO_LRH_CRC);
+    hasher.update(&prefix);
+    hasher.update(&covered[PREFIX..]);
+    Ok(hasher.finalize())
+}
+
+/// Computes the ICRC of `packet` (a RoCEv1 GRH through its last four bytes, reserved for the
+/// ICRC) and writes it there; returns it.
+pub fn fill_roce_v1(packet: &mut [u8]) -> Result<u32> {
+    check_len(NAME, packet, ICRC_LEN)?;
+    let at = packet.len() - ICRC_LEN;
+    let icrc = compute_roce_v1(&packet[..at])?;
+    packet[at..].copy_from_slice(&icrc.to_le_bytes());
+    Ok(icrc)
+}
+
 /// Splits an IP packet ending in its ICRC into the covered bytes and the received ICRC.
 fn split(packet: &[u8]) -> Result<(&[u8], u32)> {
     check_len(NAME, packet, ICRC_LEN)?;
@@ -220,7 +259,7 @@ pub fn fill(packet: &mut [u8]) -> Result<u32> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -246,7 +285,8 @@ mod tests {
                               0000000000000012c12112b7001c00001100ffff000000110095a9261f000001\
                               61268115";
 
-    fn hex(s: &str) -> Vec<u8> {
+    /// The bytes of a hex string (whitespace and line breaks ignored).
+    pub(crate) fn hex(s: &str) -> Vec<u8> {
         let digits: Vec<u8> = s.bytes().filter(u8::is_ascii_hexdigit).collect();
         digits
             .chunks(2)

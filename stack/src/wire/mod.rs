@@ -20,6 +20,7 @@ pub mod encap;
 pub mod ext;
 pub mod feth;
 pub mod field;
+pub mod grh;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;

@@ -42,6 +42,8 @@ pub enum Layer {
     Ipv6,
     /// The UDP header.
     Udp,
+    /// RoCEv1's Global Route Header.
+    Grh,
     /// BTH through pad.
     Ib,
 }
@@ -54,6 +56,7 @@ impl fmt::Display for Layer {
             Layer::Ipv4 => "IPv4",
             Layer::Ipv6 => "IPv6",
             Layer::Udp => "UDP",
+            Layer::Grh => "GRH",
             Layer::Ib => "IB transport",
         })
     }
@@ -176,35 +179,7 @@ pub struct RocePacket<'a> {
 impl<'a> RocePacket<'a> {
     /// Slices an Ethernet frame (without FCS; any bytes after the IP packet are the trailer).
     pub fn parse(frame: &'a [u8]) -> Result<RocePacket<'a>> {
-        let eth = Ethernet2HeaderSlice::from_slice(frame).map_err(|_| PacketError::Truncated {
-            layer: Layer::Ethernet,
-            needed: ETHERNET_HEADER_LEN,
-            available: frame.len(),
-        })?;
-        let mut ethertype = eth.ether_type().0;
-        let mut vlan = None;
-        let mut ip_start = ETHERNET_HEADER_LEN;
-        if ethertype == ETHERTYPE_VLAN {
-            let tag = SingleVlanHeaderSlice::from_slice(&frame[ip_start..]).map_err(|_| {
-                PacketError::Truncated {
-                    layer: Layer::Vlan,
-                    needed: VLAN_TAG_LEN,
-                    available: frame.len() - ip_start,
-                }
-            })?;
-            vlan = Some(VlanTag {
-                pcp: tag.priority_code_point().value(),
-                dei: tag.drop_eligible_indicator(),
-                vid: tag.vlan_identifier().value(),
-            });
-            ethertype = tag.ether_type().0;
-            ip_start += VLAN_TAG_LEN;
-        }
-        let eth = EthernetRepr {
-            dst: eth.destination(),
-            src: eth.source(),
-            vlan,
-        };
+        let (eth, ethertype, ip_start) = ethernet_link(frame)?;
         match ethertype {
             ETHERTYPE_IPV4 => Self::parse_at(frame, ip_start, Some(eth), 4),
             ETHERTYPE_IPV6 => Self::parse_at(frame, ip_start, Some(eth), 6),
@@ -322,9 +297,7 @@ impl<'a> RocePacket<'a> {
     }
     /// The extension headers the opcode calls for.
     pub fn ext(&self) -> ExtHeaders {
-        let bytes = &self.frame[self.bth_start + BthRepr::LEN..self.payload_start];
-        // Cannot fail: parsing checked the opcode and that its headers are all present.
-        ExtHeaders::parse(self.opcode(), bytes).map_or_else(|_| ExtHeaders::default(), |(e, _)| e)
+        ext_between(self.frame, self.bth_start, self.payload_start)
     }
     /// BTH, extension headers and payload.
     pub fn ib(&self) -> IbPacketRepr<'a> {
@@ -346,9 +319,7 @@ impl<'a> RocePacket<'a> {
 
     /// The ICRC the packet carries.
     pub fn icrc(&self) -> u32 {
-        let mut b = [0u8; ICRC_LEN];
-        b.copy_from_slice(&self.frame[self.ip_end - ICRC_LEN..self.ip_end]);
-        u32::from_le_bytes(b)
+        icrc_before(self.frame, self.ip_end)
     }
 
     /// The ICRC the packet should carry (computed on each call).
@@ -407,6 +378,58 @@ impl<'a> RocePacket<'a> {
     }
 }
 
+/// The Ethernet header of a frame (with one 802.1Q tag, if any), the EtherType of what
+/// follows, and where that starts (RoCEv2's IP header, RoCEv1's GRH).
+#[inline]
+pub(crate) fn ethernet_link(frame: &[u8]) -> Result<(EthernetRepr, u16, usize)> {
+    let eth = Ethernet2HeaderSlice::from_slice(frame).map_err(|_| PacketError::Truncated {
+        layer: Layer::Ethernet,
+        needed: ETHERNET_HEADER_LEN,
+        available: frame.len(),
+    })?;
+    let mut ethertype = eth.ether_type().0;
+    let mut vlan = None;
+    let mut ip_start = ETHERNET_HEADER_LEN;
+    if ethertype == ETHERTYPE_VLAN {
+        let tag = SingleVlanHeaderSlice::from_slice(&frame[ip_start..]).map_err(|_| {
+            PacketError::Truncated {
+                layer: Layer::Vlan,
+                needed: VLAN_TAG_LEN,
+                available: frame.len() - ip_start,
+            }
+        })?;
+        vlan = Some(VlanTag {
+            pcp: tag.priority_code_point().value(),
+            dei: tag.drop_eligible_indicator(),
+            vid: tag.vlan_identifier().value(),
+        });
+        ethertype = tag.ether_type().0;
+        ip_start += VLAN_TAG_LEN;
+    }
+    let eth = EthernetRepr {
+        dst: eth.destination(),
+        src: eth.source(),
+        vlan,
+    };
+    Ok((eth, ethertype, ip_start))
+}
+
+/// The extension headers between a checked packet's BTH at `bth_start` and its payload at
+/// `payload_start` (RoCEv2 and RoCEv1 alike).
+pub(crate) fn ext_between(frame: &[u8], bth_start: usize, payload_start: usize) -> ExtHeaders {
+    let bytes = &frame[bth_start + BthRepr::LEN..payload_start];
+    // Cannot fail: parsing checked the opcode and that its headers are all present.
+    ExtHeaders::parse(Opcode(frame[bth_start]), bytes)
+        .map_or_else(|_| ExtHeaders::default(), |(e, _)| e)
+}
+
+/// The ICRC in the four bytes before `end` of a checked packet, least-significant byte first.
+pub(crate) fn icrc_before(frame: &[u8], end: usize) -> u32 {
+    let mut b = [0u8; ICRC_LEN];
+    b.copy_from_slice(&frame[end - ICRC_LEN..end]);
+    u32::from_le_bytes(b)
+}
+
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
@@ -414,7 +437,7 @@ fn be16(b: &[u8], at: usize) -> u16 {
 /// Where the payload starts and ends in `ib` (BTH through ICRC), after checking that the
 /// opcode is known, its extension headers are all there and the pad fits. This is the hot
 /// path, so it only computes lengths; on failure the full parse names what is wrong.
-fn ib_bounds(ib: &[u8]) -> Result<(usize, usize)> {
+pub(crate) fn ib_bounds(ib: &[u8]) -> Result<(usize, usize)> {
     let min = BthRepr::LEN + ICRC_LEN;
     if ib.len() < min {
         return Err(PacketError::Truncated {

@@ -11,7 +11,7 @@ use super::bth::BthRepr;
 use super::builder::RoceRepr;
 use super::cnp::CnpRepr;
 use super::deth::DethRepr;
-use super::encap::{Ecn, VlanTag};
+use super::encap::{Ecn, EthernetRepr, VlanTag};
 use super::ext::{ExtHeaders, IbPacketRepr};
 use super::feth::FethRepr;
 use super::field::{Msn, PKey, Psn, Qpn};
@@ -168,6 +168,63 @@ pub fn frames(seed: u64) -> Vec<Vec<u8>> {
     out
 }
 
+/// RoCEv1 frames (GRH over Ethernet): one per known opcode but the CNP, untagged and 802.1Q-tagged in
+/// turn, with every pad count and traffic class.
+pub fn roce_v1_frames(seed: u64) -> Vec<Vec<u8>> {
+    use super::grh::{GrhRepr, RoceV1Repr};
+    let mut rng = Rng::new(seed);
+    let mut out = Vec::new();
+    let gid = |a: u16| Ipv6Addr::new(0xfe80, 0, 0, 0, 0x5054, 0xff, 0xfe12, a);
+    // The CNP is RoCEv2's (Annex A17).
+    for (n, opcode) in known_opcodes().filter(|&o| o != Opcode::CNP).enumerate() {
+        let Some(ext) = ext_headers(opcode, &mut rng) else {
+            continue;
+        };
+        let mut payload = vec![0u8; payload_len(opcode, n * 37 % 1000)];
+        rng.fill(&mut payload);
+        let ib = IbPacketRepr::new(bth(opcode, &mut rng), ext, &payload);
+        let mut grh = GrhRepr::new(gid(0x3401), gid(0x3402));
+        grh.traffic_class = (n * 7) as u8;
+        grh.flow_label = u32_of(&mut rng) & 0xf_ffff;
+        let mut eth = EthernetRepr::new(
+            [0x52, 0x54, 0, 0x12, 0x34, 1],
+            [0x52, 0x54, 0, 0x12, 0x34, 2],
+        );
+        if n % 2 == 1 {
+            eth.vlan = Some(VlanTag {
+                pcp: (n % 8) as u8,
+                dei: false,
+                vid: (n % 4095 + 1) as u16,
+            });
+        }
+        if let Ok(frame) = (RoceV1Repr { eth, grh, ib }).to_vec() {
+            out.push(frame);
+        }
+    }
+    out
+}
+
+/// MAC control frames: 802.3x PAUSE (XOFF and XON), PFC with assorted enable vectors and
+/// times (one with the reserved byte set), and another opcode.
+pub fn mac_control_frames() -> Vec<Vec<u8>> {
+    use super::pause::{MacControlRepr, PauseRepr, PfcRepr};
+    let src = [0x52, 0x54, 0, 0x12, 0x34, 9];
+    let mut reserved = PfcRepr::new(&[(5, 0x1234)]);
+    reserved.enable_vector |= 0x8000;
+    [
+        MacControlRepr::Pause(PauseRepr { quanta: 0xffff }),
+        MacControlRepr::Pause(PauseRepr { quanta: 0 }),
+        MacControlRepr::Pfc(PfcRepr::new(&[(3, 0xffff)])),
+        MacControlRepr::Pfc(PfcRepr::new(&[(3, 0)])),
+        MacControlRepr::Pfc(PfcRepr::new(&[(0, 1), (1, 2), (6, 300), (7, 0)])),
+        MacControlRepr::Pfc(reserved),
+        MacControlRepr::Other(0x0003),
+    ]
+    .iter()
+    .map(|c| c.frame(src))
+    .collect()
+}
+
 /// An Ethernet frame carrying an RC SEND ONLY to QP 0x11 with `payload` zero bytes from `src`
 /// to `dst`, marked ECT(0), ICRC filled: the plain data frame that device and link tests pass
 /// around. `None` if the addresses are of different families.
@@ -198,5 +255,16 @@ mod tests {
         }
         assert!(pads.iter().all(|&n| n > 0), "pad counts seen: {pads:?}");
         assert_eq!(frames, super::frames(1), "deterministic");
+        let v1 = roce_v1_frames(1);
+        assert_eq!(v1.len(), known_opcodes().count() - 1);
+        for frame in &v1 {
+            let p = crate::wire::grh::RoceV1Packet::parse(frame).unwrap();
+            assert!(p.icrc_ok());
+            assert_eq!(&p.repr().to_vec().unwrap(), frame);
+        }
+        for frame in mac_control_frames() {
+            let body = crate::wire::pause::MacControlRepr::parse(&frame[14..]).unwrap();
+            assert_eq!(body.frame(frame[6..12].try_into().unwrap()), frame);
+        }
     }
 }

@@ -6,6 +6,7 @@ pub(crate) mod json;
 pub(crate) mod mad;
 pub(crate) mod pause;
 pub(crate) mod section;
+pub(crate) mod v1;
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -13,8 +14,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 use roce::analysis::pfc::{DEFAULT_LINK_GBPS, mac_control};
-use roce::capture::{CaptureError, Frame};
+use roce::capture::{CaptureError, Frame, FrameError};
 use roce::wire::RocePacket;
+use roce::wire::grh::RoceV1Packet;
+use roce::wire::{NotRoce, PacketError};
 
 const DEFAULT_LINK_BITS_PER_SEC: u64 = DEFAULT_LINK_GBPS * 1_000_000_000;
 
@@ -24,6 +27,8 @@ const DEFAULT_LINK_BITS_PER_SEC: u64 = DEFAULT_LINK_GBPS * 1_000_000_000;
 #[allow(clippy::large_enum_variant)]
 pub enum Dissected<'a> {
     Roce(RocePacket<'a>),
+    /// RoCEv1: the InfiniBand GRH over Ethernet (EtherType 0x8915).
+    RoceV1(RoceV1Packet<'a>),
     /// Not a RoCEv2 frame (another protocol, or a link type we do not read).
     NotRoce(String),
     /// A MAC control frame: PFC, 802.3x PAUSE or another opcode.
@@ -46,6 +51,12 @@ impl<'a> Dissected<'a> {
                 Some(c) => {
                     Dissected::MacControl(pause::Pause::new(c, frame.data, link_bits_per_sec))
                 }
+                None if matches!(e, FrameError::Packet(PacketError::NotRoce(NotRoce::RoceV1))) => {
+                    match RoceV1Packet::parse(frame.data) {
+                        Ok(p) => Dissected::RoceV1(p),
+                        Err(e) => Dissected::Broken(format!("RoCEv1: {e}")),
+                    }
+                }
                 None => Dissected::NotRoce(e.to_string()),
             },
             // A snap length is the usual reason for a truncated packet: say so.
@@ -62,6 +73,8 @@ impl<'a> Dissected<'a> {
 /// Decode every frame of a capture: each RoCEv2 header field by field, or JSON lines.
 ///
 /// Reads pcap and pcapng files with Ethernet, Linux cooked (SLL, SLL2) or raw IP link types.
+/// RoCEv1 frames (EtherType 0x8915: GRH, BTH, ..., ICRC) and PFC / 802.3x PAUSE frames are
+/// explained too.
 /// Frames are numbered from 1, as Wireshark numbers them (JSON: `frame`; `index` counts from
 /// 0). Frames that are not RoCEv2, or are malformed (truncated, lying lengths, unknown opcode,
 /// bad ICRC), are reported and decoding goes on; a damaged capture is decoded up to the
@@ -78,7 +91,9 @@ Examples:
   roce decode --json cap.pcapng | jq 'select(.icrc == \"bad\")'
   roce decode --link-gbps 25 pfc.pcap           PFC pause times at 25 Gb/s
 
-JSON keys: index (from 0), frame (from 1, as Wireshark), roce; for RoCE frames src, dst,
+JSON keys: index (from 0), frame (from 1, as Wireshark), roce; for RoCE frames roce_version
+(1: RoCEv1, src and dst are the GRH's GIDs and a grh object has traffic_class, flow_label,
+hop_limit, payload_len; 2: RoCEv2), src, dst,
 opcode, opcode_value, dest_qp, psn, ack_req, se, pad, pkey, fecn, becn, ecn, the extension
 headers present (reth, aeth, atomic_eth, atomic_ack_eth, deth, immdt, ieth, feth),
 payload_len, icrc (\"ok\"/\"bad\"); for communication management MADs to QP1 (rdma_cm)

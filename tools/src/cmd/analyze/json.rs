@@ -13,6 +13,8 @@ use serde::Serialize;
 struct Document<'r> {
     packets: u64,
     roce_packets: u64,
+    /// Of which RoCEv1 (EtherType 0x8915).
+    roce_v1_packets: u64,
     icrc_errors: u64,
     flows: Flows<'r>,
     start_time: Option<f64>,
@@ -66,6 +68,8 @@ struct Flow {
     priority_from: &'static str,
     pfc_stalls: u32,
     pfc_stalled_us: f64,
+    /// 1: RoCEv1 (`src`, `dst` are GIDs), 2: RoCEv2.
+    roce_version: u8,
 }
 
 #[derive(Serialize)]
@@ -248,6 +252,7 @@ fn flow(i: usize, f: &FlowReport, clock: &Clock) -> Flow {
         priority_from: super::pfc::priority_from(f.priority_from_pcp),
         pfc_stalls: f.pfc_stalls,
         pfc_stalled_us: us(f.pfc_stalled_ns),
+        roce_version: f.roce_version,
     }
 }
 
@@ -373,6 +378,7 @@ fn document(r: &Report) -> Document<'_> {
     Document {
         packets: r.packets,
         roce_packets: r.roce_packets,
+        roce_v1_packets: r.roce_v1_packets,
         icrc_errors: r.icrc_errors,
         flows: Flows {
             flows: &r.flows,

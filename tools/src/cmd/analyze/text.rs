@@ -59,12 +59,17 @@ pub fn render(file: &Path, r: &Report) -> String {
     let at = |ts: u64| format!("+{}", duration(ts.saturating_sub(start)));
     let span = r.last_ts.unwrap_or(start).saturating_sub(start);
     let mut o = String::new();
+    let v1 = if r.roce_v1_packets > 0 {
+        format!(", {} RoCEv1", r.roce_v1_packets)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         o,
-        "{}: {} frames, {} RoCEv2, {} flows, over {}",
+        "{}: {} frames, {} RoCEv2{v1}, {} flows, over {}",
         file.display(),
         r.packets,
-        r.roce_packets,
+        r.roce_packets - r.roce_v1_packets,
         r.flows.len(),
         duration(span)
     );
@@ -87,9 +92,14 @@ fn flow(o: &mut String, i: usize, f: &FlowReport, r: &Report, at: &dyn Fn(u64) -
     let reverse = f
         .reverse
         .map_or(String::new(), |r| format!("  (reverse: flow {r})"));
+    let v1 = if f.roce_version == 1 {
+        "  RoCEv1 (GIDs)"
+    } else {
+        ""
+    };
     let _ = writeln!(
         o,
-        "\nflow {i}: {} -> {}  QP {:#08x}{reverse}",
+        "\nflow {i}: {} -> {}  QP {:#08x}{v1}{reverse}",
         f.src,
         f.dst,
         f.dest_qp.value()

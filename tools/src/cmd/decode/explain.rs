@@ -4,9 +4,11 @@
 
 use std::fmt::Write as _;
 
-use roce::wire::encap::{ETHERNET_HEADER_LEN, VLAN_TAG_LEN};
+use roce::wire::encap::{ETHERNET_HEADER_LEN, ETHERTYPE_IPV4, ETHERTYPE_IPV6, VLAN_TAG_LEN};
 use roce::wire::icrc::ICRC_LEN;
-use roce::wire::{FixedHeader, IpRepr, Ipv4Repr, Ipv6Repr, RocePacket, UdpRepr, VlanTag};
+use roce::wire::{
+    EthernetRepr, FixedHeader, IpRepr, Ipv4Repr, Ipv6Repr, RocePacket, UdpRepr, VlanTag,
+};
 
 use super::Dissected;
 use super::fields::{bth_fields, ext_sections};
@@ -56,17 +58,15 @@ fn ethertype_meaning(t: u16) -> &'static str {
         0x0800 => "IPv4 follows",
         0x86dd => "IPv6 follows",
         0x8100 => "an 802.1Q VLAN tag follows",
+        0x8915 => "RoCEv1: an InfiniBand GRH follows (IBA Annex A16)",
         _ => "unknown",
     }
 }
 
-fn link_sections(p: &RocePacket<'_>, out: &mut Vec<Section>) {
-    let Some(eth) = p.eth() else { return };
-    let ip_type = if matches!(p.ip(), IpRepr::V4(_)) {
-        0x0800
-    } else {
-        0x86dd
-    };
+/// The Ethernet header and any 802.1Q tag of a frame whose next header has EtherType
+/// `ip_type` (IPv4, IPv6, RoCEv1's GRH).
+pub(crate) fn link_sections(eth: Option<&EthernetRepr>, ip_type: u16, out: &mut Vec<Section>) {
+    let Some(eth) = eth else { return };
     let outer = if eth.vlan.is_some() { 0x8100 } else { ip_type };
     out.push(Section {
         title: "Ethernet II (IEEE 802.3)".into(),
@@ -115,7 +115,7 @@ fn link_sections(p: &RocePacket<'_>, out: &mut Vec<Section>) {
     }
 }
 
-fn ecn_meaning(bits: u8) -> &'static str {
+pub(crate) fn ecn_meaning(bits: u8) -> &'static str {
     match bits {
         0b00 => "Not-ECT: sender does not use ECN (switches drop instead of marking)",
         0b10 => "ECT0: ECN-capable; a congested switch marks CE instead of dropping",
@@ -304,30 +304,66 @@ fn udp_section(p: &RocePacket<'_>, u: &UdpRepr) -> Section {
     }
 }
 
-fn tail_sections(p: &RocePacket<'_>, out: &mut Vec<Section>) {
-    let ib_end = p.ip_offset() + p.ip_packet().len() - ICRC_LEN;
-    let pad = p.pad();
-    let payload_start = ib_end - pad.len() - p.payload().len();
-    let preview: String = p
-        .payload()
+/// What the sections after the transport headers show: payload (or a MAD), pad, ICRC and
+/// any trailer, of a RoCEv2 or a RoCEv1 packet.
+pub(crate) struct Tail<'a> {
+    /// Where the ICRC starts in the frame.
+    pub ib_end: usize,
+    pub payload: &'a [u8],
+    pub pad: &'a [u8],
+    /// The payload as a management datagram to QP1, when it is one.
+    pub mad: Option<&'a [u8]>,
+    pub icrc: u32,
+    pub computed_icrc: u32,
+    /// What the ICRC covers, in a sentence, and the annex that says so.
+    pub icrc_note: &'static str,
+    pub annex: &'static str,
+    /// The frame through the ICRC, and the bytes after it.
+    pub packet_len: usize,
+    pub trailer_len: usize,
+}
+
+fn rocev2_tail<'a>(p: &RocePacket<'a>) -> Tail<'a> {
+    Tail {
+        ib_end: p.ip_offset() + p.ip_packet().len() - ICRC_LEN,
+        payload: p.payload(),
+        pad: p.pad(),
+        mad: super::mad::mad_payload(p),
+        icrc: p.icrc(),
+        computed_icrc: p.computed_icrc(),
+        icrc_note: "CRC-32 over 8 bytes of 0xFF, then IP header through pad with the fields \
+                    marked 'masked' (and all of BTH byte 4) replaced by ones; sent \
+                    least-significant byte first",
+        annex: "A17",
+        packet_len: p.packet_bytes().len(),
+        trailer_len: p.trailer().len(),
+    }
+}
+
+pub(crate) fn tail_sections(t: &Tail<'_>, out: &mut Vec<Section>) {
+    let ib_end = t.ib_end;
+    let pad = t.pad;
+    let payload_start = ib_end - pad.len() - t.payload.len();
+    let preview: String = t
+        .payload
         .iter()
         .take(16)
         .map(|b| format!("{b:02x}"))
         .collect();
-    let more = if p.payload().len() > 16 { "..." } else { "" };
-    if let Some(mad) = super::mad::mad_payload(p) {
+    let more = if t.payload.len() > 16 { "..." } else { "" };
+    if let Some(mad) = t.mad {
         super::mad::sections(mad, payload_start, out);
     } else {
         out.push(Section {
-            title: format!("Payload: {} bytes of message data", p.payload().len()),
+            title: format!("Payload: {} bytes of message data", t.payload.len()),
             note: None,
             start: payload_start,
-            len: p.payload().len(),
-            fields: if p.payload().is_empty() {
+            len: t.payload.len(),
+            fields: if t.payload.is_empty() {
                 vec![]
             } else {
                 vec![field(
-                    (0, p.payload().len() * 8),
+                    (0, t.payload.len() * 8),
                     "Data",
                     format!("{preview}{more}"),
                     "first bytes, hex",
@@ -350,35 +386,27 @@ fn tail_sections(p: &RocePacket<'_>, out: &mut Vec<Section>) {
             )],
         });
     }
-    let verdict = if p.icrc_ok() {
+    let verdict = if t.icrc == t.computed_icrc {
         "correct".to_string()
     } else {
-        format!("WRONG: should be {:#010x}", p.computed_icrc())
+        format!("WRONG: should be {:#010x}", t.computed_icrc)
     };
     out.push(Section {
-        title: "ICRC: invariant CRC (IBA Vol. 1 7.8.1; Annex A17)".into(),
+        title: format!("ICRC: invariant CRC (IBA Vol. 1 7.8.1; Annex {})", t.annex),
         start: ib_end,
         len: ICRC_LEN,
-        fields: vec![field(
-            (0, 32),
-            "ICRC",
-            format!("{:#010x}", p.icrc()),
-            verdict,
-        )],
-        note: Some(
-            "CRC-32 over 8 bytes of 0xFF, then IP header through pad with the fields marked \
-             'masked' (and all of BTH byte 4) replaced by ones; sent least-significant byte first",
-        ),
+        fields: vec![field((0, 32), "ICRC", format!("{:#010x}", t.icrc), verdict)],
+        note: Some(t.icrc_note),
     });
-    if !p.trailer().is_empty() {
+    if t.trailer_len > 0 {
         out.push(Section {
             title: format!(
                 "Trailer: {} bytes after the IP packet (Ethernet padding or FCS)",
-                p.trailer().len()
+                t.trailer_len
             ),
             note: None,
-            start: p.packet_bytes().len(),
-            len: p.trailer().len(),
+            start: t.packet_len,
+            len: t.trailer_len,
             fields: vec![],
         });
     }
@@ -388,7 +416,11 @@ fn tail_sections(p: &RocePacket<'_>, out: &mut Vec<Section>) {
 /// `roce decode` prints them; `roce view` shows the same sections.
 pub fn sections(p: &RocePacket<'_>, frame_len: usize) -> Vec<Section> {
     let mut sections = Vec::new();
-    link_sections(p, &mut sections);
+    let ip_type = match p.ip() {
+        IpRepr::V4(_) => ETHERTYPE_IPV4,
+        IpRepr::V6(_) => ETHERTYPE_IPV6,
+    };
+    link_sections(p.eth(), ip_type, &mut sections);
     sections.push(match p.ip() {
         IpRepr::V4(h) => ipv4_section(p, h),
         IpRepr::V6(h) => ipv6_section(p, h),
@@ -403,7 +435,7 @@ pub fn sections(p: &RocePacket<'_>, frame_len: usize) -> Vec<Section> {
     });
     let ext_start = p.bth_offset() + roce::wire::BthRepr::LEN;
     sections.extend(ext_sections(&p.ext(), ext_start));
-    tail_sections(p, &mut sections);
+    tail_sections(&rocev2_tail(p), &mut sections);
     // A Linux cooked capture puts its own header before the IP packet: count from the frame.
     let link_header = frame_len.saturating_sub(p.packet_bytes().len() + p.trailer().len());
     if link_header > 0 {
@@ -438,6 +470,7 @@ pub fn frame_sections(frame_len: usize, dissected: &Dissected<'_>) -> Vec<Sectio
     match dissected {
         Dissected::Roce(p) => sections(p, frame_len),
         Dissected::MacControl(p) => super::pause::sections(p),
+        Dissected::RoceV1(p) => super::v1::sections(p),
         _ => Vec::new(),
     }
 }
@@ -466,6 +499,13 @@ pub fn summary(index: usize, frame_len: usize, dissected: &Dissected<'_>) -> Str
         }
         Dissected::NotRoce(why) => {
             let _ = writeln!(out, "#{number}  {frame_len} bytes  {why}");
+        }
+        Dissected::RoceV1(p) => {
+            let _ = writeln!(
+                out,
+                "#{number}  {frame_len} bytes  {}",
+                super::v1::summary(p)
+            );
         }
         Dissected::MacControl(p) => {
             let why = super::pause::summary(p);

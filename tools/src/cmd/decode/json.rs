@@ -1,6 +1,7 @@
 //! `roce decode --json`: one JSON object per frame, with the keys ARCHITECTURE.md fixes.
 
-use roce::wire::{RocePacket, Syndrome};
+use roce::wire::grh::RoceV1Packet;
+use roce::wire::{BthRepr, ExtHeaders, RocePacket, Syndrome};
 use serde::Serialize;
 
 use super::Dissected;
@@ -21,8 +22,10 @@ struct Line<'a> {
     mac_control: Option<super::pause::PauseJson>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Default)]
 struct Packet {
+    /// 1: RoCEv1 (GRH over Ethernet), 2: RoCEv2.
+    roce_version: u8,
     src: String,
     dst: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -30,7 +33,12 @@ struct Packet {
     ecn: &'static str,
     dscp: u8,
     ttl: u8,
-    udp_src_port: u16,
+    /// RoCEv2 only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    udp_src_port: Option<u16>,
+    /// RoCEv1 only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    grh: Option<Grh>,
     opcode: &'static str,
     opcode_value: u8,
     dest_qp: u32,
@@ -74,6 +82,13 @@ struct Packet {
     mad_error: Option<String>,
 }
 
+#[derive(Serialize)]
+struct Grh {
+    traffic_class: u8,
+    flow_label: u32,
+    hop_limit: u8,
+    payload_len: u16,
+}
 #[derive(Serialize)]
 struct Deth {
     qkey: u32,
@@ -126,17 +141,57 @@ fn packet(p: &RocePacket<'_>) -> Packet {
         Some(Err(why)) => (None, Some(why)),
         None => (None, None),
     };
-    let bth = p.bth();
-    let ext = p.ext();
-    let icrc_ok = p.icrc_ok();
     Packet {
+        roce_version: 2,
         src: p.ip().src_addr().to_string(),
         dst: p.ip().dst_addr().to_string(),
         vlan: p.eth().and_then(|e| e.vlan).map(|v| v.vid),
         ecn: p.ecn().name(),
         dscp: p.ip().dscp(),
         ttl: p.ip().ttl(),
-        udp_src_port: p.udp().src_port,
+        udp_src_port: Some(p.udp().src_port),
+        ip_checksum: (!p.ip_checksum_ok()).then_some("bad"),
+        cm,
+        mad_error,
+        ..transport(
+            &p.bth(),
+            &p.ext(),
+            p.payload().len(),
+            (p.icrc(), p.computed_icrc()),
+        )
+    }
+}
+
+fn packet_v1(p: &RoceV1Packet<'_>) -> Packet {
+    let g = p.grh();
+    Packet {
+        roce_version: 1,
+        src: g.sgid_addr().to_string(),
+        dst: g.dgid_addr().to_string(),
+        vlan: p.eth().vlan.map(|v| v.vid),
+        ecn: g.ecn().name(),
+        dscp: g.dscp(),
+        ttl: g.hop_limit,
+        grh: Some(Grh {
+            traffic_class: g.traffic_class,
+            flow_label: g.flow_label,
+            hop_limit: g.hop_limit,
+            payload_len: g.payload_len,
+        }),
+        ..transport(
+            &p.bth(),
+            &p.ext(),
+            p.payload().len(),
+            (p.icrc(), p.computed_icrc()),
+        )
+    }
+}
+
+/// The keys of the InfiniBand transport headers and the ICRC (received, computed), the same
+/// over RoCEv1 and RoCEv2.
+fn transport(bth: &BthRepr, ext: &ExtHeaders, payload_len: usize, icrc: (u32, u32)) -> Packet {
+    let icrc_ok = icrc.0 == icrc.1;
+    Packet {
         opcode: bth.opcode.name(),
         opcode_value: bth.opcode.value(),
         dest_qp: bth.dest_qp.value(),
@@ -175,13 +230,11 @@ fn packet(p: &RocePacket<'_>) -> Packet {
         atomic_ack_eth: ext.atomic_ack_eth.map(|h| AtomicAckEth { orig: h.orig }),
         immdt: ext.immdt.map(|h| ImmDt { imm: h.imm }),
         ieth: ext.ieth.map(|h| Ieth { rkey: h.rkey }),
-        payload_len: p.payload().len(),
+        payload_len,
         icrc: if icrc_ok { "ok" } else { "bad" },
-        icrc_received: (!icrc_ok).then(|| format!("{:#010x}", p.icrc())),
-        icrc_computed: (!icrc_ok).then(|| format!("{:#010x}", p.computed_icrc())),
-        ip_checksum: (!p.ip_checksum_ok()).then_some("bad"),
-        cm,
-        mad_error,
+        icrc_received: (!icrc_ok).then(|| format!("{:#010x}", icrc.0)),
+        icrc_computed: (!icrc_ok).then(|| format!("{:#010x}", icrc.1)),
+        ..Packet::default()
     }
 }
 
@@ -208,6 +261,14 @@ fn line<'a>(index: usize, dissected: &'a Dissected<'_>) -> Line<'a> {
             roce: true,
             error: None,
             packet: Some(packet(p)),
+            mac_control: None,
+        },
+        Dissected::RoceV1(p) => Line {
+            index,
+            frame: index + 1,
+            roce: true,
+            error: None,
+            packet: Some(packet_v1(p)),
             mac_control: None,
         },
         Dissected::MacControl(p) => Line {
