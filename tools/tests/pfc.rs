@@ -314,3 +314,30 @@ fn reserved_bits_and_short_frames_are_counted_not_fatal() {
     assert_eq!(first["mac_control"]["reserved"], 0xa5);
     assert_eq!(first["mac_control"]["reserved_bits_set"], true);
 }
+
+#[test]
+fn the_ladder_shades_the_pauses_in_force() {
+    let path = timeline().write("ladder.pcap");
+    let svg = path.with_extension("svg");
+    roce_ok(&[
+        "ladder",
+        "--link-gbps",
+        LINK_GBPS,
+        path.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    let doc = std::fs::read_to_string(&svg).unwrap();
+    common::assert_contains_all(
+        &doc,
+        &[
+            "<title>PFC priority 3 paused by 02:00:00:00:00:01 for 70.000 us</title>",
+            "<title>802.3x PAUSE (all priorities) paused by 02:00:00:00:00:01 for 50.000 us</title>",
+            "<title>PFC priority 3 paused by 02:00:00:00:00:0a for 10.000 us</title>",
+            "PFC / PAUSE in force (band)",
+        ],
+    );
+    // Two pauses of 70 us, the PAUSE, host A's and the other port's (it starts with the last
+    // packet drawn).
+    assert_eq!(doc.matches("<g><title>").count(), 5);
+}
