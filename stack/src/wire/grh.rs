@@ -59,27 +59,35 @@ impl<T: AsRef<[u8]>> Grh<T> {
     fn first_word(&self) -> u32 {
         field::read_u32(self.bytes(), field_at::VERSION_CLASS_FLOW)
     }
+    /// IPVer: 6.
     pub fn ip_version(&self) -> u8 {
         (self.first_word() >> 28) as u8
     }
+    /// TClass: DSCP in the high six bits, ECN in the low two.
     pub fn traffic_class(&self) -> u8 {
         (self.first_word() >> 20) as u8
     }
+    /// FlowLabel, 20 bits.
     pub fn flow_label(&self) -> u32 {
         self.first_word() & 0xf_ffff
     }
+    /// PayLen: bytes after the GRH, BTH through ICRC.
     pub fn payload_len(&self) -> u16 {
         field::read_u16(self.bytes(), field_at::PAYLEN)
     }
+    /// NxtHdr: 0x1B for an IBA transport header.
     pub fn next_header(&self) -> u8 {
         self.bytes()[field_at::NXTHDR]
     }
+    /// HopLmt.
     pub fn hop_limit(&self) -> u8 {
         self.bytes()[field_at::HOPLMT]
     }
+    /// SGID: the sender's port GID.
     pub fn sgid(&self) -> [u8; 16] {
         gid(self.bytes(), field_at::SGID)
     }
+    /// DGID: the receiver's port GID.
     pub fn dgid(&self) -> [u8; 16] {
         gid(self.bytes(), field_at::DGID)
     }
@@ -96,13 +104,19 @@ fn gid(b: &[u8], at: usize) -> [u8; 16] {
 pub struct GrhRepr {
     /// 4 bits; 6 on the wire.
     pub ip_version: u8,
+    /// TClass: DSCP and ECN, as an IP header's traffic class.
     pub traffic_class: u8,
     /// 20 bits; wider values are masked on emit.
     pub flow_label: u32,
+    /// PayLen: bytes after the GRH (the builder sets it).
     pub payload_len: u16,
+    /// NxtHdr: [`NEXT_HEADER_IBA`].
     pub next_header: u8,
+    /// HopLmt.
     pub hop_limit: u8,
+    /// The sender's port GID.
     pub sgid: [u8; 16],
+    /// The receiver's port GID.
     pub dgid: [u8; 16],
 }
 
@@ -122,9 +136,11 @@ impl GrhRepr {
         }
     }
 
+    /// The SGID as an IPv6 address, as GIDs are written.
     pub fn sgid_addr(&self) -> Ipv6Addr {
         Ipv6Addr::from(self.sgid)
     }
+    /// The DGID as an IPv6 address.
     pub fn dgid_addr(&self) -> Ipv6Addr {
         Ipv6Addr::from(self.dgid)
     }
@@ -140,7 +156,7 @@ impl GrhRepr {
 
 impl FixedHeader for GrhRepr {
     const NAME: &'static str = "GRH";
-    const LEN: usize = 40;
+    const LEN: usize = super::encap::GRH_LEN;
 
     fn parse_unchecked(buf: &[u8]) -> Self {
         let v = Grh { buffer: buf };
@@ -230,21 +246,27 @@ impl<'a> RoceV1Packet<'a> {
         })
     }
 
+    /// The Ethernet header (with its 802.1Q tag, if any).
     pub fn eth(&self) -> &EthernetRepr {
         &self.eth
     }
+    /// The GRH.
     pub fn grh(&self) -> &GrhRepr {
         &self.grh
     }
+    /// Where the GRH starts in the frame.
     pub fn grh_offset(&self) -> usize {
         self.grh_start
     }
+    /// Where the BTH starts in the frame.
     pub fn bth_offset(&self) -> usize {
         self.grh_start + GrhRepr::LEN
     }
+    /// The BTH.
     pub fn bth(&self) -> BthRepr {
         BthRepr::parse_unchecked(&self.frame[self.bth_offset()..])
     }
+    /// The BTH's opcode.
     pub fn opcode(&self) -> Opcode {
         Opcode(self.frame[self.bth_offset()])
     }
@@ -260,9 +282,11 @@ impl<'a> RoceV1Packet<'a> {
             payload: self.payload(),
         }
     }
+    /// The message data, between the extension headers and the pad.
     pub fn payload(&self) -> &'a [u8] {
         &self.frame[self.payload_start..self.payload_end]
     }
+    /// The `PadCnt` bytes between payload and ICRC.
     pub fn pad(&self) -> &'a [u8] {
         &self.frame[self.payload_end..self.end - ICRC_LEN]
     }
@@ -275,6 +299,7 @@ impl<'a> RoceV1Packet<'a> {
         icrc::compute_roce_v1(&self.frame[self.grh_start..self.end - ICRC_LEN])
             .unwrap_or(!self.icrc())
     }
+    /// True if the packet carries the ICRC it should.
     pub fn icrc_ok(&self) -> bool {
         self.computed_icrc() == self.icrc()
     }
@@ -303,12 +328,16 @@ impl<'a> RoceV1Packet<'a> {
 /// A whole RoCEv1 frame to emit: the GRH's PayLen is derived, the ICRC computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoceV1Repr<'a> {
+    /// Ethernet header; the EtherType written is RoCEv1's.
     pub eth: EthernetRepr,
+    /// The GRH; its PayLen is replaced by the packet's.
     pub grh: GrhRepr,
+    /// BTH, extension headers and payload.
     pub ib: IbPacketRepr<'a>,
 }
 
 impl RoceV1Repr<'_> {
+    /// Bytes of the whole frame.
     pub fn buffer_len(&self) -> usize {
         self.eth.header_len() + GrhRepr::LEN + self.ib.buffer_len() + ICRC_LEN
     }
@@ -334,6 +363,7 @@ impl RoceV1Repr<'_> {
         Ok(total)
     }
 
+    /// The frame in a new vector (see [`RoceV1Repr::emit`]).
     pub fn to_vec(&self) -> WireResult<Vec<u8>> {
         let mut buf = vec![0u8; self.buffer_len()];
         self.emit(&mut buf)?;

@@ -199,7 +199,7 @@ const ROCE_V1_MASKS: [(usize, u8); 6] = [
     (7, 0xff),
     (GRH_LEN + 4, 0xff),
 ];
-const GRH_LEN: usize = 40;
+const GRH_LEN: usize = super::encap::GRH_LEN;
 
 /// Computes the ICRC of a RoCEv1 packet: `covered` is its GRH through the pad, without the
 /// ICRC. Fails if it is too short to hold a GRH and a BTH. Not on a hot path: the masked
