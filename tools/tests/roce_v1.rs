@@ -56,7 +56,7 @@ fn frame(from_a: bool, opcode: u8, qp: u32, psn: u32, payload: &[u8]) -> Vec<u8>
     RoceV1Repr { eth, grh, ib }.to_vec().unwrap()
 }
 
-fn capture() -> PathBuf {
+fn frames() -> [Vec<u8>; 4] {
     let mut frames = [
         frame(true, op::SEND_ONLY, 0x12, 100, &[7; 30]),
         frame(false, op::ACKNOWLEDGE, 0x34, 100, &[]),
@@ -65,6 +65,11 @@ fn capture() -> PathBuf {
     ];
     // The last one's ICRC is wrong.
     *frames[3].last_mut().unwrap() ^= 0xff;
+    frames
+}
+
+fn capture() -> PathBuf {
+    let frames = frames();
     let mut w = PcapWriter::new(Vec::new()).unwrap();
     for (i, f) in frames.iter().enumerate() {
         w.write_frame(Instant::from_micros(1_000 + i as u64 * 10), f)
@@ -149,4 +154,18 @@ fn analyze_follows_roce_v1_flows_by_gid_and_qp() {
             "fe80::1 -> fe80::2  QP 0x000012  RoCEv1 (GIDs)",
         ],
     );
+}
+
+#[test]
+fn frames_cut_by_a_snap_length_are_analysed_without_their_icrc() {
+    let bytes = roce_tests::pcap_bytes_snap(&frames(), 1, 80);
+    let path = common::temp_file_in("roce-v1-tests", "v1-cut.pcap", &bytes);
+    let out = common::roce(&["analyze", "--json", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3), "exit 3: frames were cut");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["roce_v1_packets"], 4);
+    assert_eq!(doc["icrc_errors"], 0, "the ICRCs were cut off");
+    assert_eq!(doc["input"]["cut_frames"], 3, "the 78-byte ACK fits");
+    assert_eq!(doc["flows"][0]["packets"], 3);
+    assert_eq!(doc["flows"][0]["payload_bytes"], 30 + 30 + 64);
 }

@@ -298,7 +298,7 @@ impl Analyzer {
                 if let Some(c) = pfc::mac_control(frame) {
                     self.pfc.mac_control(ts, &c);
                 } else if matches!(e, FrameError::Packet(PacketError::NotRoce(NotRoce::RoceV1))) {
-                    return self.roce_v1(frame, icrc);
+                    return self.roce_v1(frame, icrc, None);
                 }
                 Outcome::NotRoce
             }
@@ -308,7 +308,10 @@ impl Analyzer {
 
     /// A RoCEv1 frame (EtherType 0x8915): followed as a flow between its GIDs, apart from
     /// any RoCEv2 flow between the same addresses.
-    fn roce_v1(&mut self, frame: &Frame<'_>, icrc: Option<bool>) -> Outcome {
+    ///
+    /// `cut` is the number of bytes a snap length kept of a frame padded back to its length
+    /// with zeros: its ICRC is unknown and its payload only what was kept.
+    fn roce_v1(&mut self, frame: &Frame<'_>, icrc: Option<bool>, cut: Option<usize>) -> Outcome {
         let p = match RoceV1Packet::parse(frame.data) {
             Ok(p) => p,
             Err(e) => return self.malformed(frame.index, format!("RoCEv1: {e}")),
@@ -323,15 +326,22 @@ impl Analyzer {
             flow_label: g.flow_label,
             hop_limit: g.hop_limit,
         });
+        let payload = match cut {
+            Some(kept) => {
+                let offset = p.payload().as_ptr() as usize - frame.data.as_ptr() as usize;
+                &p.payload()[..kept.saturating_sub(offset).min(p.payload().len())]
+            }
+            None => p.payload(),
+        };
         let ib = Ib {
             bytes: p.packet_bytes(),
             bth_at: p.bth_offset(),
             payload_len: p.payload().len() as u32,
-            payload: p.payload(),
+            payload,
             eth: Some(p.eth()),
             roce_v1: true,
         };
-        let icrc_ok = Some(icrc.unwrap_or_else(|| p.icrc_ok()));
+        let icrc_ok = cut.is_none().then(|| icrc.unwrap_or_else(|| p.icrc_ok()));
         self.packet(ib.fields(frame.timestamp_ns, &ip, 0, icrc_ok))
     }
 
@@ -359,7 +369,16 @@ impl Analyzer {
                 let f = fields(&p, frame.timestamp_ns, None, payload);
                 self.packet(f)
             }
-            Err(e) if e.is_not_roce() => Outcome::NotRoce,
+            Err(FrameError::Packet(PacketError::NotRoce(NotRoce::RoceV1))) => {
+                self.roce_v1(&padded, None, Some(frame.data.len()))
+            }
+            Err(e) if e.is_not_roce() => {
+                // The body as captured: a PFC frame cut short counts as truncated.
+                if let Some(c) = pfc::mac_control(frame) {
+                    self.pfc.mac_control(frame.timestamp_ns, &c);
+                }
+                Outcome::NotRoce
+            }
             Err(e) => self.malformed(frame.index, e.to_string()),
         };
         self.scratch = scratch;
