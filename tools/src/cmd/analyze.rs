@@ -39,6 +39,8 @@ Examples:
   roce analyze --json pcaps/rc_loss_write.pcap | jq '.flows[] | {src, dst, retransmitted_packets, naks}'
   roce analyze --threads 1 big.pcap              all on one thread (the default reads on one, analyses on another)
   roce analyze --max-flows 10000 --max-memory 256 huge.pcap   follow fewer flows, hold less
+  roce analyze --link-gbps 25 --storm-window-ms 1 --storm-share 0.3 pfc.pcap
+                                                 PFC pauses at 25 Gb/s, storms by the ms
   sudo roce analyze --live eth1                  a per-flow table every second until Ctrl-C,
                                                  then the same report as for a file
   sudo roce analyze --live eth1 --interval 5 --duration 60 --json > live.jsonl
@@ -53,10 +55,12 @@ line on stdout instead,
 with a `live` object (interface, kernel counts, the interval's per-flow rates). It stops after
 --duration, or at SIGINT/SIGTERM, and prints the final report (`live.final` true in JSON).
 
-JSON keys: packets, roce_packets, icrc_errors, flows[] with src, dst, dest_qp, packets,
-opcodes {name: count}, retransmitted_packets, naks {name: count}, rnr_naks, cnps, ecn_ce,
-payload_bytes, and more (requester, goodput, rate_changes); connections[]; input; untracked
-{max_flows, max_memory_mib, flows, packets, cm_connections, memory_full_at}.")]
+JSON keys: packets, roce_packets, roce_v1_packets, icrc_errors, flows[] with src, dst, dest_qp,
+packets, opcodes {name: count}, retransmitted_packets, naks {name: count}, rnr_naks, cnps,
+ecn_ce, payload_bytes, roce_version, priority, pfc_stalls, and more (requester, goodput,
+rate_changes); connections[]; input; untracked {max_flows, max_memory_mib, flows, packets,
+cm_connections, memory_full_at}; pfc {frames, pause_8023x_frames, by_source[] {mac, priority
+(null: 802.3x), frames, xoff, xon, paused_us, longest_pause_us}, storms[], stalled_flows[], ...}.")]
 pub struct AnalyzeArgs {
     /// The capture to analyse (pcap or pcapng).
     #[arg(required_unless_present = "live", conflicts_with = "live")]
