@@ -1,7 +1,7 @@
 //! The conformance agent protocol: one line of text per request, one line per reply, over TCP
 //! (port 7471 by default). `tools/conform-agent/PROTOCOL.md` is its reference; the C agent on
 //! libibverbs (`tools/conform-agent/`) and `roce conform-agent` both serve it, and
-//! [`super::client`] speaks it for the suite.
+//! [`super::device_peer`] speaks it for the suite.
 //!
 //! A request is a verb followed by `key=value` words separated by one space and ended by a
 //! newline; numbers are decimal or `0x` hexadecimal. A reply is `OK` followed by `key=value`

@@ -1,7 +1,7 @@
 //! The communication manager (IBA Vol. 1 chapter 12) as rdma_cm uses it over RoCEv2: the
 //! state machine that sets up, accepts, refuses and tears down connections with REQ, REP,
 //! RTU, REJ, MRA, DREQ and DREP, and resolves UD services with SIDR_REQ and SIDR_REP, all
-//! carried by the GSI (QP1) of [`super::gsi`].
+//! carried by the GSI (QP1) of the host (`endpoint/host/gsi.rs`).
 //!
 //! Like the transport engine it is sans-IO and deterministic: inputs are received MADs
 //! ([`ConnectionManager::handle_mad`]), the consumer's calls (listen, connect, accept,
