@@ -31,8 +31,9 @@ pub enum TestArg {
 
 /// A bandwidth test with perftest's ib_write_bw, ib_read_bw, ib_send_bw or ib_atomic_bw on
 /// the other side (run there with `-x 1 -F`), or another roce: perftest's out-of-band
-/// dialogue over TCP, one RC QP, and its result table; with --lat the latency test against
-/// ib_write_lat, ib_read_lat or ib_atomic_lat. Without SERVER, waits for a client.
+/// dialogue over TCP, RC QPs (one, or -q N), and its result table; with --lat the latency
+/// test against ib_write_lat, ib_read_lat or ib_atomic_lat. Without SERVER, waits for a
+/// client.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
@@ -48,6 +49,8 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
       t_stdev and the 99% and 99.9% percentiles
   roce perf atomic --iface tap:roce0 --ip 10.77.0.2/24 -A CMP_AND_SWAP -D 5 --report_gbits 10.77.0.11
       compare-and-swap for 5 seconds, against `ib_atomic_bw -x 1 -F -A CMP_AND_SWAP -D 5`
+  roce perf write --iface tap:roce0 --ip 10.77.0.2/24 -q 4 -b -n 100 10.77.0.11
+      four QPs, both directions at once, against `ib_write_bw -x 1 -F -q 4 -b -n 100`
   roce perf write --iface xdp:eth1 --ip 10.0.0.5/24 --tclass 106 --vlan 100 --pcp 3 --line-gbps 100 10.0.0.7
       on the lossless class: DSCP 26 (ECT(0)) in VLAN 100 priority 3, as `ib_write_bw -x 1 -F
       --tclass 106` on a port of that VLAN; PFC frames pausing priority 3 stop it for their
@@ -84,6 +87,13 @@ pub struct PerfArgs {
     /// too).
     #[arg(long = "use-srq", alias = "use_srq")]
     pub use_srq: bool,
+    /// QPs, each running -n operations (perftest's -q; both sides give the same N).
+    #[arg(short = 'q', long = "qp", value_name = "N")]
+    pub num_qps: Option<u32>,
+    /// Bidirectional: both sides run the test and print the sum of both (perftest's -b;
+    /// both sides give it).
+    #[arg(short = 'b', long = "bidirectional")]
+    pub duplex: bool,
     /// Every size from 2 bytes to 8 MiB, a row each (perftest's -a; not with atomics).
     #[arg(short = 'a', long = "all")]
     pub all: bool,
@@ -97,6 +107,12 @@ pub struct PerfArgs {
     /// The atomic operation of `atomic` (perftest's -A).
     #[arg(short = 'A', long = "atomic_type", value_enum, value_name = "TYPE")]
     pub atomic_type: Option<AtomicArg>,
+    /// Service level 0-15 (perftest's -S). Accepted and checked, with nothing on the wire:
+    /// RoCEv2 frames have no LRH to carry an SL, and rdma_rxe ignores the address
+    /// handle's SL too (a NIC may map it to a VLAN priority).
+    #[arg(short = 'S', long = "sl", value_name = "SL",
+          value_parser = clap::value_parser!(u8).range(0..=15))]
+    pub sl: Option<u8>,
     /// Accepted for perftest compatibility (no CPU frequency check is ever made).
     #[arg(short = 'F', long = "CPU-freq")]
     pub cpu_freq: bool,
@@ -115,6 +131,8 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     let mut opts = PerfOptions::new(test, args.endpoint.server.clone());
     opts.latency = args.lat;
     opts.use_srq = args.use_srq;
+    opts.num_qps = args.num_qps.unwrap_or(opts.num_qps);
+    opts.duplex = args.duplex;
     if args.lat {
         // perftest's DEF_SIZE_LAT and one operation at a time.
         opts.size = 2;

@@ -1,12 +1,13 @@
 //! perftest's `ib_write_bw`, `ib_read_bw`, `ib_send_bw` and `ib_atomic_bw` (4.5-0.17, run
 //! with `-x IDX -F`) on our runtime, in either role: the out-of-band dialogue of
-//! [`crate::endpoint::oob::perftest`], one RC QP, and perftest's result table.
+//! [`crate::endpoint::oob::perftest`], RC QPs (one, or `-q N`), and perftest's result table.
 //!
-//! The client posts `iters` operations keeping at most `tx_depth` outstanding, asking for a
-//! completion every `cq_mod` of them (and on the last); it measures bandwidth from the first
-//! post to the last completion. For WRITE, READ and atomics the server is passive: it waits
-//! in the handshake that follows the test (answering the wire meanwhile) and prints the
-//! client's results. For SEND the server keeps receives posted and measures what arrives.
+//! The client posts `iters` operations on each QP keeping at most `tx_depth` outstanding per
+//! QP, asking for a completion every `cq_mod` of them (and on the last); it measures
+//! bandwidth from the first post to the last completion. For WRITE, READ and atomics the
+//! server is passive: it waits in the handshake that follows the test (answering the wire
+//! meanwhile) and prints the client's results. For SEND the server keeps receives posted and
+//! measures what arrives. With `-b` both sides run the test and print the sum of both.
 //!
 //! Also as perftest: `-a` runs every size from 2 bytes to 8 MiB (the passive server only
 //! needs its buffer that large; SEND servers take part size by size, a handshake before and
@@ -26,12 +27,12 @@ use crate::endpoint::connect::QpPath;
 use crate::endpoint::oob::perftest::{
     BwReport, BwTest, Connected, IbMtu, Keys, Negotiation, Role, Session, SysData,
 };
-use crate::endpoint::oob::{accept, connect, listen};
+use crate::endpoint::oob::{OobError, accept, connect, listen};
 use crate::endpoint::runtime::Runtime;
 use crate::endpoint::runtime::RuntimeError;
 use crate::transport::{
     Access, CqId, MAX_RD_ATOMIC, Mtu, PdId, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, SrqId,
-    SrqInit,
+    SrqInit, WcOpcode,
 };
 use crate::wire::{Qpn, RnrTimer};
 pub use lat::{LatReport, lat_header, lat_report, lat_row};
@@ -44,6 +45,12 @@ const MIB: f64 = 1_048_576.0;
 const GBIT: f64 = 125_000_000.0;
 /// The largest size of `-a` (perftest's `MAX_SIZE`); it runs 2, 4, ... up to this.
 pub const MAX_SIZE: u32 = 1 << 23;
+/// The most QPs `-q` takes (rxe's default `max_qp` is larger; each QP here is a CQ share,
+/// a buffer block and a key message on the out-of-band channel).
+pub const MAX_QPS: u32 = 1024;
+/// The most memory the test's buffer may take: `-q` QPs of twice the larger of the message
+/// and the page each.
+const MAX_BUFFER: usize = 1 << 30;
 
 /// `-A`: which atomic `ib_atomic_bw` measures (perftest's `atomicTypesStr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -101,6 +108,10 @@ pub struct PerfOptions {
     pub latency: bool,
     /// `--use-srq`: SEND's receives go to a shared receive queue the QP takes them from.
     pub use_srq: bool,
+    /// `-q`: QPs, each running `iters` operations (one SRQ for all with `use_srq`).
+    pub num_qps: u32,
+    /// `-b`: bidirectional, both sides running the test and printing the sum.
+    pub duplex: bool,
 }
 
 impl PerfOptions {
@@ -124,6 +135,8 @@ impl PerfOptions {
             gbits: false,
             latency: false,
             use_srq: false,
+            num_qps: 1,
+            duplex: false,
         }
     }
 
@@ -157,6 +170,23 @@ impl PerfOptions {
         if self.size > MAX_SIZE {
             return usage(&format!("message size {} is above {MAX_SIZE}", self.size));
         }
+        if !(1..=MAX_QPS).contains(&self.num_qps) {
+            return usage(&format!("-q takes 1 to {MAX_QPS} QPs"));
+        }
+        if self.duplex && (self.latency || self.all_sizes || self.duration.is_some()) {
+            return usage("-b runs -n iterations of one size (not with --lat, -a or -D yet)");
+        }
+        if self.latency && self.num_qps > 1 {
+            return usage("--lat runs one QP (perftest's latency tests take no -q)");
+        }
+        let per_qp = buffer_per_qp(self, self.size, 4096);
+        if per_qp.saturating_mul(self.num_qps as usize) > MAX_BUFFER {
+            return usage(&format!(
+                "-q {} QPs of {per_qp}-byte buffers pass the {} MiB this test may take",
+                self.num_qps,
+                MAX_BUFFER >> 20
+            ));
+        }
         Ok(())
     }
 }
@@ -172,8 +202,12 @@ pub struct PerfResult {
     pub latency: Option<LatReport>,
 }
 
-fn title(test: BwTest, atomic: AtomicType, latency: bool) -> String {
-    let kind = if latency { "Latency" } else { "BW" };
+fn title(test: BwTest, atomic: AtomicType, latency: bool, duplex: bool) -> String {
+    let kind = match (latency, duplex) {
+        (true, _) => "Latency",
+        (false, true) => "Bidirectional BW",
+        (false, false) => "BW",
+    };
     match test {
         BwTest::Write => format!("RDMA_Write {kind} Test"),
         BwTest::Read => format!("RDMA_Read {kind} Test"),
@@ -209,7 +243,7 @@ pub fn report_table(r: &BwReport, gbits: bool) -> String {
 }
 
 /// The QP, its CQ and buffer, and the peer's keys, once connected.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Setup {
     qpn: Qpn,
     cq: CqId,
@@ -227,6 +261,18 @@ struct Setup {
     size: u32,
     tx_depth: u32,
     cq_mod: u32,
+    peer: Keys,
+    /// Every QP (`-q N`), the first being `qpn` and `peer` above.
+    lanes: Vec<Lane>,
+}
+
+/// One of the test's QPs: perftest runs `-n` operations on each.
+#[derive(Debug, Clone, Copy)]
+struct Lane {
+    qpn: Qpn,
+    /// Its block of the buffer (sends come from here; the peer's writes land here, or
+    /// half a block further in the WRITE latency test).
+    base: u64,
     peer: Keys,
 }
 
@@ -256,6 +302,9 @@ pub fn run(
             printed,
             latency,
         });
+    }
+    if opts.duplex {
+        return run_duplex(rt, opts, conn, &s, out);
     }
     let own = match (opts.server.is_some(), opts.test) {
         _ if opts.all_sizes => run_all_sizes(rt, opts, &mut conn, &mut s, out)?,
@@ -291,6 +340,91 @@ pub fn run(
     })
 }
 
+/// `-b`: both sides run the test at once, as perftest's bidirectional tests. WRITE, READ
+/// and atomics shake hands once more and then both run `run_iter_bw`; SEND runs
+/// `run_iter_bi` on both (the server sends from its first arrival on). Neither side is
+/// passive: each measures its own requests, the two swap results, and each prints the sum
+/// of both (`print_full_bw_report` with the remote report), its own size and count.
+fn run_duplex(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    mut conn: Connected,
+    s: &Setup,
+    out: &mut dyn Write,
+) -> Result<PerfResult, AppError> {
+    let mine = if opts.test == BwTest::Send {
+        run_bidirectional_send(rt, opts, s)?
+    } else {
+        rt.serve_while(|| conn.sync())??;
+        run_client(rt, opts, s)?
+    };
+    // The peer may still be finishing its half.
+    conn.set_timeout(Some(opts.timeout))?;
+    let theirs = rt.serve_while(move || {
+        let theirs = conn.exchange_reports(&mine)?;
+        conn.close()?;
+        Ok::<_, OobError>(theirs)
+    })??;
+    let printed = BwReport {
+        bw_peak: mine.bw_peak + theirs.bw_peak,
+        bw_avg: mine.bw_avg + theirs.bw_avg,
+        msg_rate: mine.msg_rate + theirs.msg_rate,
+        ..mine
+    };
+    let _ = write!(out, "{}", report_table(&printed, opts.gbits));
+    Ok(PerfResult {
+        own: Some(mine),
+        printed,
+        latency: None,
+    })
+}
+
+/// `-b` SEND (perftest's `run_iter_bi`): sends `iters` per QP as [`run_client`] does while
+/// taking the peer's SENDs into the receives posted at setup, reposting each until every
+/// QP has had `iters`; ends when both counts are complete. The server starts sending only
+/// once the client's first SEND has arrived. Measured over this side's sends.
+fn run_bidirectional_send(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    s: &Setup,
+) -> Result<BwReport, AppError> {
+    let iters = u64::from(opts.iters);
+    let total = iters * s.lanes.len() as u64;
+    let (queues, per_queue) = match s.srq {
+        Some(_) => (1, total),
+        None => (s.lanes.len(), iters),
+    };
+    let mut recv_posted = vec![u64::from(opts.rx_depth).min(iters); queues];
+    let mut received = 0u64;
+    let mut waiting_for_first = opts.server.is_none();
+    let ops = lane_ops(opts, s);
+    let mut posted_at = Vec::with_capacity(total as usize);
+    let mut completed_at = Vec::with_capacity(total as usize);
+    let mut n = Counts::new(s.lanes.len());
+    while n.total_completed < total || received < total {
+        if !waiting_for_first {
+            post_round(rt, s, &ops, &mut n, iters, &mut posted_at)?;
+        }
+        let wc = rt
+            .wait_completion(s.cq, opts.timeout)
+            .map_err(|_| stalled(opts, (n.total_completed + received) as u32))?;
+        check(&wc)?;
+        if wc.opcode == WcOpcode::Recv {
+            waiting_for_first = false;
+            received += 1;
+            let lane = recv_lane(s, wc.qp_num);
+            if recv_posted[lane] < per_queue {
+                post_lane_receive(rt, s, lane)?;
+                recv_posted[lane] += 1;
+            }
+        } else {
+            n.complete(wc.wr_id);
+            completed_at.resize(n.total_completed as usize, Instant::now());
+        }
+    }
+    Ok(report(s.size, &posted_at, &completed_at, opts.unit()))
+}
+
 /// `-a`: every size from 2 bytes to [`MAX_SIZE`], a row each. The client of WRITE and READ
 /// runs them back to back; SEND's two sides post, handshake, run and handshake again per
 /// size (ib_send_bw's `RUN_ALL`). Returns the last size's figures (`None` on a passive
@@ -313,8 +447,11 @@ fn run_all_sizes(
         s.size = 1 << exp;
         let r = if send {
             if !client {
-                for _ in 0..opts.rx_depth.min(opts.iters) {
-                    post_receive(rt, s.qpn, s.srq, recv_wr(s.key, s.va, s.size))?;
+                let queues = if s.srq.is_some() { 1 } else { s.lanes.len() };
+                for lane in 0..queues {
+                    for _ in 0..opts.rx_depth.min(opts.iters) {
+                        post_lane_receive(rt, s, lane)?;
+                    }
                 }
             }
             rt.serve_while(|| conn.sync())??;
@@ -367,14 +504,14 @@ fn setup(
     let (negotiated, agreed) = rt.serve_while(move || session.negotiate(&local))??;
     let mtu = Mtu::from_bytes(agreed.mtu.bytes()).unwrap_or(Mtu::M1024);
 
-    // perftest's buffer: twice the larger of the message (-a: the largest) and the cycle
-    // buffer.
-    let largest = if opts.all_sizes { MAX_SIZE } else { size };
-    let buf_len = 2 * (largest as usize).max(agreed.sys.cycle_buffer as usize);
-    let va = super::super::ids::random_va(buf_len);
-    let key = rt.register_mr(va, vec![0; buf_len], Access::ALL)?;
+    // perftest's buffer: per QP, twice the larger of the message (-a: the largest) and the
+    // cycle buffer; QP i's block starts at i times that.
+    let per_qp = buffer_per_qp(opts, size, agreed.sys.cycle_buffer);
+    let n_qps = opts.num_qps as usize;
+    let va = super::super::ids::random_va(per_qp * n_qps);
+    let key = rt.register_mr(va, vec![0; per_qp * n_qps], Access::ALL)?;
     let recv_offset = if opts.latency && matches!(opts.test, BwTest::Write | BwTest::Send) {
-        (buf_len / 2) as u64
+        (per_qp / 2) as u64
     } else {
         0
     };
@@ -390,7 +527,8 @@ fn setup(
     } else {
         tx_depth.min(100)
     };
-    let cq = rt.create_cq((tx_depth + opts.rx_depth) as usize);
+    // One CQ for every QP, as perftest's.
+    let cq = rt.create_cq(n_qps * (tx_depth + opts.rx_depth) as usize);
     let mut init = QpInit::new(QpType::Rc, cq);
     // ib_send_lat waits on receives and sends apart.
     let lat_send = opts.latency && opts.test == BwTest::Send;
@@ -408,48 +546,55 @@ fn setup(
     init.srq = srq;
     init.max_send_wr = tx_depth;
     init.max_recv_wr = opts.rx_depth;
-    let qpn = rt.create_qp(init)?;
     // Responder resources for READs and atomics; 1 elsewhere, as perftest advertises.
     let out_reads = match opts.test {
         BwTest::Read | BwTest::Atomic => MAX_RD_ATOMIC,
         BwTest::Write | BwTest::Send => 1,
     };
     let gid = local_gid(rt, opts.gid_index)?;
-    let psn = random_psn();
-    let mut path = QpPath::new(QpType::Rc, gid.into(), Qpn::new(0), psn, psn, mtu);
-    path.access = Access::ALL;
-    path.max_dest_rd_atomic = out_reads;
-    path.min_rnr_timer = RnrTimer::new(12);
-    rt.init_qp(qpn, &path)?;
     // With -a, receives are posted size by size (`run_all_sizes`).
     // Both sides of ib_send_lat receive.
-    let receiving =
-        (opts.server.is_none() || opts.latency) && opts.test == BwTest::Send && !opts.all_sizes;
-    if receiving {
-        let posted = match opts.duration {
-            Some(_) => opts.rx_depth,
-            None => opts.rx_depth.min(opts.iters),
-        };
-        for _ in 0..posted {
-            post_receive(rt, qpn, srq, recv_wr(key, va + recv_offset, size))?;
+    let receiving = (opts.server.is_none() || opts.latency || opts.duplex)
+        && opts.test == BwTest::Send
+        && !opts.all_sizes;
+    let mut paths = Vec::with_capacity(n_qps);
+    let mut keys = Vec::with_capacity(n_qps);
+    for i in 0..n_qps {
+        let qpn = rt.create_qp(init)?;
+        let psn = random_psn();
+        let mut path = QpPath::new(QpType::Rc, gid.into(), Qpn::new(0), psn, psn, mtu);
+        path.access = Access::ALL;
+        path.max_dest_rd_atomic = out_reads;
+        path.min_rnr_timer = RnrTimer::new(12);
+        rt.init_qp(qpn, &path)?;
+        let base = va + (i * per_qp) as u64;
+        // An SRQ is filled once, for every QP.
+        if receiving && (srq.is_none() || i == 0) {
+            let posted = match opts.duration {
+                Some(_) => opts.rx_depth,
+                None => opts.rx_depth.min(opts.iters),
+            };
+            for _ in 0..posted {
+                post_receive(rt, qpn, srq, recv_wr(key, base + recv_offset, size))?;
+            }
         }
+        paths.push((qpn, path));
+        keys.push(Keys {
+            lid: 0,
+            out_reads: u16::from(out_reads),
+            qpn,
+            psn,
+            rkey: key,
+            vaddr: base + recv_offset,
+            gid: Some(gid),
+            srqn: 0,
+        });
     }
-    let keys = Keys {
-        lid: 0,
-        out_reads: u16::from(out_reads),
-        qpn,
-        psn,
-        rkey: key,
-        vaddr: va + recv_offset,
-        gid: Some(gid),
-        srqn: 0,
-    };
-    let mut conn = rt.serve_while(move || negotiated.exchange_keys(keys))??;
+    let mut conn = rt.serve_while(move || negotiated.exchange_all_keys(keys))??;
     // The latency tests but ib_send_lat shake hands once more before connecting.
     if opts.latency && !lat_send {
         rt.serve_while(|| conn.sync())??;
     }
-    let peer = *conn.peer();
     let header = Header {
         opts,
         tx_depth,
@@ -457,26 +602,33 @@ fn setup(
         mtu,
         out_reads,
     };
-    let _ = writeln!(
-        out,
-        "{}{}{}{LINE}",
-        header.lines(),
-        conn.local().print_lines("local", opts.test),
-        peer.print_lines("remote", opts.test)
-    );
-    path.dest = peer_addr(peer.gid.unwrap_or(std::net::Ipv6Addr::UNSPECIFIED))?;
-    path.dest_qp = peer.qpn;
-    path.rq_psn = peer.psn;
-    path.max_rd_atomic = peer.out_reads.clamp(1, u16::from(MAX_RD_ATOMIC)) as u8;
-    rt.connect_qp(qpn, &path)?;
-    // -a's SEND takes its last handshake before each size.
-    let syncs =
-        opts.test.syncs_after_connect() - usize::from(opts.all_sizes && opts.test == BwTest::Send);
-    for _ in 0..syncs {
-        rt.serve_while(|| conn.sync())??;
+    let mut lines = header.lines();
+    for keys in conn.locals() {
+        lines.push_str(&keys.print_lines("local", opts.test));
     }
+    for keys in conn.peers() {
+        lines.push_str(&keys.print_lines("remote", opts.test));
+    }
+    let _ = writeln!(out, "{lines}{LINE}");
+    let mut lanes = Vec::with_capacity(n_qps);
+    for (i, ((qpn, mut path), peer)) in paths.into_iter().zip(conn.peers()).enumerate() {
+        path.dest = peer_addr(peer.gid.unwrap_or(std::net::Ipv6Addr::UNSPECIFIED))?;
+        path.dest_qp = peer.qpn;
+        path.rq_psn = peer.psn;
+        path.max_rd_atomic = peer.out_reads.clamp(1, u16::from(MAX_RD_ATOMIC)) as u8;
+        rt.connect_qp(qpn, &path)?;
+        lanes.push(Lane {
+            qpn,
+            base: va + (i * per_qp) as u64,
+            peer: *peer,
+        });
+    }
+    // -a's SEND takes its last handshake before each size.
+    let last = !(opts.all_sizes && opts.test == BwTest::Send);
+    rt.serve_while(|| syncs_after_connect(&mut conn, opts.test, last))??;
+    let first = lanes[0];
     let setup = Setup {
-        qpn,
+        qpn: first.qpn,
         cq,
         key,
         va,
@@ -486,9 +638,29 @@ fn setup(
         size,
         tx_depth,
         cq_mod,
-        peer,
+        peer: first.peer,
+        lanes,
     };
     Ok((conn, setup))
+}
+
+/// perftest's handshakes between connecting the QPs and the test: after the round that
+/// prints the remote side (one per QP), one more (write, read, atomic); send has one before
+/// that round too, and its last follows the server's posting of its receives (`last`: -a
+/// posts and shakes hands per size instead). With one QP: [`BwTest::syncs_after_connect`].
+fn syncs_after_connect(conn: &mut Connected, test: BwTest, last: bool) -> Result<(), OobError> {
+    if test == BwTest::Send {
+        conn.sync()?;
+    }
+    conn.sync_each()?;
+    if last { conn.sync() } else { Ok(()) }
+}
+
+/// Bytes of buffer per QP: twice the larger of the message (-a: the largest) and the cycle
+/// buffer, as perftest's `BUFF_SIZE` times two.
+fn buffer_per_qp(opts: &PerfOptions, size: u32, cycle_buffer: u32) -> usize {
+    let largest = if opts.all_sizes { MAX_SIZE } else { size };
+    2 * (largest as usize).max(cycle_buffer as usize)
 }
 
 /// A receive on the QP's own queue, or on its SRQ (`--use_srq`).
@@ -533,14 +705,17 @@ impl Header<'_> {
         let mut s = format!(
             "{LINE}\n                    {}\n \
              Dual-port       : OFF\t\tDevice         : roce\n \
-             Number of qps   : 1\t\tTransport type : IB\n \
+             Number of qps   : {}\t\tTransport type : IB\n \
              Connection type : RC\t\tUsing SRQ      : {}\n",
-            title(o.test, o.atomic, o.latency),
+            title(o.test, o.atomic, o.latency, o.duplex),
+            o.num_qps,
             if o.use_srq { "ON" } else { "OFF" }
         );
-        if o.server.is_some() {
+        // ctx_print_test_info: a sender's TX depth, a receiver's RX depth; -b both.
+        if o.server.is_some() || o.duplex {
             s.push_str(&format!(" TX depth        : {}\n", self.tx_depth));
-        } else if o.test == BwTest::Send {
+        }
+        if o.test == BwTest::Send && (o.server.is_none() || o.duplex) {
             s.push_str(&format!(" RX depth        : {}\n", o.rx_depth));
         }
         if !o.latency {
@@ -655,9 +830,14 @@ fn report(size: u32, posted: &[Instant], completed: &[Instant], unit: f64) -> Bw
     }
 }
 
-/// The work request of the test.
+/// The work request of the test (the first QP's).
 fn client_op(opts: &PerfOptions, s: &Setup) -> SendOp {
-    let (addr, rkey) = (s.peer.vaddr, s.peer.rkey);
+    lane_op(opts, &s.peer)
+}
+
+/// The work request of the test towards `peer`'s buffer.
+fn lane_op(opts: &PerfOptions, peer: &Keys) -> SendOp {
+    let (addr, rkey) = (peer.vaddr, peer.rkey);
     match opts.test {
         BwTest::Write => SendOp::Write {
             remote_addr: addr,
@@ -685,72 +865,156 @@ fn client_op(opts: &PerfOptions, s: &Setup) -> SendOp {
 }
 
 fn client_sge(s: &Setup) -> Vec<Sge> {
+    lane_sge(s, s.va)
+}
+
+fn lane_sge(s: &Setup, addr: u64) -> Vec<Sge> {
     vec![Sge {
-        addr: s.va,
+        addr,
         length: s.size,
         lkey: s.key,
     }]
 }
 
-/// Posts `iters` operations, at most `tx_depth` outstanding, a completion every `cq_mod`.
-fn run_client(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<BwReport, AppError> {
-    let (op, sge) = (client_op(opts, s), client_sge(s));
-    let iters = opts.iters;
-    let mut posted_at = Vec::with_capacity(iters as usize);
-    let mut completed_at = Vec::with_capacity(iters as usize);
-    let (mut posted, mut completed) = (0u32, 0u32);
-    while completed < iters {
-        while posted < iters && posted - completed < s.tx_depth {
-            let mut wr = SendWr::new(u64::from(posted), op, sge.clone());
-            wr.signaled = (posted + 1) % s.cq_mod == 0 || posted + 1 == iters;
-            rt.post_send(s.qpn, wr)?;
-            posted_at.push(Instant::now());
-            posted += 1;
+/// A work request's id: its QP's index in the high half, its number on that QP in the
+/// low half (one QP: just the number).
+fn wr_id(lane: usize, seq: u64) -> u64 {
+    ((lane as u64) << 32) | (seq & 0xffff_ffff)
+}
+
+/// What a completion stands for: its QP's index and how many of that QP's requests are
+/// done with it, every unsignaled one before it included (IBA 10.8.3).
+fn completed_upto(wc_id: u64) -> (usize, u64) {
+    ((wc_id >> 32) as usize, (wc_id & 0xffff_ffff) + 1)
+}
+
+/// Each QP's count of posted and completed operations, and the totals.
+#[derive(Debug)]
+struct Counts {
+    posted: Vec<u64>,
+    completed: Vec<u64>,
+    total_posted: u64,
+    total_completed: u64,
+}
+
+impl Counts {
+    fn new(lanes: usize) -> Counts {
+        Counts {
+            posted: vec![0; lanes],
+            completed: vec![0; lanes],
+            total_posted: 0,
+            total_completed: 0,
         }
+    }
+
+    /// Notes a completion; returns how many operations it completed.
+    fn complete(&mut self, wc_id: u64) -> u64 {
+        let (lane, upto) = completed_upto(wc_id);
+        let Some(done) = self.completed.get_mut(lane) else {
+            return 0;
+        };
+        let upto = upto.min(self.posted[lane]);
+        let new = upto.saturating_sub(*done);
+        *done += new;
+        self.total_completed += new;
+        new
+    }
+}
+
+/// Each QP's work request and scatter list.
+fn lane_ops(opts: &PerfOptions, s: &Setup) -> Vec<(SendOp, Vec<Sge>)> {
+    s.lanes
+        .iter()
+        .map(|l| (lane_op(opts, &l.peer), lane_sge(s, l.base)))
+        .collect()
+}
+
+/// One pass over the QPs, posting on each what it may: up to `iters` in all, at most
+/// `tx_depth` outstanding, a completion asked for every `cq_mod` and on the last.
+fn post_round(
+    rt: &mut Runtime,
+    s: &Setup,
+    ops: &[(SendOp, Vec<Sge>)],
+    n: &mut Counts,
+    iters: u64,
+    posted_at: &mut Vec<Instant>,
+) -> Result<(), AppError> {
+    for (i, lane) in s.lanes.iter().enumerate() {
+        while n.posted[i] < iters && n.posted[i] - n.completed[i] < u64::from(s.tx_depth) {
+            let seq = n.posted[i];
+            let (op, sge) = &ops[i];
+            let mut wr = SendWr::new(wr_id(i, seq), *op, sge.clone());
+            wr.signaled = (seq + 1).is_multiple_of(u64::from(s.cq_mod)) || seq + 1 == iters;
+            rt.post_send(lane.qpn, wr)?;
+            posted_at.push(Instant::now());
+            n.posted[i] += 1;
+            n.total_posted += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Posts `iters` operations on each QP, at most `tx_depth` outstanding per QP, a
+/// completion every `cq_mod` (perftest's `run_iter_bw`: a pass over the QPs posting what
+/// each may, then one poll of the shared CQ).
+fn run_client(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<BwReport, AppError> {
+    let iters = u64::from(opts.iters);
+    let total = iters * s.lanes.len() as u64;
+    let ops = lane_ops(opts, s);
+    let mut posted_at = Vec::with_capacity(total as usize);
+    let mut completed_at = Vec::with_capacity(total as usize);
+    let mut n = Counts::new(s.lanes.len());
+    while n.total_completed < total {
+        post_round(rt, s, &ops, &mut n, iters, &mut posted_at)?;
         let wc = rt
             .wait_completion(s.cq, opts.timeout)
-            .map_err(|_| stalled(opts, completed))?;
+            .map_err(|_| stalled(opts, n.total_completed as u32))?;
         check(&wc)?;
-        // One completion stands for every unsignaled request before it (IBA 10.8.3).
-        let upto = (wc.wr_id as u32 + 1).min(posted);
-        completed_at.resize(upto.max(completed) as usize, Instant::now());
-        completed = completed.max(upto);
+        n.complete(wc.wr_id);
+        completed_at.resize(n.total_completed as usize, Instant::now());
     }
     Ok(report(s.size, &posted_at, &completed_at, opts.unit()))
 }
 
-/// `-D`: posts for `duration`, at most `tx_depth` outstanding, a completion every `cq_mod`,
-/// and counts the operations completed between the margins (a quarter of `duration` at
-/// each end, perftest's default); the last request is signalled so that all are reaped
-/// before the end. No peak, as perftest's `noPeak`.
+/// `-D`: posts for `duration`, at most `tx_depth` outstanding per QP, a completion every
+/// `cq_mod`, and counts the operations completed between the margins (a quarter of
+/// `duration` at each end, perftest's default); each QP's last request is signalled so
+/// that all are reaped before the end. No peak, as perftest's `noPeak`.
 fn run_client_for(
     rt: &mut Runtime,
     opts: &PerfOptions,
     s: &Setup,
     duration: Duration,
 ) -> Result<BwReport, AppError> {
-    let (op, sge) = (client_op(opts, s), client_sge(s));
+    let ops = lane_ops(opts, s);
     let mut window = Window::new(duration);
-    let (mut posted, mut completed) = (0u64, 0u64);
-    let mut last_signaled = true;
+    let mut n = Counts::new(s.lanes.len());
+    let mut last_signaled = vec![true; s.lanes.len()];
     loop {
         let stopped = window.ended(Instant::now());
-        while posted - completed < u64::from(s.tx_depth) && (!stopped || !last_signaled) {
-            let mut wr = SendWr::new(posted, op, sge.clone());
-            wr.signaled = stopped || (posted + 1) % u64::from(s.cq_mod) == 0;
-            last_signaled = wr.signaled;
-            rt.post_send(s.qpn, wr)?;
-            posted += 1;
+        for (i, lane) in s.lanes.iter().enumerate() {
+            while n.posted[i] - n.completed[i] < u64::from(s.tx_depth)
+                && (!stopped || !last_signaled[i])
+            {
+                let seq = n.posted[i];
+                let (op, sge) = &ops[i];
+                let mut wr = SendWr::new(wr_id(i, seq), *op, sge.clone());
+                wr.signaled = stopped || (seq + 1).is_multiple_of(u64::from(s.cq_mod));
+                last_signaled[i] = wr.signaled;
+                rt.post_send(lane.qpn, wr)?;
+                n.posted[i] += 1;
+                n.total_posted += 1;
+            }
         }
-        if stopped && completed == posted {
+        if stopped && n.total_completed == n.total_posted {
             break;
         }
         let wc = rt
             .wait_completion(s.cq, opts.timeout)
-            .map_err(|_| stalled(opts, completed as u32))?;
+            .map_err(|_| stalled(opts, n.total_completed as u32))?;
         check(&wc)?;
-        completed = completed.max((wc.wr_id + 1).min(posted));
-        window.note(Instant::now(), completed);
+        n.complete(wc.wr_id);
+        window.note(Instant::now(), n.total_completed);
     }
     Ok(window.report(s.size, opts.unit()))
 }
@@ -836,7 +1100,7 @@ fn run_send_server_for(
             Ok(wc) => {
                 check(&wc)?;
                 received += 1;
-                post_receive(rt, s.qpn, s.srq, recv_wr(s.key, s.va, s.size))?;
+                post_lane_receive(rt, s, recv_lane(s, wc.qp_num))?;
                 last_arrival = Instant::now();
                 window.note(last_arrival, received);
             }
@@ -859,35 +1123,63 @@ const QUIET: Duration = Duration::from_millis(200);
 /// previous arrival instead would make a peak of two completions polled a few nanoseconds
 /// apart: hundreds of GB/s.
 fn run_send_server(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<BwReport, AppError> {
-    let mut posted = opts.rx_depth.min(opts.iters);
-    let mut received = 0u32;
+    let iters = u64::from(opts.iters);
+    let total = iters * s.lanes.len() as u64;
+    // What each receive queue (the one SRQ, or each QP's) holds and must take in all.
+    let (queues, per_queue) = match s.srq {
+        Some(_) => (1, total),
+        None => (s.lanes.len(), iters),
+    };
+    let mut posted = vec![u64::from(opts.rx_depth).min(iters); queues];
+    let mut received = 0u64;
     let mut first = None;
     let mut last = Instant::now();
-    while received < opts.iters {
+    while received < total {
         let wc = rt
             .wait_completion(s.cq, opts.timeout)
-            .map_err(|_| stalled(opts, received))?;
+            .map_err(|_| stalled(opts, received as u32))?;
         check(&wc)?;
         last = Instant::now();
         first.get_or_insert(last);
         received += 1;
-        if posted < opts.iters {
-            post_receive(rt, s.qpn, s.srq, recv_wr(s.key, s.va, s.size))?;
-            posted += 1;
+        let lane = recv_lane(s, wc.qp_num);
+        if posted[lane] < per_queue {
+            post_lane_receive(rt, s, lane)?;
+            posted[lane] += 1;
         }
     }
     let secs = last
         .saturating_duration_since(first.unwrap_or(last))
         .as_secs_f64()
         .max(1e-9);
-    let n = f64::from(received);
+    let n = received as f64;
     Ok(BwReport {
         size: u64::from(s.size),
-        iters: u64::from(received),
+        iters: received,
         bw_peak: 0.0,
         bw_avg: f64::from(s.size) * n / secs / opts.unit(),
         msg_rate: n / secs / 1e6,
     })
+}
+
+/// Which QP's receive a completion on `qpn` consumed: its index, or 0 with an SRQ (one
+/// queue for all).
+fn recv_lane(s: &Setup, qpn: Qpn) -> usize {
+    match s.srq {
+        Some(_) => 0,
+        None => s.lanes.iter().position(|l| l.qpn == qpn).unwrap_or(0),
+    }
+}
+
+/// One receive for QP `lane` (or the SRQ) into its block of the buffer.
+fn post_lane_receive(rt: &mut Runtime, s: &Setup, lane: usize) -> Result<(), AppError> {
+    let l = &s.lanes[lane];
+    post_receive(
+        rt,
+        l.qpn,
+        s.srq,
+        recv_wr(s.key, l.base + s.recv_offset, s.size),
+    )
 }
 
 #[cfg(test)]
@@ -991,7 +1283,7 @@ mod tests {
                 "{own:?}"
             );
             assert!(
-                out.contains(&title(test, AtomicType::FetchAndAdd, false)),
+                out.contains(&title(test, AtomicType::FetchAndAdd, false, false)),
                 "{out}"
             );
             assert!(out.contains(" #bytes     #iterations"), "{out}");
@@ -1137,7 +1429,7 @@ mod tests {
             );
             assert!(out.contains(" #bytes #iterations    t_min[usec]"), "{out}");
             assert!(
-                out.contains(&title(test, AtomicType::FetchAndAdd, true)),
+                out.contains(&title(test, AtomicType::FetchAndAdd, true, false)),
                 "{out}"
             );
             assert!(!out.contains("CQ Moderation"), "{out}");
@@ -1165,6 +1457,85 @@ mod tests {
         }
     }
 
+    /// -q: every QP runs -n operations (the row counts them all), each QP's keys are
+    /// exchanged and printed, and the SEND server takes what arrives on each.
+    #[test]
+    fn many_qps_run_iters_each() {
+        for (test, srq) in [
+            (BwTest::Write, false),
+            (BwTest::Send, false),
+            (BwTest::Send, true),
+            (BwTest::Read, false),
+        ] {
+            let mut opts = options(test, 2048);
+            opts.num_qps = 3;
+            opts.iters = 100;
+            opts.use_srq = srq;
+            let (client, server, out) = perf_with(opts, 7);
+            assert_eq!(client.own.unwrap().iters, 300, "{test:?}\n{out}");
+            assert!(out.contains("Number of qps   : 3"), "{out}");
+            assert_eq!(out.matches("local address").count(), 3, "{out}");
+            assert_eq!(out.matches("remote address").count(), 3, "{out}");
+            let qpns: std::collections::HashSet<&str> = out
+                .lines()
+                .filter(|l| l.contains("local address"))
+                .map(|l| l.split_whitespace().nth(5).unwrap())
+                .collect();
+            assert_eq!(qpns.len(), 3, "three QPs: {out}");
+            assert_eq!(server.printed.iters, 300, "{test:?}");
+        }
+    }
+
+    /// -b: both sides run the test, measure their own half, and print the sum of both;
+    /// with -q too.
+    #[test]
+    fn bidirectional_sums_both_sides() {
+        for (test, qps) in [
+            (BwTest::Write, 1),
+            (BwTest::Send, 1),
+            (BwTest::Send, 2),
+            (BwTest::Read, 2),
+            (BwTest::Atomic, 1),
+        ] {
+            let mut opts = options(test, 4096);
+            opts.duplex = true;
+            opts.num_qps = qps;
+            opts.iters = 100;
+            let (client, server, out) = perf_with(opts, 8);
+            let (mine, theirs) = (client.own.unwrap(), server.own.unwrap());
+            assert_eq!(
+                (mine.iters, theirs.iters),
+                (100 * u64::from(qps), 100 * u64::from(qps))
+            );
+            assert!(mine.bw_avg > 0.0 && theirs.bw_avg > 0.0, "{test:?}");
+            assert!((client.printed.bw_avg - (mine.bw_avg + theirs.bw_avg)).abs() < 1e-9);
+            assert!((server.printed.msg_rate - (mine.msg_rate + theirs.msg_rate)).abs() < 1e-9);
+            assert!(out.contains("Bidirectional BW Test"), "{out}");
+            assert!(out.contains(" TX depth"), "{out}");
+            assert_eq!(out.contains(" RX depth"), test == BwTest::Send, "{out}");
+        }
+    }
+
+    #[test]
+    fn qp_counts_beyond_the_limits_are_refused() {
+        let mut o = options(BwTest::Write, 65536);
+        o.num_qps = 0;
+        assert!(matches!(o.check(), Err(AppError::Usage(m)) if m.contains("-q")));
+        o.num_qps = MAX_QPS + 1;
+        assert!(matches!(o.check(), Err(AppError::Usage(m)) if m.contains("-q")));
+        o.num_qps = 512;
+        o.size = MAX_SIZE;
+        assert!(matches!(o.check(), Err(AppError::Usage(m)) if m.contains("MiB")));
+        o.size = 65536;
+        assert!(o.check().is_ok());
+        o.latency = true;
+        o.num_qps = 2;
+        assert!(matches!(o.check(), Err(AppError::Usage(m)) if m.contains("--lat")));
+        o.num_qps = 1;
+        o.duplex = true;
+        assert!(matches!(o.check(), Err(AppError::Usage(m)) if m.contains("-b")));
+    }
+
     #[test]
     fn compare_and_swap_swaps_zero_for_zero() {
         let s = Setup {
@@ -1188,6 +1559,7 @@ mod tests {
                 gid: None,
                 srqn: 0,
             },
+            lanes: Vec::new(),
         };
         let mut opts = PerfOptions::new(BwTest::Atomic, None);
         opts.atomic = AtomicType::CmpAndSwap;

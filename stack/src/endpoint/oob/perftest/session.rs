@@ -51,12 +51,13 @@ pub struct Negotiated {
     session: Session,
 }
 
-/// Keys are swapped; the QP can be connected with [`Connected::peer`].
+/// Keys are swapped; the QPs can be connected with [`Connected::peers`].
 #[derive(Debug)]
 pub struct Connected {
     session: Session,
-    local: Keys,
-    peer: Keys,
+    /// One per QP (`-q N`), in the order sent; never empty.
+    local: Vec<Keys>,
+    peer: Vec<Keys>,
 }
 
 impl Session {
@@ -134,9 +135,24 @@ impl Negotiated {
     /// The first key handshake and `ctx_check_gid_compatibility`. Connect the QP (RTR, RTS)
     /// with the peer's keys next, then make [`BwTest::syncs_after_connect`] calls to
     /// [`Connected::sync`].
-    pub fn exchange_keys(mut self, local: Keys) -> Result<Connected, OobError> {
-        let peer = self.session.hand_shake(&local, "exchanging QP keys")?;
-        if let (Some(l), Some(r)) = (local.gid, peer.gid)
+    pub fn exchange_keys(self, local: Keys) -> Result<Connected, OobError> {
+        self.exchange_all_keys(vec![local])
+    }
+
+    /// `-q N`: one key handshake per QP, in order (perftest's `for (i = 0; i <
+    /// num_of_qps; i++) ctx_hand_shake(&my_dest[i], &rem_dest[i])`), then the GID check of
+    /// the first. Connect every QP with its peer's keys, then shake hands as
+    /// [`Connected::sync`] and [`Connected::sync_each`] say.
+    ///
+    /// # Panics
+    /// If `local` is empty.
+    pub fn exchange_all_keys(mut self, local: Vec<Keys>) -> Result<Connected, OobError> {
+        assert!(!local.is_empty(), "at least one QP");
+        let mut peer = Vec::with_capacity(local.len());
+        for keys in &local {
+            peer.push(self.session.hand_shake(keys, "exchanging QP keys")?);
+        }
+        if let (Some(l), Some(r)) = (local[0].gid, peer[0].gid)
             && is_v4_mapped(&l) != is_v4_mapped(&r)
         {
             return Err(OobError::GidTypeMismatch {
@@ -153,13 +169,22 @@ impl Negotiated {
 }
 
 impl Connected {
-    /// The keys this side sent.
+    /// The first QP's keys, which every barrier after the key rounds sends.
     pub fn local(&self) -> &Keys {
-        &self.local
+        &self.local[0]
     }
 
     /// The keys the peer sent.
     pub fn peer(&self) -> &Keys {
+        &self.peer[0]
+    }
+
+    /// Every QP's keys, in the order exchanged.
+    pub fn locals(&self) -> &[Keys] {
+        &self.local
+    }
+
+    pub fn peers(&self) -> &[Keys] {
         &self.peer
     }
 
@@ -170,14 +195,25 @@ impl Connected {
         self.session.channel.set_timeout(timeout)
     }
 
-    /// One more `ctx_hand_shake`: perftest's barrier. The peer must send its keys unchanged.
+    /// One more `ctx_hand_shake` of the first QP's keys: perftest's barrier. The peer must
+    /// send its keys unchanged.
     pub fn sync(&mut self) -> Result<(), OobError> {
+        self.sync_qp(0)
+    }
+
+    /// The round after connecting in which perftest prints the remote side: one handshake
+    /// per QP, each QP's keys again.
+    pub fn sync_each(&mut self) -> Result<(), OobError> {
+        (0..self.local.len()).try_for_each(|i| self.sync_qp(i))
+    }
+
+    fn sync_qp(&mut self, i: usize) -> Result<(), OobError> {
         let again = self
             .session
-            .hand_shake(&self.local, "synchronising with the peer")?;
-        if again != self.peer {
+            .hand_shake(&self.local[i], "synchronising with the peer")?;
+        if again != self.peer[i] {
             return Err(OobError::KeysChanged {
-                first: self.peer.to_string(),
+                first: self.peer[i].to_string(),
                 now: again.to_string(),
             });
         }
