@@ -6,11 +6,11 @@
 # in the guest as client of 10.77.0.1 (the namespace's kernel address, which carries the
 # out-of-band TCP to us; RoCE goes to the GID we announce).
 #
-# Cases: ibv_rc/uc/ud_pingpong (rc also with -c), ib_write/read/send/atomic_bw (perftest -x 1 -F) over IPv4;
+# Cases: ibv_rc/uc/ud_pingpong (rc also with -c), ibv_srq_pingpong (-q 4), ib_write/read/send/atomic_bw (perftest -x 1 -F) over IPv4;
 # ibv_rc_pingpong over IPv6; path MTU 4096 (guest MTU 9000) besides the default 1024, the
 # capture checked for 4096-byte payloads; write/read/send again with 2% loss on the bridge
 # (`softroce-lab loss 20`); write and send with DCQCN on at our end (ECT(0) data, which rxe
-# ignores); perftest's -a, -A CMP_AND_SWAP, -D (with --report_gbits), --use-srq; ib_write_lat,
+# ignores); perftest's -a, -A CMP_AND_SWAP, -D (with --report_gbits), --use-srq, -q, -b; ib_write_lat,
 # ib_send_lat, ib_read_lat and ib_atomic_lat. rdma_cm cases: rping over IPv4 and IPv6, and a refused connection (no listener:
 # REJ reason 8 from rxe's CM or ours), both ways. A case passes when both sides exit 0 (and,
 # for the refused ones, the failing side said why).
@@ -223,6 +223,8 @@ for role in client server; do
   PP="-n 200 -s 1024" case_pp "ud_pingpong-ipv4-$role" $role ibv_ud_pingpong ud "" "${OURS[@]}"
   # shellcheck disable=SC2016  # $GID6 expands in the guest
   CHECK=one_udp_port GID='$GID6' case_pp "rc_pingpong-ipv6-$role" $role ibv_rc_pingpong rc "" "${OURS6[@]}" -g 2
+  # ibv_srq_pingpong: four RC QPs on one SRQ (-e and -l on the peer: same wire).
+  PEER_EXTRA="-q 4 -e -l 3" case_pp "srq_pingpong-$role" $role ibv_srq_pingpong rc "" "${OURS[@]}" --srq -q 4 -e -l 3
   for test in write read send atomic; do
     CHECK=one_udp_port case_bw "ib_${test}_bw-$role" $role $test ""
   done
@@ -244,6 +246,12 @@ for role in client server; do
   BW="-D 4 -s 4096 --report_gbits" case_bw "ib_write_bw-duration-$role" $role write ""
   BW="-D 4 -s 4096" case_bw "ib_send_bw-duration-$role" $role send ""
   BW="$BW --use-srq" CHECK=one_udp_port case_bw "ib_send_bw-srq-$role" $role send ""
+  # -q: several QPs (each its own UDP source port, so no one_udp_port check), -n each.
+  BW="-n 100 -s 16384 -q 4" case_bw "ib_write_bw-q4-$role" $role write ""
+  BW="-n 100 -s 16384 -q 2" case_bw "ib_send_bw-q2-$role" $role send ""
+  # -b: both sides send at once, each printing the sum of both directions.
+  BW="-n 100 -s 16384 -b" CHECK=one_udp_port case_bw "ib_write_bw-bidir-$role" $role write ""
+  BW="-n 100 -s 16384 -b" CHECK=one_udp_port case_bw "ib_send_bw-bidir-$role" $role send ""
 done
 
 # case_lat NAME ROLE TEST: a perftest latency case (ib_TEST_lat -x 1 -F -n 200 against

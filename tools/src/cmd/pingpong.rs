@@ -34,7 +34,9 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
   roce pingpong --iface tap:roce0 --ip 10.77.0.2/24 --vlan 5 --pcp 3 --tclass 106 10.77.0.11
       every frame tagged VLAN 5 priority 3, RoCE with DSCP 26 and ECT(0); a PFC XOFF for
       priority 3 (or an 802.3x PAUSE) holds sending for its quanta at --line-gbps, XON
-      resumes")]
+      resumes
+  roce pingpong --iface tap:roce0 --ip 10.77.0.2/24 --srq -q 4 -n 200 10.77.0.11
+      the client of `ibv_srq_pingpong -g 1 -q 4 -n 200`: four RC QPs, one SRQ")]
 pub struct PingpongArgs {
     #[command(flatten)]
     pub endpoint: EndpointArgs,
@@ -60,7 +62,28 @@ pub struct PingpongArgs {
     /// start of every 4096-byte page, the server checks it in the last message received.
     #[arg(short = 'c', long = "chk")]
     pub chk: bool,
+    /// ibv_srq_pingpong: several RC QPs whose receives all come from one shared receive
+    /// queue, and its exchange (256 address messages each way).
+    #[arg(long)]
+    pub srq: bool,
+    /// QPs of --srq (ibv_srq_pingpong's -q; default 16, below 256, at most -r).
+    #[arg(short = 'q', long = "num-qp", value_name = "N", requires = "srq")]
+    pub num_qp: Option<u32>,
+    /// Wait for completions asleep, as the tools' -e waits on a completion channel. Our
+    /// waits always sleep on the device until a frame or a timer is due (unless
+    /// --busy-poll); nothing on the wire differs.
+    #[arg(short = 'e', long = "events", conflicts_with = "busy_poll")]
+    pub events: bool,
+    /// Service level 0-15 (the tools' -l). Accepted and checked, with nothing on the wire:
+    /// RoCEv2 frames have no LRH to carry an SL, and rdma_rxe ignores the address
+    /// handle's SL too.
+    #[arg(short = 'l', long = "sl", value_name = "SL",
+          value_parser = clap::value_parser!(u8).range(0..=15))]
+    pub sl: Option<u8>,
 }
+
+/// ibv_srq_pingpong's default `-q`.
+const SRQ_DEFAULT_QPS: u32 = 16;
 
 pub fn parse_mtu(s: &str) -> Result<Mtu, String> {
     s.parse()
@@ -85,6 +108,12 @@ pub fn run(args: PingpongArgs) -> anyhow::Result<ExitCode> {
     opts.mtu = args.mtu.unwrap_or(opts.mtu);
     opts.timeout = args.endpoint.timeout();
     opts.validate = args.chk;
+    if args.srq {
+        if args.transport != TransportArg::Rc {
+            anyhow::bail!("--srq is ibv_srq_pingpong, which runs RC QPs only");
+        }
+        opts.srq_qps = Some(args.num_qp.unwrap_or(SRQ_DEFAULT_QPS));
+    }
     let stdout = std::io::stdout();
     let result = pingpong::run(&mut rt, &opts, &mut stdout.lock());
     let _ = stdout.lock().flush();

@@ -17,8 +17,12 @@ use crate::endpoint::connect::QpPath;
 use crate::endpoint::oob::pingpong::{Dest, ServerExchange, Tool, UD_QKEY, client_exchange};
 use crate::endpoint::oob::{accept, connect, listen};
 use crate::endpoint::runtime::Runtime;
-use crate::transport::{Access, GRH_LEN, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, UdDest};
+use crate::transport::{
+    Access, CqId, GRH_LEN, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, UdDest, WorkCompletion,
+};
 use crate::wire::Qpn;
+
+mod srq;
 
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
@@ -53,6 +57,8 @@ pub struct PingpongOptions {
     /// the start of every page of the payload) and the server checks it in what it last
     /// received, printing `invalid data in page N` for each page that lacks it.
     pub validate: bool,
+    /// `ibv_srq_pingpong` with this many QPs (`--srq`, `-q`): RC only.
+    pub srq_qps: Option<u32>,
 }
 
 /// The tools' `page_size` for `-c` (sysconf(_SC_PAGESIZE) on x86-64 Linux).
@@ -74,6 +80,7 @@ impl PingpongOptions {
             timeout: Duration::from_secs(60),
             linger: Duration::from_millis(300),
             validate: false,
+            srq_qps: None,
         }
     }
 }
@@ -123,6 +130,17 @@ pub fn run(
 ) -> Result<PingpongSummary, AppError> {
     let qp_type = qp_type(opts.tool);
     let ud = qp_type == QpType::Ud;
+    if let Some(num_qp) = opts.srq_qps {
+        if opts.tool != Tool::RcPingpong {
+            return Err(AppError::Usage(
+                "--srq is ibv_srq_pingpong, which runs RC QPs only".into(),
+            ));
+        }
+        if opts.iters == 0 || opts.size == 0 {
+            return Err(AppError::Usage("size and iters must be positive".into()));
+        }
+        return srq::run(rt, opts, num_qp, out);
+    }
     if opts.iters == 0 || opts.size == 0 || opts.rx_depth < 2 {
         return Err(AppError::Usage(
             "size and iters must be positive and rx_depth at least 2".into(),
@@ -215,13 +233,7 @@ pub fn run(
     let start = Instant::now();
     let (mut rcnt, mut scnt) = (0u32, 0u32);
     while rcnt < opts.iters || scnt < opts.iters {
-        let wc = rt
-            .wait_completion(cq, opts.timeout)
-            .map_err(|_| AppError::Stalled {
-                after: opts.timeout,
-                progress: format!("{rcnt} receives and {scnt} sends of {}", opts.iters),
-            })?;
-        check(&wc)?;
+        let wc = next_completion(rt, cq, opts, rcnt, scnt)?;
         match wc.wr_id {
             SEND_WRID => scnt += 1,
             RECV_WRID => {
@@ -242,6 +254,37 @@ pub fn run(
             pending = RECV_WRID | SEND_WRID;
         }
     }
+    finish(rt, opts, start, key, grh as usize, out)
+}
+
+/// The next completion of `cq`, which must be a success, within the timeout.
+fn next_completion(
+    rt: &mut Runtime,
+    cq: CqId,
+    opts: &PingpongOptions,
+    rcnt: u32,
+    scnt: u32,
+) -> Result<WorkCompletion, AppError> {
+    let wc = rt
+        .wait_completion(cq, opts.timeout)
+        .map_err(|_| AppError::Stalled {
+            after: opts.timeout,
+            progress: format!("{rcnt} receives and {scnt} sends of {}", opts.iters),
+        })?;
+    check(&wc)?;
+    Ok(wc)
+}
+
+/// The tools' end: the summary lines; with -c, the server's check of the last message
+/// received (the payload at `offset` in region `key`); the linger.
+fn finish(
+    rt: &mut Runtime,
+    opts: &PingpongOptions,
+    start: Instant,
+    key: u32,
+    offset: usize,
+    out: &mut dyn Write,
+) -> Result<PingpongSummary, AppError> {
     let summary = PingpongSummary {
         size: opts.size,
         iters: opts.iters,
@@ -252,7 +295,7 @@ pub fn run(
     if opts.validate && opts.server.is_none() {
         let buf = rt.mr_bytes(key).unwrap_or(&[]);
         for (page, i) in (0..opts.size as usize).step_by(CHECK_PAGE).enumerate() {
-            if buf.get(grh as usize + i) != Some(&0) {
+            if buf.get(offset + i) != Some(&0) {
                 let _ = writeln!(out, "invalid data in page {page}");
                 invalid += 1;
             }
@@ -327,6 +370,16 @@ mod tests {
 
     /// Client and server, `-c` on each as `chk` says; each side's result and output.
     fn pingpong_checked(tool: Tool, size: u32, chk: (bool, bool)) -> (Side, Side) {
+        pingpong_srq(tool, size, chk, None)
+    }
+
+    /// [`pingpong_checked`], as ibv_srq_pingpong with `srq_qps` QPs when given.
+    fn pingpong_srq(
+        tool: Tool,
+        size: u32,
+        chk: (bool, bool),
+        srq_qps: Option<u32>,
+    ) -> (Side, Side) {
         let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
         let port = free_port();
         let mut opts = PingpongOptions::new(tool, None);
@@ -336,6 +389,7 @@ mod tests {
         opts.rx_depth = 8;
         opts.timeout = Duration::from_secs(20);
         opts.linger = Duration::from_millis(10);
+        opts.srq_qps = srq_qps;
         let mut server_opts = opts.clone();
         server_opts.validate = chk.1;
         let side = |rt: &mut Runtime, o: &PingpongOptions| {
@@ -350,6 +404,34 @@ mod tests {
         opts.validate = chk.0;
         let client = side(&mut runtime(a, "10.0.0.1/24"), &opts);
         (client, server.join().unwrap())
+    }
+
+    /// --srq: ibv_srq_pingpong's several QPs on one SRQ, each side printing every QP's
+    /// address; 50 round trips in all; -c through it too.
+    #[test]
+    fn srq_pingpong_runs_several_qps_on_one_srq() {
+        let (client, server) = pingpong_srq(Tool::RcPingpong, 5000, (true, true), Some(3));
+        let (summary, out) = client.unwrap();
+        assert_eq!(summary.iters, 50);
+        assert_eq!(out.matches("local address").count(), 3, "{out}");
+        assert_eq!(out.matches("remote address").count(), 3, "{out}");
+        let (_, server_out) = server.unwrap();
+        assert!(server_out.contains("50 iters in"), "{server_out}");
+        assert!(!server_out.contains("invalid data"), "{server_out}");
+    }
+
+    #[test]
+    fn srq_pingpong_refuses_what_the_tool_refuses() {
+        let mut opts = PingpongOptions::new(Tool::RcPingpong, None);
+        opts.rx_depth = 4;
+        let refused = |n| match srq::check_options(&opts, n) {
+            Err(AppError::Usage(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert!(refused(5).contains("rx_depth 4 is too small for 5 QPs"));
+        assert!(refused(0).contains("1 to 255"));
+        assert!(refused(256).contains("1 to 255"));
+        assert!(srq::check_options(&opts, 4).is_ok());
     }
 
     /// -c: the client's pattern (a 0 at each page) passes the server's check; without it

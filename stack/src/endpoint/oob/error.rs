@@ -136,4 +136,14 @@ pub enum OobError {
         /// The keys of this one.
         now: String,
     },
+    /// ibv_srq_pingpong's peer filled a different number of address slots than we have QPs.
+    #[error(
+        "the peer has {theirs} QPs and we have {ours}: both sides need the same -q (ibv_srq_pingpong's default is 16)"
+    )]
+    QpCount {
+        /// Our QPs.
+        ours: usize,
+        /// The slots the peer filled.
+        theirs: usize,
+    },
 }

@@ -145,41 +145,134 @@ pub fn client_exchange(
     local: &Dest,
     timeout: Option<Duration>,
 ) -> Result<Dest, OobError> {
+    let peers = client_exchange_many(stream, std::slice::from_ref(local), 1, timeout)?;
+    Ok(peers[0])
+}
+
+/// `ibv_srq_pingpong`'s `MAX_QP`: it always sends this many address messages, those of
+/// QPs it does not have all zeros (`memset(my_dest, 0, ...)`), and reads as many.
+pub const SRQ_MAX_QP: usize = 256;
+
+/// The message of a slot no QP fills: what `sprintf` makes of a zeroed `pingpong_dest`.
+fn empty_slot() -> Dest {
+    Dest {
+        lid: 0,
+        qpn: Qpn::new(0),
+        psn: Psn::new(0),
+        gid: Ipv6Addr::UNSPECIFIED,
+    }
+}
+
+/// Our messages for `slots` slots: `local` first, then empty ones.
+fn messages(local: &[Dest], slots: usize) -> Vec<u8> {
+    let empty = empty_slot();
+    (0..slots)
+        .flat_map(|i| local.get(i).unwrap_or(&empty).to_message())
+        .collect()
+}
+
+/// Reads `slots` address messages and keeps the first `wanted`. With several slots, exactly
+/// the first `wanted` must name a QP (QPN 0 marks an empty slot): the peer runs as many
+/// QPs as we do.
+fn read_dests(
+    channel: &mut Channel,
+    slots: usize,
+    wanted: usize,
+    step: &'static str,
+) -> Result<Vec<Dest>, OobError> {
+    let mut peers = Vec::with_capacity(wanted);
+    let mut theirs = 0;
+    for i in 0..slots {
+        let mut msg = [0u8; MESSAGE_LEN];
+        channel.recv(&mut msg, step)?;
+        let dest = Dest::parse(&msg)?;
+        if dest.qpn.value() != 0 {
+            theirs += 1;
+        }
+        if i < wanted {
+            peers.push(dest);
+        }
+    }
+    if slots > 1 && (theirs != wanted || peers.iter().any(|d| d.qpn.value() == 0)) {
+        return Err(OobError::QpCount {
+            ours: wanted,
+            theirs,
+        });
+    }
+    Ok(peers)
+}
+
+/// [`client_exchange`] for `local.len()` QPs in `slots` messages each way
+/// (`ibv_srq_pingpong`: [`SRQ_MAX_QP`]; the other tools: 1).
+pub fn client_exchange_many(
+    stream: TcpStream,
+    local: &[Dest],
+    slots: usize,
+    timeout: Option<Duration>,
+) -> Result<Vec<Dest>, OobError> {
     let mut channel = Channel::new(stream, timeout)?;
-    channel.send(&local.to_message(), "sending our address")?;
-    let mut msg = [0u8; MESSAGE_LEN];
-    channel.recv(&mut msg, "reading the server's address")?;
-    let remote = Dest::parse(&msg)?;
+    channel.send(&messages(local, slots), "sending our addresses")?;
+    let remote = read_dests(
+        &mut channel,
+        slots,
+        local.len(),
+        "reading the server's address",
+    )?;
     channel.send(&DONE, "sending \"done\"")?;
     Ok(remote)
 }
 
-/// The server's side, in two steps so that the QP can be connected in between.
+/// The server's side, in two steps so that the QPs can be connected in between.
 #[derive(Debug)]
 pub struct ServerExchange {
     channel: Channel,
-    peer: Dest,
+    peers: Vec<Dest>,
+    slots: usize,
 }
 
 impl ServerExchange {
     /// Reads the client's address from a freshly accepted connection.
     pub fn accept(stream: TcpStream, timeout: Option<Duration>) -> Result<Self, OobError> {
+        ServerExchange::accept_many(stream, 1, 1, timeout)
+    }
+
+    /// Reads `slots` address messages, keeping the first `qps` (see
+    /// [`client_exchange_many`]).
+    pub fn accept_many(
+        stream: TcpStream,
+        qps: usize,
+        slots: usize,
+        timeout: Option<Duration>,
+    ) -> Result<Self, OobError> {
         let mut channel = Channel::new(stream, timeout)?;
-        let mut msg = [0u8; MESSAGE_LEN];
-        channel.recv(&mut msg, "reading the client's address")?;
-        let peer = Dest::parse(&msg)?;
-        Ok(ServerExchange { channel, peer })
+        let peers = read_dests(&mut channel, slots, qps, "reading the client's address")?;
+        Ok(ServerExchange {
+            channel,
+            peers,
+            slots,
+        })
     }
 
     /// The client's address, to connect the QP with before replying.
     pub fn peer(&self) -> &Dest {
-        &self.peer
+        &self.peers[0]
+    }
+
+    /// Every QP's client address, in order.
+    pub fn peers(&self) -> &[Dest] {
+        &self.peers
     }
 
     /// Sends `local` and waits for the client's `"done\0"`; returns the client's address.
-    pub fn reply(mut self, local: &Dest) -> Result<Dest, OobError> {
+    pub fn reply(self, local: &Dest) -> Result<Dest, OobError> {
+        let peers = self.reply_many(std::slice::from_ref(local))?;
+        Ok(peers[0])
+    }
+
+    /// Sends every QP's address (in as many slots as were read) and waits for `"done\0"`.
+    pub fn reply_many(mut self, local: &[Dest]) -> Result<Vec<Dest>, OobError> {
         self.channel
-            .send(&local.to_message(), "sending our address")?;
+            .send(&messages(local, self.slots), "sending our address")?;
         let mut done = [0u8; DONE.len()];
         self.channel
             .recv(&mut done, "waiting for the client's \"done\"")?;
@@ -191,7 +284,7 @@ impl ServerExchange {
             )
             .into());
         }
-        Ok(self.peer)
+        Ok(self.peers)
     }
 }
 
@@ -392,6 +485,58 @@ mod tests {
         assert_eq!(*exchange.peer(), fixture_dest());
         assert_eq!(exchange.reply(&link_local()).unwrap(), fixture_dest());
         c_client.join().unwrap();
+    }
+
+    /// ibv_srq_pingpong's form: 256 messages each way, the missing QPs' slots all zeros.
+    const EMPTY: &[u8; 52] = b"0000:000000:000000:00000000000000000000000000000000\0";
+
+    fn srq_slots(first: &[u8; 52], qps: usize) -> Vec<u8> {
+        let mut all = Vec::new();
+        for i in 0..SRQ_MAX_QP {
+            all.extend_from_slice(if i < qps { first } else { EMPTY });
+        }
+        all
+    }
+
+    /// Our server against a peer playing ibv_srq_pingpong's client with two QPs, then one
+    /// with a single QP where we run two: the counts must agree.
+    #[test]
+    fn srq_server_speaks_256_slots_and_checks_the_qp_count() {
+        let (listener, c_client) = script::client(vec![
+            vec![
+                Send(srq_slots(FIXTURE, 2)),
+                Expect(srq_slots(REPLY, 2)),
+                Send(b"done\0".to_vec()),
+                ExpectEnd(Vec::new()),
+            ],
+            vec![Send(srq_slots(FIXTURE, 1))],
+        ]);
+        let stream = accept(&listener, T).unwrap();
+        let exchange = ServerExchange::accept_many(stream, 2, SRQ_MAX_QP, T).unwrap();
+        assert_eq!(exchange.peers(), &[fixture_dest(), fixture_dest()]);
+        let ours = [link_local(), link_local()];
+        assert_eq!(exchange.reply_many(&ours).unwrap().len(), 2);
+        let stream = accept(&listener, T).unwrap();
+        let err = ServerExchange::accept_many(stream, 2, SRQ_MAX_QP, T).unwrap_err();
+        assert!(
+            matches!(err, OobError::QpCount { ours: 2, theirs: 1 }),
+            "{err}"
+        );
+        c_client.join().unwrap();
+    }
+
+    #[test]
+    fn srq_client_speaks_256_slots() {
+        let (addr, c_server) = script::server(vec![vec![
+            Expect(srq_slots(FIXTURE, 3)),
+            Send(srq_slots(REPLY, 3)),
+            ExpectEnd(DONE.to_vec()),
+        ]]);
+        let stream = connect(addr, Duration::from_secs(5)).unwrap();
+        let ours = [fixture_dest(); 3];
+        let remote = client_exchange_many(stream, &ours, SRQ_MAX_QP, T).unwrap();
+        assert_eq!(remote, vec![link_local(); 3]);
+        c_server.join().unwrap();
     }
 
     #[test]
