@@ -184,6 +184,7 @@ impl Connected {
         &self.local
     }
 
+    /// The peer's keys for each QP, in the same order.
     pub fn peers(&self) -> &[Keys] {
         &self.peer
     }
