@@ -21,13 +21,23 @@ pub fn runtime_seeded(device: MemoryDevice, addr: &str, seed: u64) -> Runtime {
     Runtime::new(Box::new(device), host, RuntimeConfig::default()).unwrap()
 }
 
-/// A TCP port that was free a moment ago.
+/// A TCP port that was free a moment ago, and never handed to another test of this process:
+/// the kernel may give a port it just released to the next bind, and two tests running at
+/// once on one port connect each other's clients and servers.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// Waits until something listens on TCP `port`, so that a client thread never races its server
