@@ -353,13 +353,18 @@ impl Runtime {
         let mut any = false;
         for _ in 0..RX_BATCH {
             let host = &mut self.host;
-            if !self
+            match self
                 .device
-                .receive(&mut |frame| host.handle_frame(now, frame))?
+                .receive(&mut |frame| host.handle_frame(now, frame))
             {
-                break;
+                Ok(true) => any = true,
+                Ok(false) => break,
+                // The peer's last frames arrived and then it left: what they completed is
+                // the caller's to poll before it hears of the closing, on the next turn,
+                // when nothing is left to receive.
+                Err(DeviceError::Closed { .. }) if any => break,
+                Err(e) => return Err(e.into()),
             }
-            any = true;
         }
         Ok(any)
     }

@@ -388,7 +388,8 @@ mod tests {
         opts.iters = 50;
         opts.rx_depth = 8;
         opts.timeout = Duration::from_secs(20);
-        opts.linger = Duration::from_millis(10);
+        // Long enough that a loaded machine still lets the last ACK or message out.
+        opts.linger = Duration::from_millis(100);
         opts.srq_qps = srq_qps;
         let mut server_opts = opts.clone();
         server_opts.validate = chk.1;
@@ -492,6 +493,75 @@ mod tests {
                 "{client}"
             );
         }
+    }
+
+    /// A UD QP at RTS on `rt`, its CQ, and a receive posted into a buffer of `len` bytes.
+    fn ud_qp(rt: &mut Runtime, len: u32) -> (Qpn, crate::transport::CqId, u32) {
+        let key = rt
+            .register_mr(BUF_VA, vec![0; len as usize], Access::LOCAL_WRITE)
+            .unwrap();
+        let cq = rt.create_cq(4);
+        let qpn = rt.create_qp(QpInit::new(QpType::Ud, cq)).unwrap();
+        let gid = local_gid(rt, 0).unwrap();
+        let psn = random_psn();
+        let mut path = QpPath::new(QpType::Ud, gid.into(), Qpn::new(0), psn, psn, Mtu::M1024);
+        path.qkey = UD_QKEY;
+        rt.init_qp(qpn, &path).unwrap();
+        rt.connect_qp(qpn, &path).unwrap();
+        let sge = vec![Sge {
+            addr: BUF_VA,
+            length: len,
+            lkey: key,
+        }];
+        rt.post_recv(qpn, RecvWr::new(RECV_WRID, sge)).unwrap();
+        (qpn, cq, key)
+    }
+
+    /// A message that reaches the link as its sender leaves still completes the receive:
+    /// the runtime hands over what arrived before it reports the link closed. Under load the
+    /// UD pingpong server's linger could end before the client read its last message, and
+    /// the client then stalled at "49 receives and 50 sends of 50".
+    #[test]
+    fn a_message_sent_as_the_peer_leaves_is_received() {
+        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
+        let mut rx = runtime(a, "10.0.0.1/24");
+        let mut tx = runtime(b, "10.0.0.2/24");
+        let len = 64 + GRH_LEN as u32;
+        let (rx_qpn, rx_cq, _) = ud_qp(&mut rx, len);
+        let (tx_qpn, tx_cq, key) = ud_qp(&mut tx, len);
+        let to: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+        // The sender learns the receiver's MAC, the two taking turns on one thread.
+        for _ in 0..100 {
+            if tx.resolve(to, Duration::ZERO).is_ok() {
+                break;
+            }
+            tx.turn(Some(Instant::now())).unwrap();
+            rx.turn(Some(Instant::now())).unwrap();
+        }
+        let mut send = SendWr::new(
+            SEND_WRID,
+            SendOp::Send,
+            vec![Sge {
+                addr: BUF_VA,
+                length: 64,
+                lkey: key,
+            }],
+        );
+        send.ud = Some(UdDest {
+            addr: to,
+            remote_qpn: rx_qpn,
+            remote_qkey: UD_QKEY,
+        });
+        tx.post_send(tx_qpn, send).unwrap();
+        let sent = tx.wait_completion(tx_cq, Duration::from_secs(5)).unwrap();
+        assert_eq!(sent.wr_id, SEND_WRID);
+        drop(tx);
+        let wc = rx
+            .wait_completion(rx_cq, Duration::from_secs(5))
+            .expect("the message that was on the link when its sender left");
+        assert_eq!((wc.wr_id, wc.byte_len), (RECV_WRID, len));
+        // Then the link is reported closed.
+        assert!(rx.wait_completion(rx_cq, Duration::from_secs(1)).is_err());
     }
 
     #[test]
