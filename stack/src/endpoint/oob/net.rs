@@ -51,8 +51,18 @@ pub fn accept(listener: &TcpListener, timeout: Option<Duration>) -> Result<TcpSt
     Ok(stream)
 }
 
+/// How long a refused or unreachable connection is tried again: a server started a moment
+/// after its client (a script starting both, a guest still booting) is common, and the
+/// tools' clients, which try once, make every such race a failed run.
+const CONNECT_GRACE: Duration = Duration::from_secs(10);
+
+/// Between two attempts of [`connect`].
+const CONNECT_RETRY: Duration = Duration::from_millis(200);
+
 /// Connects to the first address of `addr` that answers, as the tools' clients walk the
-/// `getaddrinfo` list.
+/// `getaddrinfo` list. A refusal or an unreachable host (nothing listens yet, the host does
+/// not answer ARP yet) is tried again every 200 ms for up to [`CONNECT_GRACE`] (and never
+/// past `timeout`); any other error, or the last one when time is up, is returned.
 pub fn connect<A: ToSocketAddrs + std::fmt::Debug>(
     addr: A,
     timeout: Duration,
@@ -61,14 +71,27 @@ pub fn connect<A: ToSocketAddrs + std::fmt::Debug>(
         addr: format!("{addr:?}"),
         source,
     };
-    let mut last = io::Error::new(ErrorKind::NotFound, "the name resolves to no address");
-    for candidate in addr.to_socket_addrs().map_err(connect_err)? {
-        match TcpStream::connect_timeout(&candidate, timeout) {
-            Ok(stream) => return Ok(stream),
-            Err(e) => last = e,
+    let candidates: Vec<SocketAddr> = addr.to_socket_addrs().map_err(connect_err)?.collect();
+    let give_up = Instant::now() + timeout.min(CONNECT_GRACE);
+    loop {
+        let mut last = io::Error::new(ErrorKind::NotFound, "the name resolves to no address");
+        for candidate in &candidates {
+            match TcpStream::connect_timeout(candidate, timeout) {
+                Ok(stream) => return Ok(stream),
+                Err(e) => last = e,
+            }
         }
+        let again = matches!(
+            last.kind(),
+            ErrorKind::ConnectionRefused
+                | ErrorKind::HostUnreachable
+                | ErrorKind::NetworkUnreachable
+        );
+        if !again || Instant::now() + CONNECT_RETRY > give_up {
+            return Err(connect_err(last));
+        }
+        thread::sleep(CONNECT_RETRY);
     }
-    Err(connect_err(last))
 }
 
 /// One connected socket, its messages due before one deadline per exchange: the timeout
@@ -261,7 +284,24 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let err = connect(("127.0.0.1", port), Duration::from_secs(1)).unwrap_err();
+        let err = connect(("127.0.0.1", port), Duration::from_millis(500)).unwrap_err();
         assert!(matches!(err, OobError::Connect { .. }), "{err}");
+    }
+
+    #[test]
+    fn connect_waits_for_a_server_that_starts_late() {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(300));
+            let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+            listener.accept().map(|_| ())
+        });
+        let stream = connect(("127.0.0.1", port), Duration::from_secs(5));
+        assert!(stream.is_ok(), "{stream:?}");
+        server.join().unwrap().unwrap();
     }
 }
