@@ -24,7 +24,7 @@ use std::path::Path;
 use pcap_parser::Linktype;
 use thiserror::Error;
 
-use crate::wire::packet::{PacketError, RocePacket};
+use crate::wire::packet::{LinkHeader, PacketError, RocePacket};
 use blocks::{Interfaces, Located};
 use mapped::Mapped;
 use stream::Stream;
@@ -133,17 +133,6 @@ pub enum FrameError {
     /// A link type other than Ethernet, raw IP or Linux cooked (the pcap number).
     #[error("link type {0} is not read")]
     UnsupportedLink(i32),
-    /// A Linux cooked frame of another protocol (its EtherType).
-    #[error("not RoCEv2: Linux cooked protocol {0:#06x} is neither IPv4 nor IPv6")]
-    CookedProtocol(u16),
-    /// A Linux cooked frame shorter than its header.
-    #[error("Linux cooked header: truncated, {needed} bytes needed but {available} present")]
-    CookedTruncated {
-        /// Bytes the cooked header needs.
-        needed: usize,
-        /// Bytes the frame has.
-        available: usize,
-    },
 }
 
 impl FrameError {
@@ -151,8 +140,7 @@ impl FrameError {
     pub fn is_not_roce(&self) -> bool {
         match self {
             FrameError::Packet(e) => e.is_not_roce(),
-            FrameError::UnsupportedLink(_) | FrameError::CookedProtocol(_) => true,
-            FrameError::CookedTruncated { .. } => false,
+            FrameError::UnsupportedLink(_) => true,
         }
     }
 }
@@ -175,31 +163,25 @@ impl<'a> Frame<'a> {
         (self.data.len() as u64) < u64::from(self.orig_len)
     }
 
-    /// Slices the frame into a RoCEv2 packet according to its link type.
+    /// The header the frame starts with, for the slicer; `None` for a link type not read.
+    pub fn link_header(&self) -> Option<LinkHeader> {
+        Some(match self.link {
+            Link::Ethernet => LinkHeader::Ethernet,
+            Link::RawIp => LinkHeader::Ip,
+            Link::LinuxSll => LinkHeader::Sll,
+            Link::LinuxSll2 => LinkHeader::Sll2,
+            Link::Other(_) => return None,
+        })
+    }
+
+    /// Slices the frame into a RoCEv2 packet according to its link type, through any outer
+    /// layers (tags, tunnels, mirror encapsulations).
     #[inline]
     pub fn roce(&self) -> Result<RocePacket<'a>, FrameError> {
-        let parsed = match self.link {
-            Link::Ethernet => RocePacket::parse(self.data),
-            Link::RawIp => RocePacket::parse_ip(self.data),
-            // Linux cooked headers: protocol type at byte 14 (SLL) or 0 (SLL2).
-            Link::LinuxSll => RocePacket::parse_ip(cooked(self.data, 16, 14)?),
-            Link::LinuxSll2 => RocePacket::parse_ip(cooked(self.data, 20, 0)?),
-            Link::Other(l) => return Err(FrameError::UnsupportedLink(l)),
-        };
-        Ok(parsed?)
-    }
-}
-
-fn cooked(data: &[u8], header_len: usize, protocol_at: usize) -> Result<&[u8], FrameError> {
-    if data.len() < header_len {
-        return Err(FrameError::CookedTruncated {
-            needed: header_len,
-            available: data.len(),
-        });
-    }
-    match u16::from_be_bytes([data[protocol_at], data[protocol_at + 1]]) {
-        0x0800 | 0x86dd => Ok(&data[header_len..]),
-        other => Err(FrameError::CookedProtocol(other)),
+        match self.link_header() {
+            Some(link) => Ok(RocePacket::parse_link(self.data, link)?),
+            None => Err(FrameError::UnsupportedLink(self.link.number())),
+        }
     }
 }
 

@@ -4,16 +4,20 @@
 //!
 //! decode: each frame; capture: each small capture file whole; roundtrip: each Ethernet frame;
 //! icrc: two bytes of flip position, then each RoCE frame's IP packet; cm: each MAD sent to
-//! QP1.
+//! QP1. For the decapsulation, decode and roundtrip also get sample frames in every outer
+//! layer the slicer takes off, and capture, mapped and analyze rc_send_only.pcap so wrapped.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use roce::capture::{CaptureReader, Link};
-use roce::wire::{Qpn, RocePacket, sample};
+use roce::wire::decap::wrap::{Wrapping, wrap};
+use roce::wire::{LinkHeader, Qpn, RocePacket, sample};
 
 /// Frames taken from each capture: the corpora stay small, the fuzzer mutates the rest.
 const FRAMES_PER_CAPTURE: u64 = 40;
+/// Sample frames put in each wrapping.
+const WRAPPED_SAMPLES: usize = 4;
 /// Captures up to this size seed `capture`.
 const WHOLE_CAPTURE_BYTES: u64 = 8 << 10;
 
@@ -89,6 +93,27 @@ fn seed(pcaps: &Path, corpus: &mut Corpus<'_>) -> Result<(), String> {
         corpus
             .frame(&format!("sample-{i}"), Link::Ethernet, frame)
             .map_err(io)?;
+    }
+    // The decapsulation: a few sample frames and a small capture in every wrapping.
+    let small = pcaps.join("rc_send_only.pcap");
+    for how in Wrapping::ALL {
+        for (i, frame) in sample::frames(2).iter().take(WRAPPED_SAMPLES).enumerate() {
+            let Some(wrapped) = wrap(frame, how, i as u32) else {
+                continue;
+            };
+            let name = format!("wrapped-{}-{i}", how.name());
+            corpus.put("decode", &name, &wrapped).map_err(io)?;
+            if how.link() == LinkHeader::Ethernet {
+                corpus.put("roundtrip", &name, &wrapped).map_err(io)?;
+            }
+        }
+        if small.exists() {
+            let bytes = roce_tests::wrap::wrap_capture(&small, how);
+            for target in ["capture", "mapped", "analyze"] {
+                let name = format!("rc_send_only-{}", how.name());
+                corpus.put(target, &name, &bytes).map_err(io)?;
+            }
+        }
     }
     Ok(())
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Cross-checks `roce decode --json` against scapy's RoCE layer on every capture in pcaps/, on
 # frames our builder generates (every RC/UC/UD opcode and CNP, IPv4 and IPv6, VLAN, all pads)
-# and on the teaching captures of `roce gen` (which tshark must also read cleanly).
+# and on the teaching captures of `roce gen` (which tshark must also read cleanly); and
+# decode's outer layers against tshark on captures wrapped in VLAN, QinQ, VXLAN, Geneve, GRE,
+# ERSPAN II/III and Linux cooked headers (encap_crosscheck.py).
 # Creates a venv under target/ and installs scapy from PyPI on first use.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -56,5 +58,15 @@ listed=$(target/debug/roce gen --list | wc -l)
   exit 1
 }
 echo "tshark: $lessons teaching captures from roce gen read cleanly"
+# Decapsulation (issue 16): real captures in every outer layer the slicer takes off, made by
+# the library's own emitters; tshark's fields of each layer must equal decode's outer_headers.
+rm -rf "$work/wrapped" && mkdir -p "$work/wrapped"
+cargo build -q -p roce-tests --example wrap_pcap
+for how in vlan qinq qinq9100 vxlan geneve gre_teb erspan2 erspan3 erspan3_platform sll sll2 sll_vlan; do
+  for base in rc_send_only ud_send_ipv6 rdma_cm_rping; do
+    target/debug/examples/wrap_pcap "pcaps/$base.pcap" "$work/wrapped/$base-$how.pcap" "$how"
+  done
+done
+python3 tests/scapy/encap_crosscheck.py target/debug/roce "$work"/wrapped/*.pcap
 "$venv/bin/python" tests/scapy/crosscheck.py --roce target/debug/roce --work-dir "$work" \
   pcaps "$work/generated.pcap" "$work/lessons"

@@ -86,3 +86,4 @@ pub fn captures_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 pub mod bench;
 pub mod hostile;
 pub mod netns;
+pub mod wrap;

@@ -364,3 +364,37 @@ fn live_errors_are_one_line() {
         "roce: lo: capturing needs CAP_NET_RAW (run as root)"
     );
 }
+
+/// A capture with no RoCE says what it held instead, in text and in JSON's `not_roce`.
+#[test]
+fn no_roce_is_explained_by_what_the_capture_held() {
+    use roce::wire::decap::wrap::{Wrapping, wrap};
+    let mut arp = sample::frames(3).remove(0);
+    arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    let vxlan_arp = wrap(&arp, Wrapping::Vxlan, 0).unwrap();
+    let mut frames = vec![vxlan_arp; 1180];
+    frames.extend(vec![arp; 20]);
+    let path = temp_file("no-roce.pcap", &pcap_bytes(&frames));
+    let text = String::from_utf8(roce(&["analyze", path.to_str().unwrap()]).stdout).unwrap();
+    assert!(
+        text.contains(
+            "0 RoCE frames: 1,200 frames, of which 1,180 VXLAN with non-RoCE inner frames, 20 ARP"
+        ),
+        "{text}"
+    );
+    let (out, doc) = analyze_json(&path);
+    assert!(out.status.success());
+    assert_eq!(
+        doc["not_roce"],
+        serde_json::json!({"frames": 1200, "by_kind": {"IN_VXLAN": 1180, "ARP": 20}})
+    );
+    // With RoCE too, the rest is still broken down.
+    let mut mixed = sample::frames(3);
+    mixed.push(frames[0].clone());
+    let path = temp_file("mixed.pcap", &pcap_bytes(&mixed));
+    let text = String::from_utf8(roce(&["analyze", path.to_str().unwrap()]).stdout).unwrap();
+    assert!(
+        text.contains("not RoCE: 1 frame: 1 VXLAN with non-RoCE inner frames"),
+        "{text}"
+    );
+}

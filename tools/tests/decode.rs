@@ -286,3 +286,91 @@ fn pcaps_decode() {
         assert!(text.status.success(), "{}", path.display());
     }
 }
+
+/// Every way of wrapping a capture: `encap` names the outer layers outermost first, the rest
+/// of each JSON object is the plain capture's, and the explanation has a section per outer
+/// header, in frame order, before the RoCE packet's own.
+#[test]
+fn encapsulated_frames_decode_as_the_plain_ones_with_their_layers() {
+    use roce::wire::decap::wrap::Wrapping;
+    let plain_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pcaps/rc_send_only.pcap");
+    let (_, plain) = decode_json(&plain_path);
+    for how in Wrapping::ALL {
+        let bytes = roce_tests::wrap::wrap_capture(&plain_path, how);
+        let path = temp_file(&format!("wrapped-{}.pcap", how.name()), &bytes);
+        let (out, lines) = decode_json(&path);
+        assert!(out.status.success(), "{}", how.name());
+        let names: Vec<&str> = how.encap().iter().map(|k| k.name()).collect();
+        for (a, b) in plain.iter().zip(&lines) {
+            assert_eq!(b["encap"], serde_json::json!(names), "{}", how.name());
+            assert_eq!(a["encap"], serde_json::json!([]));
+            let mut a = a.as_object().unwrap().clone();
+            let mut b = b.as_object().unwrap().clone();
+            for key in ["encap", "vlan", "outer_headers"] {
+                a.remove(key);
+                b.remove(key);
+            }
+            assert_eq!(a, b, "{}", how.name());
+        }
+        let text = String::from_utf8(roce(&["decode", path.to_str().unwrap()]).stdout).unwrap();
+        let first = text.split("\n\n").next().unwrap();
+        let titles = [
+            ("vxlan", "VXLAN (RFC 7348)"),
+            ("geneve", "Geneve (RFC 8926)"),
+            ("gre_teb", "GRE: generic routing encapsulation"),
+            ("erspan2", "ERSPAN type II"),
+            ("erspan3", "ERSPAN type III (draft"),
+            (
+                "erspan3_platform",
+                "ERSPAN type III platform-specific subheader",
+            ),
+            ("sll", "Linux cooked capture header (LINKTYPE_LINUX_SLL;"),
+            ("sll2", "LINKTYPE_LINUX_SLL2"),
+            ("sll_vlan", "802.1Q VLAN tag"),
+            ("qinq", "802.1ad service tag (QinQ), after TPID 0x88a8"),
+            ("qinq9100", "after TPID 0x9100"),
+            ("vlan", "802.1Q VLAN tag"),
+        ];
+        let (_, title) = titles.iter().find(|(n, _)| *n == how.name()).unwrap();
+        assert!(first.contains(title), "{}: {first}", how.name());
+        assert!(first.find(title) < first.find("BTH:"), "{first}");
+    }
+}
+
+/// A VXLAN header with no frame after it, a GRE-in-GRE loop past the depth limit and a
+/// tunnel of ARP: one line each, decoding goes on, exit 0.
+#[test]
+fn broken_and_foreign_encapsulations_are_reported_per_frame() {
+    use roce::wire::decap::wrap::{Wrapping, wrap};
+    let plain = sample::frames(3).remove(0);
+    let mut empty_vxlan = wrap(&plain, Wrapping::Vxlan, 0).unwrap();
+    empty_vxlan.truncate(14 + 20 + 8 + 8);
+    empty_vxlan[16..18].copy_from_slice(&36u16.to_be_bytes());
+    empty_vxlan[38..40].copy_from_slice(&16u16.to_be_bytes());
+    let mut deep = plain.clone();
+    for _ in 0..9 {
+        deep = wrap(&deep, Wrapping::GreTeb, 0).unwrap();
+    }
+    let mut arp = plain.clone();
+    arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    let arp = wrap(&arp, Wrapping::Vxlan, 0).unwrap();
+    let frames = vec![empty_vxlan, deep, arp, plain];
+    let path = temp_file("broken-encap.pcap", &pcap_bytes(&frames));
+    let (out, lines) = decode_json(&path);
+    assert!(out.status.success());
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[0]["encap"], serde_json::json!(["VXLAN"]));
+    assert_eq!(
+        lines[0]["error"],
+        "Ethernet: truncated, 14 bytes needed but 0 present"
+    );
+    assert_eq!(lines[1]["error"], "encapsulated more than 8 layers deep");
+    assert_eq!(lines[2]["roce"], false);
+    assert_eq!(lines[2]["encap"], serde_json::json!(["VXLAN"]));
+    assert_eq!(lines[3]["roce"], true);
+    let text = String::from_utf8(roce(&["decode", path.to_str().unwrap()]).stdout).unwrap();
+    assert!(
+        text.contains("#3  ") && text.contains("in VXLAN: not RoCEv2: EtherType 0x0806"),
+        "{text}"
+    );
+}

@@ -22,6 +22,7 @@
 
 pub mod cm;
 mod flow;
+pub mod not_roce;
 pub mod pfc;
 pub mod report;
 mod requester;
@@ -186,6 +187,7 @@ pub struct Analyzer {
     last_ts: Option<u64>,
     clock: GoodputClock,
     input: InputProblems,
+    not_roce: not_roce::NotRoceCounts,
     /// Reused to pad a snap-length-cut frame back to its length for the slicer.
     scratch: Vec<u8>,
     /// Candidate flows looked at by [`Analyzer::reverse_of`], all told: the tests hold it
@@ -300,7 +302,7 @@ impl Analyzer {
                 } else if matches!(e, FrameError::Packet(PacketError::NotRoce(NotRoce::RoceV1))) {
                     return self.roce_v1(frame, icrc, None);
                 }
-                Outcome::NotRoce
+                self.not_roce(frame)
             }
             Err(e) => self.malformed(frame.index, e.to_string()),
         }
@@ -339,10 +341,20 @@ impl Analyzer {
             payload_len: p.payload().len() as u32,
             payload,
             eth: Some(p.eth()),
+            vlan: p.eth().vlan,
             roce_v1: true,
         };
         let icrc_ok = cut.is_none().then(|| icrc.unwrap_or_else(|| p.icrc_ok()));
         self.packet(ib.fields(frame.timestamp_ns, &ip, 0, icrc_ok))
+    }
+
+    /// Counts a frame that is not RoCE by what it is.
+    #[cold]
+    fn not_roce(&mut self, frame: &Frame<'_>) -> Outcome {
+        if let Some(kind) = not_roce::NotRoceKind::of(frame) {
+            self.not_roce.count(kind);
+        }
+        Outcome::NotRoce
     }
 
     /// A frame a snap length cut: padded back to its length with zeros so the slicer reads
@@ -377,7 +389,7 @@ impl Analyzer {
                 if let Some(c) = pfc::mac_control(frame) {
                     self.pfc.mac_control(frame.timestamp_ns, &c);
                 }
-                Outcome::NotRoce
+                self.not_roce(&padded)
             }
             Err(e) => self.malformed(frame.index, e.to_string()),
         };
@@ -777,6 +789,7 @@ fn fields<'p>(
         payload_len: p.payload().len() as u32,
         payload,
         eth: p.eth(),
+        vlan: p.vlan(),
         roce_v1: false,
     };
     ib.fields(ts, p.ip(), p.udp().src_port, icrc_ok)
@@ -790,6 +803,8 @@ struct Ib<'p> {
     payload_len: u32,
     payload: &'p [u8],
     eth: Option<&'p crate::wire::EthernetRepr>,
+    /// The tag nearest the IP header or GRH, also under a Linux cooked header.
+    vlan: Option<crate::wire::VlanTag>,
     roce_v1: bool,
 }
 
@@ -810,7 +825,7 @@ impl<'p> Ib<'p> {
             .filter(|i| i.headers.contains(Headers::AETH))
             .and_then(|_| self.bytes.get(self.bth_at + BthRepr::LEN..))
             .and_then(|b| AethRepr::parse(b).ok());
-        let priority = match self.eth.and_then(|e| e.vlan) {
+        let priority = match self.vlan {
             Some(tag) => (tag.pcp & 7, true),
             None => (pfc::dscp_priority(ip.dscp()), false),
         };

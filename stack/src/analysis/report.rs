@@ -407,6 +407,8 @@ pub struct Report {
     pub goodput_bucket_ns: u64,
     /// Problems with the file itself.
     pub input: InputProblems,
+    /// The frames that were not RoCE, by kind.
+    pub not_roce: super::not_roce::NotRoceCounts,
     /// What the analyser's limits left out.
     pub untracked: Untracked,
     /// The limits in force.

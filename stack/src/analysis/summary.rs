@@ -48,6 +48,7 @@ pub(super) fn report(a: &Analyzer) -> Report {
         connections: a.cm.connections().to_vec(),
         goodput_bucket_ns: a.clock.width_ns(),
         input: a.input.clone(),
+        not_roce: a.not_roce.clone(),
         untracked: super::Untracked {
             cm_connections: a.cm.untracked(),
             ..a.untracked

@@ -17,7 +17,6 @@ use super::{Capabilities, Device, DeviceError, check_frame_len};
 
 const PCAP_MAGIC_NANOS: u32 = 0xa1b2_3c4d;
 const SNAPLEN: u32 = 262_144;
-const LINKTYPE_ETHERNET: u32 = 1;
 
 /// Writes frames to a classic pcap stream, Ethernet link type, nanosecond timestamps.
 #[derive(Debug)]
@@ -27,13 +26,18 @@ pub struct PcapWriter<W: Write> {
 
 impl<W: Write> PcapWriter<W> {
     /// Writes the pcap file header (nanosecond timestamps, Ethernet) to `out`.
-    pub fn new(mut out: W) -> io::Result<PcapWriter<W>> {
+    pub fn new(out: W) -> io::Result<PcapWriter<W>> {
+        PcapWriter::with_link(out, Link::Ethernet)
+    }
+
+    /// A writer whose frames start with `link` (Linux cooked captures, raw IP).
+    pub fn with_link(mut out: W, link: Link) -> io::Result<PcapWriter<W>> {
         let mut header = [0u8; 24];
         header[0..4].copy_from_slice(&PCAP_MAGIC_NANOS.to_le_bytes());
         header[4..6].copy_from_slice(&2u16.to_le_bytes());
         header[6..8].copy_from_slice(&4u16.to_le_bytes());
         header[16..20].copy_from_slice(&SNAPLEN.to_le_bytes());
-        header[20..24].copy_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
+        header[20..24].copy_from_slice(&(link.number() as u32).to_le_bytes());
         out.write_all(&header)?;
         Ok(PcapWriter { out })
     }
@@ -41,7 +45,14 @@ impl<W: Write> PcapWriter<W> {
     /// Appends one frame seen at `at` (nanoseconds since the Unix epoch).
     pub fn write_frame(&mut self, at: Instant, frame: &[u8]) -> io::Result<()> {
         let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
-        let captured = len.min(SNAPLEN);
+        self.write_record(at, frame, len)
+    }
+
+    /// Appends the `frame` bytes a capture kept of a frame `len` bytes long on the wire (a
+    /// snap length keeps fewer).
+    pub fn write_record(&mut self, at: Instant, frame: &[u8], len: u32) -> io::Result<()> {
+        let kept = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+        let captured = kept.min(SNAPLEN);
         let at = at.as_nanos();
         let seconds = u32::try_from(at / 1_000_000_000).unwrap_or(u32::MAX);
         let mut record = [0u8; 16];

@@ -1,5 +1,6 @@
-//! The layered slicer: Ethernet (+ one 802.1Q tag) -> IPv4 | IPv6 -> UDP port 4791 -> BTH,
-//! extension headers, payload, pad -> ICRC (IBA Vol. 1 Annex A17, RoCEv2).
+//! The layered slicer: Ethernet (+ 802.1Q tags) -> IPv4 | IPv6 -> UDP port 4791 -> BTH,
+//! extension headers, payload, pad -> ICRC (IBA Vol. 1 Annex A17, RoCEv2), through any outer
+//! layers the frame was captured in first (see [`super::decap`] and `slice.rs`).
 //!
 //! Lengths come from the IP and UDP headers, never from the frame: a short frame padded to
 //! Ethernet's 60-byte minimum, or a capture that keeps the FCS, has bytes after the IP packet
@@ -15,10 +16,11 @@ use thiserror::Error;
 use super::FixedHeader;
 use super::bth::BthRepr;
 use super::builder::RoceRepr;
+use super::decap::gre::IP_PROTOCOL_GRE;
+use super::decap::{Encap, OuterKind};
 use super::encap::{
-    ETHERNET_HEADER_LEN, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCE_V1, ETHERTYPE_VLAN, Ecn,
-    EthernetRepr, IP_PROTOCOL_UDP, IPV4_HEADER_LEN, IPV6_HEADER_LEN, IpRepr, Ipv4Repr, Ipv6Repr,
-    ROCEV2_UDP_PORT, UDP_HEADER_LEN, UdpRepr, VLAN_TAG_LEN, VlanTag,
+    ETHERNET_HEADER_LEN, ETHERTYPE_VLAN, Ecn, EthernetRepr, IP_PROTOCOL_UDP, IPV6_HEADER_LEN,
+    IpRepr, Ipv4Repr, Ipv6Repr, ROCEV2_UDP_PORT, UDP_HEADER_LEN, UdpRepr, VLAN_TAG_LEN, VlanTag,
 };
 use super::error::WireError;
 use super::ext::{ExtHeaders, IbPacketRepr};
@@ -46,10 +48,15 @@ pub enum Layer {
     Grh,
     /// BTH through pad.
     Ib,
+    /// A layer the packet was captured inside.
+    Outer(OuterKind),
 }
 
 impl fmt::Display for Layer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Layer::Outer(kind) = self {
+            return write!(f, "{kind}");
+        }
         f.write_str(match self {
             Layer::Ethernet => "Ethernet",
             Layer::Vlan => "802.1Q VLAN",
@@ -58,6 +65,7 @@ impl fmt::Display for Layer {
             Layer::Udp => "UDP",
             Layer::Grh => "GRH",
             Layer::Ib => "IB transport",
+            Layer::Outer(_) => "",
         })
     }
 }
@@ -73,6 +81,8 @@ pub enum NotRoce {
     IpProtocol(u8),
     /// A UDP destination port other than 4791.
     UdpPort(u16),
+    /// GRE other than version 0 (version 1 is PPTP's).
+    GreVersion(u8),
 }
 
 impl fmt::Display for NotRoce {
@@ -82,6 +92,7 @@ impl fmt::Display for NotRoce {
             NotRoce::RoceV1 => f.write_str("EtherType 0x8915 is RoCE v1 (GRH over Ethernet)"),
             NotRoce::IpProtocol(p) => write!(f, "IP protocol {p} is not UDP (17)"),
             NotRoce::UdpPort(p) => write!(f, "UDP destination port {p} is not {ROCEV2_UDP_PORT}"),
+            NotRoce::GreVersion(v) => write!(f, "GRE version {v} is not 0"),
         }
     }
 }
@@ -145,6 +156,12 @@ pub enum PacketError {
     /// BTH, extension headers or pad are wrong (unknown opcode, truncated header, pad too big).
     #[error("{0}")]
     Ib(#[from] WireError),
+    /// More outer layers than the slicer follows (a GRE-in-GRE loop, say).
+    #[error("encapsulated more than {limit} layers deep")]
+    TooDeep {
+        /// The most outer layers followed ([`super::decap::MAX_DEPTH`]).
+        limit: usize,
+    },
 }
 
 impl PacketError {
@@ -174,94 +191,16 @@ pub struct RocePacket<'a> {
     /// End of the IP packet, ICRC included; any bytes after it are the trailer.
     ip_end: usize,
     ipv4_checksum: u16,
+    /// Where the packet's own Ethernet header (or, without one, its IP header) starts.
+    link_start: usize,
+    encap: Encap,
+    /// What the frame starts with, to walk its outer layers again when asked.
+    link: LinkHeader,
+    /// The tag nearest the IP header, even without an Ethernet header (Linux cooked).
+    vlan: Option<VlanTag>,
 }
 
 impl<'a> RocePacket<'a> {
-    /// Slices an Ethernet frame (without FCS; any bytes after the IP packet are the trailer).
-    pub fn parse(frame: &'a [u8]) -> Result<RocePacket<'a>> {
-        let (eth, ethertype, ip_start) = ethernet_link(frame)?;
-        match ethertype {
-            ETHERTYPE_IPV4 => Self::parse_at(frame, ip_start, Some(eth), 4),
-            ETHERTYPE_IPV6 => Self::parse_at(frame, ip_start, Some(eth), 6),
-            ETHERTYPE_ROCE_V1 => Err(PacketError::NotRoce(NotRoce::RoceV1)),
-            other => Err(PacketError::NotRoce(NotRoce::EtherType(other))),
-        }
-    }
-
-    /// Slices a bare IP packet (no link header), e.g. from a Linux cooked capture; the
-    /// version field says whether it is IPv4 or IPv6.
-    pub fn parse_ip(packet: &'a [u8]) -> Result<RocePacket<'a>> {
-        match packet.first().map(|b| b >> 4) {
-            Some(6) => Self::parse_at(packet, 0, None, 6),
-            Some(4) => Self::parse_at(packet, 0, None, 4),
-            Some(_) => Err(PacketError::Malformed {
-                layer: Layer::Ipv4,
-                reason: "the version field is neither 4 nor 6",
-            }),
-            None => Err(PacketError::Truncated {
-                layer: Layer::Ipv4,
-                needed: IPV4_HEADER_LEN,
-                available: 0,
-            }),
-        }
-    }
-
-    fn parse_at(
-        frame: &'a [u8],
-        ip_start: usize,
-        eth: Option<EthernetRepr>,
-        version: u8,
-    ) -> Result<RocePacket<'a>> {
-        let data = &frame[ip_start..];
-        let ip = if version == 4 {
-            parse_ipv4(data)?
-        } else {
-            parse_ipv6(data)?
-        };
-        // The port is checked before any length, so that a truncated or odd datagram of
-        // another protocol is reported as simply not RoCE.
-        let udp_bytes = &data[ip.header_len..];
-        if udp_bytes.len() < UDP_HEADER_LEN {
-            return Err(PacketError::Truncated {
-                layer: Layer::Udp,
-                needed: UDP_HEADER_LEN,
-                available: udp_bytes.len(),
-            });
-        }
-        let udp = UdpRepr {
-            src_port: be16(udp_bytes, 0),
-            dst_port: be16(udp_bytes, 2),
-            checksum: be16(udp_bytes, 6),
-        };
-        if udp.dst_port != ROCEV2_UDP_PORT {
-            return Err(PacketError::NotRoce(NotRoce::UdpPort(udp.dst_port)));
-        }
-        ip.check_len(data.len())?;
-        let udp_len = usize::from(be16(udp_bytes, 4));
-        let ip_payload_len = ip.packet_len - ip.header_len;
-        if udp_len != ip_payload_len {
-            return Err(PacketError::UdpLengthMismatch {
-                udp: udp_len,
-                ip: ip_payload_len,
-            });
-        }
-        let bth_start = ip_start + ip.header_len + UDP_HEADER_LEN;
-        let ip_end = ip_start + ip.packet_len;
-        let (payload_start, payload_end) = ib_bounds(&frame[bth_start..ip_end])?;
-        Ok(RocePacket {
-            frame,
-            eth,
-            ip: ip.repr,
-            udp,
-            ip_start,
-            bth_start,
-            payload_start: bth_start + payload_start,
-            payload_end: bth_start + payload_end,
-            ip_end,
-            ipv4_checksum: ip.checksum,
-        })
-    }
-
     /// All the headers, in the form the builder emits.
     pub fn repr(&self) -> RoceRepr<'a> {
         RoceRepr {
@@ -271,7 +210,30 @@ impl<'a> RocePacket<'a> {
             ib: self.ib(),
         }
     }
-    /// `None` for a packet parsed with [`RocePacket::parse_ip`].
+    /// The layers the packet was found inside, outermost first (empty for a plain frame).
+    pub fn encap(&self) -> Encap {
+        self.encap
+    }
+    /// Every header before the packet's IP header, outermost first: the outer layers and the
+    /// packet's own Ethernet header and tags (for decoders; walks the frame again).
+    pub fn link_headers(&self) -> Vec<super::decap::Header> {
+        let mut headers = Vec::new();
+        let _ = Self::parse_traced(self.frame, self.link, &mut headers);
+        headers.retain(|h| h.start < self.ip_start);
+        headers
+    }
+    /// Where the packet's own link header starts: its Ethernet header, or its IP header when
+    /// it has none; everything before belongs to outer layers.
+    pub fn link_offset(&self) -> usize {
+        self.link_start
+    }
+    /// The tag nearest the IP header (its PCP is the packet's 802.1p priority), whether the
+    /// packet has an Ethernet header or a Linux cooked one.
+    pub fn vlan(&self) -> Option<VlanTag> {
+        self.vlan
+    }
+    /// The packet's own Ethernet header, the innermost (its `vlan` the last tag before IP);
+    /// `None` when the IP packet came without one (raw IP, Linux cooked, GRE carrying IP).
     pub fn eth(&self) -> Option<&EthernetRepr> {
         self.eth.as_ref()
     }
@@ -430,6 +392,7 @@ pub(crate) fn icrc_before(frame: &[u8], end: usize) -> u32 {
     u32::from_le_bytes(b)
 }
 
+#[inline]
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
@@ -502,6 +465,8 @@ static EXT_LEN: [u8; 256] = {
 /// An IP header as sliced, before its length is checked against the data.
 struct IpParts<'a> {
     repr: IpRepr<'a>,
+    /// UDP or GRE: the slicer's only ways on.
+    protocol: u8,
     header_len: usize,
     /// What the header's length field says the whole IP packet takes.
     packet_len: usize,
@@ -559,8 +524,9 @@ fn parse_ipv4(data: &[u8]) -> Result<IpParts<'_>> {
             }
         }
     })?;
-    if h.protocol().0 != IP_PROTOCOL_UDP {
-        return Err(PacketError::NotRoce(NotRoce::IpProtocol(h.protocol().0)));
+    let protocol = h.protocol().0;
+    if protocol != IP_PROTOCOL_UDP && protocol != IP_PROTOCOL_GRE {
+        return Err(PacketError::NotRoce(NotRoce::IpProtocol(protocol)));
     }
     if data[6] & 0x80 != 0 {
         return Err(PacketError::Malformed {
@@ -586,6 +552,7 @@ fn parse_ipv4(data: &[u8]) -> Result<IpParts<'_>> {
     };
     Ok(IpParts {
         repr: IpRepr::V4(repr),
+        protocol,
         header_len: h.slice().len(),
         packet_len: usize::from(h.total_len()),
         checksum: h.header_checksum(),
@@ -605,8 +572,9 @@ fn parse_ipv6(data: &[u8]) -> Result<IpParts<'_>> {
             reason: "the version field is not 6",
         },
     })?;
-    if h.next_header().0 != IP_PROTOCOL_UDP {
-        return Err(PacketError::NotRoce(NotRoce::IpProtocol(h.next_header().0)));
+    let protocol = h.next_header().0;
+    if protocol != IP_PROTOCOL_UDP && protocol != IP_PROTOCOL_GRE {
+        return Err(PacketError::NotRoce(NotRoce::IpProtocol(protocol)));
     }
     let repr = Ipv6Repr {
         src: Ipv6Addr::from(h.source()),
@@ -618,11 +586,15 @@ fn parse_ipv6(data: &[u8]) -> Result<IpParts<'_>> {
     };
     Ok(IpParts {
         repr: IpRepr::V6(repr),
+        protocol,
         header_len: IPV6_HEADER_LEN,
         packet_len: IPV6_HEADER_LEN + usize::from(h.payload_length()),
         checksum: 0,
     })
 }
+
+mod slice;
+pub use slice::LinkHeader;
 
 #[cfg(test)]
 mod tests;

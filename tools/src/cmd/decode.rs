@@ -4,6 +4,7 @@ pub(crate) mod explain;
 mod fields;
 pub(crate) mod json;
 pub(crate) mod mad;
+mod outer;
 pub(crate) mod pause;
 pub(crate) mod section;
 pub(crate) mod v1;
@@ -16,6 +17,7 @@ use clap::Args;
 use roce::analysis::pfc::{DEFAULT_LINK_GBPS, mac_control};
 use roce::capture::{CaptureError, Frame, FrameError};
 use roce::wire::RocePacket;
+use roce::wire::decap::Encap;
 use roce::wire::grh::RoceV1Packet;
 use roce::wire::{NotRoce, PacketError};
 
@@ -29,13 +31,14 @@ pub enum Dissected<'a> {
     Roce(RocePacket<'a>),
     /// RoCEv1: the InfiniBand GRH over Ethernet (EtherType 0x8915).
     RoceV1(RoceV1Packet<'a>),
-    /// Not a RoCEv2 frame (another protocol, or a link type we do not read).
-    NotRoce(String),
+    /// Not a RoCEv2 frame (another protocol, or a link type we do not read), inside these
+    /// outer layers.
+    NotRoce(String, Encap),
     /// A MAC control frame: PFC, 802.3x PAUSE or another opcode.
     MacControl(pause::Pause),
-    /// Addressed to UDP port 4791 but not a well-formed RoCEv2 packet, or cut before we could
-    /// tell.
-    Broken(String),
+    /// Addressed to UDP port 4791 but not a well-formed RoCEv2 packet, cut before we could
+    /// tell, or an outer layer that is broken or nested too deep.
+    Broken(String, Encap),
 }
 
 impl<'a> Dissected<'a> {
@@ -45,36 +48,55 @@ impl<'a> Dissected<'a> {
 
     /// As [`Dissected::of`], pause quanta read at `link_bits_per_sec`.
     pub fn at_link_speed(frame: &Frame<'a>, link_bits_per_sec: u64) -> Dissected<'a> {
-        match frame.roce() {
-            Ok(p) => Dissected::Roce(p),
-            Err(e) if e.is_not_roce() => match mac_control(frame) {
+        let Some(link) = frame.link_header() else {
+            return Dissected::NotRoce(
+                FrameError::UnsupportedLink(frame.link.number()).to_string(),
+                Encap::default(),
+            );
+        };
+        match RocePacket::parse_outer(frame.data, link) {
+            (_, Ok(p)) => Dissected::Roce(p),
+            (encap, Err(e)) if e.is_not_roce() => match mac_control(frame) {
                 Some(c) => {
                     Dissected::MacControl(pause::Pause::new(c, frame.data, link_bits_per_sec))
                 }
-                None if matches!(e, FrameError::Packet(PacketError::NotRoce(NotRoce::RoceV1))) => {
+                None if matches!(e, PacketError::NotRoce(NotRoce::RoceV1)) => {
                     match RoceV1Packet::parse(frame.data) {
                         Ok(p) => Dissected::RoceV1(p),
-                        Err(e) => Dissected::Broken(format!("RoCEv1: {e}")),
+                        Err(e) => Dissected::Broken(format!("RoCEv1: {e}"), encap),
                     }
                 }
-                None => Dissected::NotRoce(e.to_string()),
+                None => Dissected::NotRoce(e.to_string(), encap),
             },
             // A snap length is the usual reason for a truncated packet: say so.
-            Err(e) if frame.is_cut() => Dissected::Broken(format!(
-                "{e} (the capture kept only {} of the frame's {} bytes)",
-                frame.data.len(),
-                frame.orig_len
-            )),
-            Err(e) => Dissected::Broken(e.to_string()),
+            (encap, Err(e)) if frame.is_cut() => Dissected::Broken(
+                format!(
+                    "{e} (the capture kept only {} of the frame's {} bytes)",
+                    frame.data.len(),
+                    frame.orig_len
+                ),
+                encap,
+            ),
+            (encap, Err(e)) => Dissected::Broken(e.to_string(), encap),
+        }
+    }
+
+    /// The outer layers the frame was found inside, outermost first.
+    pub fn encap(&self) -> Encap {
+        match self {
+            Dissected::Roce(p) => p.encap(),
+            Dissected::NotRoce(_, e) | Dissected::Broken(_, e) => *e,
+            Dissected::MacControl(_) | Dissected::RoceV1(_) => Encap::default(),
         }
     }
 }
 
 /// Decode every frame of a capture: each RoCEv2 header field by field, or JSON lines.
 ///
-/// Reads pcap and pcapng files with Ethernet, Linux cooked (SLL, SLL2) or raw IP link types.
-/// RoCEv1 frames (EtherType 0x8915: GRH, BTH, ..., ICRC) and PFC / 802.3x PAUSE frames are
-/// explained too.
+/// Reads pcap and pcapng files with Ethernet, Linux cooked (SLL, SLL2) or raw IP link types,
+/// and RoCE inside 802.1Q and QinQ tags, VXLAN, Geneve, GRE and ERSPAN I/II/III, nested up to
+/// 8 outer layers; each outer layer is explained like the other headers. RoCEv1 frames
+/// (EtherType 0x8915: GRH, BTH, ..., ICRC) and PFC / 802.3x PAUSE frames are explained too.
 /// Frames are numbered from 1, as Wireshark numbers them (JSON: `frame`; `index` counts from
 /// 0). Frames that are not RoCEv2, or are malformed (truncated, lying lengths, unknown opcode,
 /// bad ICRC), are reported and decoding goes on; a damaged capture is decoded up to the
@@ -91,9 +113,13 @@ Examples:
   roce decode --json cap.pcapng | jq 'select(.icrc == \"bad\")'
   roce decode --link-gbps 25 pfc.pcap           PFC pause times at 25 Gb/s
 
-JSON keys: index (from 0), frame (from 1, as Wireshark), roce; for RoCE frames roce_version
+JSON keys: index (from 0), frame (from 1, as Wireshark), roce, encap (the outer layers,
+outermost first: VLAN, QINQ, SLL, SLL2, VXLAN, GENEVE, GRE, ERSPAN_I, ERSPAN_II, ERSPAN_III,
+an ERSPAN before the GRE that carries it; [] for a plain frame); for RoCE frames roce_version
 (1: RoCEv1, src and dst are the GRH's GIDs and a grh object has traffic_class, flow_label,
-hop_limit, payload_len; 2: RoCEv2), src, dst,
+hop_limit, payload_len; 2: RoCEv2), src, dst (the inner, RoCE addresses), outer_headers when
+encapsulated ([{header, offset, tpid, fields}]: each tag, cooked header and tunnel header's
+fields by their names),
 opcode, opcode_value, dest_qp, psn, ack_req, se, pad, pkey, fecn, becn, ecn, the extension
 headers present (reth, aeth, atomic_eth, atomic_ack_eth, deth, immdt, ieth, feth),
 payload_len, icrc (\"ok\"/\"bad\"); for communication management MADs to QP1 (rdma_cm)

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::rng::Rng;
+use crate::wire::decap::OuterKind;
 use crate::wire::sample;
 use crate::wire::{AethRepr, Msn, Opcode, Psn, Qpn};
 use proptest::prelude::*;
@@ -238,6 +239,13 @@ proptest! {
         }
         frame.truncate(cut);
         if let Ok(pkt) = RocePacket::parse(&frame) {
+            // A flipped bit can make a tag 0x9100 or a tunnel: the builder writes neither.
+            let plain = pkt.link_offset() == 0
+                && pkt.encap().len() <= 1
+                && pkt.encap().iter().all(|k| k == OuterKind::Vlan);
+            if !plain {
+                return Ok(());
+            }
             let mut expected = pkt.packet_bytes().to_vec();
             let out = pkt.repr().to_vec().unwrap();
             let ip = pkt.ip_offset();

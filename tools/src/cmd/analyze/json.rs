@@ -28,6 +28,14 @@ struct Document<'r> {
     /// `roce analyze --live`: the interface, the interval and what it carried.
     #[serde(skip_serializing_if = "Option::is_none")]
     live: Option<serde_json::Value>,
+    /// The frames that were not RoCE, by kind (`IN_VXLAN`, `ARP`, ...).
+    not_roce: NotRoce,
+}
+
+#[derive(Serialize)]
+struct NotRoce {
+    frames: u64,
+    by_kind: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Serialize)]
@@ -392,6 +400,15 @@ fn document(r: &Report) -> Document<'_> {
             .iter()
             .map(|c| connection(c, &clock))
             .collect(),
+        not_roce: NotRoce {
+            frames: r.not_roce.frames,
+            by_kind: r
+                .not_roce
+                .by_kind
+                .iter()
+                .map(|(k, n)| (k.name(), *n))
+                .collect(),
+        },
         input: Input {
             damaged: r.input.damage.clone(),
             cut_frames: r.input.cut_frames,

@@ -74,6 +74,7 @@ pub fn render(file: &Path, r: &Report) -> String {
         duration(span)
     );
     let _ = writeln!(o, "ICRC errors: {}", r.icrc_errors);
+    not_roce(&mut o, r);
     for (i, f) in r.flows.iter().enumerate() {
         flow(&mut o, i, f, r, &at);
     }
@@ -86,6 +87,58 @@ pub fn render(file: &Path, r: &Report) -> String {
     super::pfc::pfc_text(&mut o, r);
     input(&mut o, r);
     o
+}
+
+/// `n` with thousands separated by commas: 12,000.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn frames(n: u64) -> String {
+    match n {
+        1 => "1 frame".into(),
+        n => format!("{} frames", thousands(n)),
+    }
+}
+
+/// What the capture held besides RoCE: "0 RoCE frames: 12,000 frames, of which 11,800 VXLAN
+/// with non-RoCE inner frames, 200 ARP" when there is no RoCE at all, the same breakdown
+/// after "not RoCE:" otherwise.
+fn not_roce(o: &mut String, r: &Report) {
+    let n = &r.not_roce;
+    let malformed = r.input.malformed_frames;
+    if n.frames == 0 && (r.roce_packets > 0 || malformed == 0) {
+        return;
+    }
+    let mut parts: Vec<String> = n
+        .largest_first()
+        .iter()
+        .map(|(k, c)| format!("{} {}", thousands(*c), k.describe()))
+        .collect();
+    if r.roce_packets == 0 {
+        if malformed > 0 {
+            parts.push(format!(
+                "{} malformed (see input problems)",
+                thousands(malformed)
+            ));
+        }
+        let _ = writeln!(
+            o,
+            "0 RoCE frames: {}, of which {}",
+            frames(r.packets),
+            parts.join(", ")
+        );
+    } else {
+        let _ = writeln!(o, "not RoCE: {}: {}", frames(n.frames), parts.join(", "));
+    }
 }
 
 fn flow(o: &mut String, i: usize, f: &FlowReport, r: &Report, at: &dyn Fn(u64) -> String) {
@@ -335,7 +388,11 @@ fn input(o: &mut String, r: &Report) {
         );
     }
     if p.malformed_frames > 0 {
-        let _ = writeln!(o, "  {} malformed RoCEv2 frames", p.malformed_frames);
+        let _ = writeln!(
+            o,
+            "  {} malformed RoCEv2 frames (or broken encapsulations)",
+            p.malformed_frames
+        );
         for (i, why) in &p.malformed_examples {
             // Wireshark's frame numbers, from 1.
             let _ = writeln!(o, "    frame {}: {why}", i + 1);

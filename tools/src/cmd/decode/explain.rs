@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use roce::wire::encap::{ETHERNET_HEADER_LEN, ETHERTYPE_IPV4, ETHERTYPE_IPV6, VLAN_TAG_LEN};
+use roce::wire::encap::{ETHERNET_HEADER_LEN, VLAN_TAG_LEN};
 use roce::wire::icrc::ICRC_LEN;
 use roce::wire::{
     EthernetRepr, FixedHeader, IpRepr, Ipv4Repr, Ipv6Repr, RocePacket, UdpRepr, VlanTag,
@@ -414,13 +414,8 @@ pub(crate) fn tail_sections(t: &Tail<'_>, out: &mut Vec<Section>) {
 
 /// The whole explanation of one RoCE packet: its headers in frame order, each with its fields.
 /// `roce decode` prints them; `roce view` shows the same sections.
-pub fn sections(p: &RocePacket<'_>, frame_len: usize) -> Vec<Section> {
-    let mut sections = Vec::new();
-    let ip_type = match p.ip() {
-        IpRepr::V4(_) => ETHERTYPE_IPV4,
-        IpRepr::V6(_) => ETHERTYPE_IPV6,
-    };
-    link_sections(p.eth(), ip_type, &mut sections);
+pub fn sections(p: &RocePacket<'_>) -> Vec<Section> {
+    let mut sections = super::outer::sections(p);
     sections.push(match p.ip() {
         IpRepr::V4(h) => ipv4_section(p, h),
         IpRepr::V6(h) => ipv6_section(p, h),
@@ -436,22 +431,6 @@ pub fn sections(p: &RocePacket<'_>, frame_len: usize) -> Vec<Section> {
     let ext_start = p.bth_offset() + roce::wire::BthRepr::LEN;
     sections.extend(ext_sections(&p.ext(), ext_start));
     tail_sections(&rocev2_tail(p), &mut sections);
-    // A Linux cooked capture puts its own header before the IP packet: count from the frame.
-    let link_header = frame_len.saturating_sub(p.packet_bytes().len() + p.trailer().len());
-    if link_header > 0 {
-        for s in &mut sections {
-            s.start += link_header;
-        }
-        sections.insert(
-            0,
-            Section::new(
-                "Linux cooked capture header (added by the capturing host, not on the wire)",
-                0,
-                link_header,
-                vec![],
-            ),
-        );
-    }
     sections
 }
 
@@ -459,16 +438,16 @@ pub fn sections(p: &RocePacket<'_>, frame_len: usize) -> Vec<Section> {
 /// as Wireshark counts (from 1), then every header for a RoCE frame.
 pub fn frame(index: usize, frame_len: usize, dissected: &Dissected<'_>) -> String {
     let mut out = summary(index, frame_len, dissected);
-    render(&mut out, &frame_sections(frame_len, dissected));
+    render(&mut out, &frame_sections(dissected));
     out
 }
 
 /// The headers explained under the summary line, for any kind of frame (none for a frame
 /// that is not RoCE). `roce view` shows exactly these, so a frame kind explained here is
 /// explained there too.
-pub fn frame_sections(frame_len: usize, dissected: &Dissected<'_>) -> Vec<Section> {
+pub fn frame_sections(dissected: &Dissected<'_>) -> Vec<Section> {
     match dissected {
-        Dissected::Roce(p) => sections(p, frame_len),
+        Dissected::Roce(p) => sections(p),
         Dissected::MacControl(p) => super::pause::sections(p),
         Dissected::RoceV1(p) => super::v1::sections(p),
         _ => Vec::new(),
@@ -497,7 +476,10 @@ pub fn summary(index: usize, frame_len: usize, dissected: &Dissected<'_>) -> Str
                 if p.icrc_ok() { "ok" } else { "BAD" }
             );
         }
-        Dissected::NotRoce(why) => {
+        Dissected::NotRoce(why, encap) if !encap.is_empty() => {
+            let _ = writeln!(out, "#{number}  {frame_len} bytes  in {encap}: {why}");
+        }
+        Dissected::NotRoce(why, _) => {
             let _ = writeln!(out, "#{number}  {frame_len} bytes  {why}");
         }
         Dissected::RoceV1(p) => {
@@ -511,7 +493,13 @@ pub fn summary(index: usize, frame_len: usize, dissected: &Dissected<'_>) -> Str
             let why = super::pause::summary(p);
             let _ = writeln!(out, "#{number}  {frame_len} bytes  {why}");
         }
-        Dissected::Broken(why) => {
+        Dissected::Broken(why, encap) if !encap.is_empty() => {
+            let _ = writeln!(
+                out,
+                "#{number}  {frame_len} bytes  in {encap}: malformed RoCEv2: {why}"
+            );
+        }
+        Dissected::Broken(why, _) => {
             let _ = writeln!(out, "#{number}  {frame_len} bytes  malformed RoCEv2: {why}");
         }
     }

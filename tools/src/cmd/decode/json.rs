@@ -1,7 +1,10 @@
 //! `roce decode --json`: one JSON object per frame, with the keys ARCHITECTURE.md fixes.
 
+use roce::wire::decap::HeaderKind;
 use roce::wire::grh::RoceV1Packet;
 use roce::wire::{BthRepr, ExtHeaders, RocePacket, Syndrome};
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use super::Dissected;
@@ -13,6 +16,9 @@ struct Line<'a> {
     /// Wireshark's frame number: `index + 1`.
     frame: usize,
     roce: bool,
+    /// The outer layers, outermost first (absent for damage in the file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    encap: Option<Vec<&'static str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
@@ -80,6 +86,55 @@ struct Packet {
     /// Why a MAD to QP1 is not a CM message (another class, truncated...).
     #[serde(skip_serializing_if = "Option::is_none")]
     mad_error: Option<String>,
+    /// For an encapsulated packet, each outer header the wire layer declares fields for
+    /// (tags, cooked headers, tunnels), outermost first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    outer_headers: Vec<OuterHeader>,
+}
+
+#[derive(Serialize)]
+struct OuterHeader {
+    header: &'static str,
+    /// Where it starts in the frame.
+    offset: usize,
+    /// A tag's TPID (0x8100, 0x88a8, 0x9100): the EtherType before it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tpid: Option<u16>,
+    /// Field name (as the decoder's explanation names it; a repeated name gets " 2") to its
+    /// value.
+    fields: BTreeMap<String, u64>,
+}
+
+fn outer_headers(p: &RocePacket<'_>) -> Vec<OuterHeader> {
+    if p.encap().is_empty() {
+        return Vec::new();
+    }
+    let frame = p.packet_bytes();
+    p.link_headers()
+        .iter()
+        .filter_map(|h| {
+            let bytes = &frame[h.start..h.start + h.len];
+            let declared = super::outer::declared_fields(h.kind, bytes)?;
+            let mut fields = BTreeMap::new();
+            for f in &declared {
+                let Some(v) = f.read(bytes) else { continue };
+                let mut name = f.name.to_string();
+                if fields.contains_key(&name) {
+                    name.push_str(" 2");
+                }
+                fields.insert(name, v);
+            }
+            Some(OuterHeader {
+                header: super::outer::header_name(h.kind),
+                offset: h.start,
+                tpid: match h.kind {
+                    HeaderKind::Tag { tpid } => Some(tpid),
+                    _ => None,
+                },
+                fields,
+            })
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -145,7 +200,8 @@ fn packet(p: &RocePacket<'_>) -> Packet {
         roce_version: 2,
         src: p.ip().src_addr().to_string(),
         dst: p.ip().dst_addr().to_string(),
-        vlan: p.eth().and_then(|e| e.vlan).map(|v| v.vid),
+        vlan: p.vlan().map(|v| v.vid),
+        outer_headers: outer_headers(p),
         ecn: p.ecn().name(),
         dscp: p.ip().dscp(),
         ttl: p.ip().ttl(),
@@ -254,11 +310,13 @@ pub fn value(index: usize, dissected: &Dissected<'_>) -> serde_json::Value {
 }
 
 fn line<'a>(index: usize, dissected: &'a Dissected<'_>) -> Line<'a> {
+    let encap = Some(dissected.encap().iter().map(|k| k.name()).collect());
     match dissected {
         Dissected::Roce(p) => Line {
             index,
             frame: index + 1,
             roce: true,
+            encap,
             error: None,
             packet: Some(packet(p)),
             mac_control: None,
@@ -267,6 +325,7 @@ fn line<'a>(index: usize, dissected: &'a Dissected<'_>) -> Line<'a> {
             index,
             frame: index + 1,
             roce: true,
+            encap,
             error: None,
             packet: Some(packet_v1(p)),
             mac_control: None,
@@ -275,22 +334,25 @@ fn line<'a>(index: usize, dissected: &'a Dissected<'_>) -> Line<'a> {
             index,
             frame: index + 1,
             roce: false,
+            encap,
             error: None,
             packet: None,
             mac_control: Some(super::pause::json(p)),
         },
-        Dissected::NotRoce(why) => Line {
+        Dissected::NotRoce(why, _) => Line {
             index,
             frame: index + 1,
             roce: false,
+            encap,
             error: Some(why),
             packet: None,
             mac_control: None,
         },
-        Dissected::Broken(why) => Line {
+        Dissected::Broken(why, _) => Line {
             index,
             frame: index + 1,
             roce: true,
+            encap,
             error: Some(why),
             packet: None,
             mac_control: None,
@@ -304,6 +366,7 @@ pub fn damaged(index: usize, reason: &str) -> String {
         index,
         frame: index + 1,
         roce: false,
+        encap: None,
         error: Some(reason),
         packet: None,
         mac_control: None,

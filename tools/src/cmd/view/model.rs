@@ -133,7 +133,7 @@ impl Tables {
         let summary = explain::summary(index, data.len(), dissected);
         let summary = self.string(summary.trim_end());
         let comment = comment.map_or(-1, |c| i64::from(self.string(c)));
-        let headers = explain::frame_sections(data.len(), dissected)
+        let headers = explain::frame_sections(dissected)
             .iter()
             .map(|s| self.header(s))
             .collect();
