@@ -11,7 +11,8 @@
 # capture checked for 4096-byte payloads; write/read/send again with 2% loss on the bridge
 # (`softroce-lab loss 20`); write and send with DCQCN on at our end (ECT(0) data, which rxe
 # ignores); perftest's -a, -A CMP_AND_SWAP, -D (with --report_gbits), --use-srq, -q, -b; ib_write_lat,
-# ib_send_lat, ib_read_lat and ib_atomic_lat. rdma_cm cases: rping over IPv4 and IPv6, and a refused connection (no listener:
+# ib_send_lat, ib_read_lat and ib_atomic_lat. rdma_cm cases: rping over IPv4 and IPv6,
+# ucmatose and udaddy with 4 connections, and a refused connection (no listener:
 # REJ reason 8 from rxe's CM or ours), both ways. A case passes when both sides exit 0 (and,
 # for the refused ones, the failing side said why).
 #
@@ -329,6 +330,51 @@ OURS_FAILS='refused the connection: REJ reason 8 \(invalid service ID\)' SETTLE=
 OURS_FAILS='timed out' READY=listening run_case "refused-server" server "" \
   'rping -c -a 10.77.0.2 -C 1 >/tmp/out 2>&1; cat /tmp/out; grep -q "RDMA_CM_EVENT_REJECTED, error 8" /tmp/out' \
   rej8_from_us rping -s -p 7999 --iface tap:roce0 --ip 10.77.0.2/24 --stats --timeout 25
+
+# cm_connections N CAPTURE: the capture holds N connections' handshakes (REQ, REP, RTU N
+# times each) and their release (DREQ, DREP).
+cm_connections() {
+  local n=$1 decoded m
+  decoded=$("$roce" decode --json "$2" 2>/dev/null | grep -o '"message":"[A-Z_]*"')
+  for m in DREQ DREP; do
+    grep -q "\"$m\"" <<<"$decoded" || { echo "no CM $m in the capture"; return 1; }
+  done
+  for m in REQ REP RTU; do
+    (($(grep -c "\"$m\"" <<<"$decoded") >= n)) || { echo "fewer than $n CM ${m}s in the capture"; return 1; }
+  done
+}
+
+# ucmatose (librdmacm's cmatose): 4 RC connections at once, 10 messages of 100 bytes each
+# way on each, the server disconnecting them all.
+cm_four() { cm_connections 4 "$1"; }
+for role in client server; do
+  if [[ $role == client ]]; then
+    SETTLE=3 run_case "ucmatose-c4-client" client "" "ucmatose -c 4" cm_four \
+      ucmatose -s $PEER -c 4 "${OURS[@]}"
+  else
+    READY='starting server' run_case "ucmatose-c4-server" server "" "ucmatose -s 10.77.0.2 -c 4" \
+      cm_four ucmatose -c 4 "${OURS[@]}"
+  fi
+done
+
+# udaddy (librdmacm's UD example): 4 services resolved through SIDR (SIDR_REQ, SIDR_REP in
+# the UDP port space), 10 UD messages of 100 bytes each way on each.
+sidr_four() {
+  local decoded m
+  decoded=$("$roce" decode --json "$1" 2>/dev/null | grep -o '"message":"[A-Z_]*"')
+  for m in SIDR_REQ SIDR_REP; do
+    (($(grep -c "\"$m\"" <<<"$decoded") >= 4)) || { echo "fewer than 4 CM ${m}s in the capture"; return 1; }
+  done
+}
+for role in client server; do
+  if [[ $role == client ]]; then
+    SETTLE=3 run_case "udaddy-c4-client" client "" "udaddy -c 4" sidr_four \
+      udaddy -s $PEER -c 4 "${OURS[@]}"
+  else
+    READY='starting server' run_case "udaddy-c4-server" server "" "udaddy -s 10.77.0.2 -c 4" \
+      sidr_four udaddy -c 4 "${OURS[@]}"
+  fi
+done
 
 # DCQCN on at our end: our data goes out ECT(0); rxe neither sends nor heeds CNPs, and the
 # transfers must finish all the same.

@@ -33,6 +33,8 @@ commands! {
     Pingpong(cmd::pingpong::PingpongArgs) => cmd::pingpong::run,
     Perf(cmd::perf::PerfArgs) => cmd::perf::run,
     Rping(cmd::rping::RpingArgs) => cmd::rping::run,
+    Ucmatose(cmd::ucmatose::UcmatoseArgs) => cmd::ucmatose::run,
+    Udaddy(cmd::udaddy::UdaddyArgs) => cmd::udaddy::run,
     Gen(cmd::teach::GenArgs) => cmd::teach::run,
     View(cmd::view::ViewArgs) => cmd::view::run,
     Conform(cmd::conform::ConformArgs) => cmd::conform::run_cmd,

@@ -174,3 +174,18 @@ fn stats_come_before_the_error_on_stderr() {
     );
     assert!(lines[1].contains("out-of-band exchange"), "{stderr}");
 }
+
+/// rdma_cm's programs: their bounds and a silent peer (a capture with no
+/// frames answers nothing) are one line each.
+#[test]
+fn rdma_cm_programs_refuse_in_one_line() {
+    let cap = empty_capture("rdma-cm");
+    let dev = ["--iface", &format!("pcap:{cap}"), "--ip", "10.9.0.1/24"];
+    let run = |args: &[&str]| one_error_line(&roce(&[args, &dev[..]].concat()));
+    assert!(run(&["ucmatose", "-c", "0"]).contains("connections (-c) must be 1..=1024"));
+    assert!(run(&["udaddy", "-s", "10.9.0.2", "-C", "70000"]).contains("(-C) must be at most"));
+    assert!(run(&["udaddy", "-S", "5000", "-s", "10.9.0.2"]).contains("larger than active mtu"));
+    // Nothing answers: the REQ's retries end in one line (a capture replays no REP).
+    let line = run(&["ucmatose", "-s", "10.9.0.2", "--timeout", "1"]);
+    assert!(line.starts_with("roce: ucmatose: "), "{line}");
+}

@@ -19,8 +19,8 @@ fn generate_all() -> PathBuf {
     dir
 }
 
-/// `roce analyze --json` of a lesson: (A's flow, B's flow), A being the requester.
-fn flows(dir: &Path, lesson: &str) -> (Value, Value) {
+/// `roce analyze --json` of a lesson.
+fn analysed(dir: &Path, lesson: &str) -> Value {
     let path = dir.join(format!("{lesson}.pcapng"));
     let out = roce(&["analyze", "--json", path.to_str().unwrap()]);
     assert!(
@@ -28,7 +28,12 @@ fn flows(dir: &Path, lesson: &str) -> (Value, Value) {
         "{lesson}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `roce analyze --json` of a lesson: (A's flow, B's flow), A being the requester.
+fn flows(dir: &Path, lesson: &str) -> (Value, Value) {
+    let doc = analysed(dir, lesson);
     assert_eq!(doc["icrc_errors"], 0, "{lesson}");
     // Only the PFC lesson has more: B's port's two PFC frames.
     let pfc = if lesson == "pfc" { 2 } else { 0 };
@@ -129,6 +134,38 @@ fn every_lesson_shows_its_point_to_the_analyser() {
     assert_eq!(n(&a["packets"]), 16);
     assert_eq!(n(&a["retransmitted_packets"]), 0);
     assert_eq!(n(&b["opcodes"]["RC_ACKNOWLEDGE"]), 1);
+
+    // rdma_cm: the analyser ties the handshake to the QPs it connected, and the SEND that
+    // follows starts at the PSN the REP gave.
+    let doc = analysed(&dir, "cm-connect");
+    let c = &doc["connections"][0];
+    assert_eq!(c["state"], "DISCONNECTED", "{c}");
+    let events: Vec<&str> = c["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["REQ", "REP", "RTU", "DREQ", "DREP"]);
+    let rc = doc["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["src"] == "192.168.77.1" && f["dest_qp"] == c["server_qpn"])
+        .unwrap();
+    assert_eq!(n(&rc["opcodes"]["RC_SEND_ONLY"]), 1);
+    assert_eq!(
+        rc["requester"]["highest_psn"], c["server_start_psn"],
+        "{rc}"
+    );
+    let doc = analysed(&dir, "cm-reject");
+    let reasons: Vec<u64> = doc["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| n(&c["reject_reason"]))
+        .collect();
+    assert_eq!(reasons, [8, 28]);
 }
 
 #[test]
@@ -184,7 +221,7 @@ fn list_help_and_bad_input() {
     let out = roce(&["gen", "--list"]);
     let list = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
-    assert_eq!(list.lines().count(), 19, "{list}");
+    assert_eq!(list.lines().count(), 21, "{list}");
     assert!(list.contains("atomic-replay") && list.contains("cnp"));
 
     let out = roce(&["gen", "--help"]);

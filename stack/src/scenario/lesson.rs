@@ -19,15 +19,17 @@ use super::net::{
 };
 use crate::cc::{CcError, Preset};
 use crate::endpoint::Host;
+use crate::endpoint::cm::{AcceptParams, CmEvent, ConnId, ConnectParams, ListenParams, init_qp};
 use crate::endpoint::connect::{QpPath, connect};
 use crate::io::memory::{MAC_A, MAC_B};
 use crate::io::pcapng::PcapngWriter;
 use crate::rng::Rng;
 use crate::time::Instant;
 use crate::transport::{
-    Access, CqId, Mtu, QpInit, QpType, SendOp, SendWr, Sge, TransportConfig, TransportError,
-    WorkCompletion,
+    Access, CqId, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, TransportConfig,
+    TransportError, WcStatus, WorkCompletion,
 };
+use crate::wire::cm::PortSpace;
 use crate::wire::pause::{MacControlRepr, PfcRepr, quanta_to_ps};
 use crate::wire::{Ecn, NakCode, Psn, Qpn, RnrTimer, RocePacket, Syndrome};
 
@@ -78,11 +80,15 @@ pub enum Lesson {
     RetryExceeded,
     /// `pfc`: a PFC XOFF and XON stalling a WRITE without loss.
     Pfc,
+    /// `cm-connect`: rdma_cm's REQ, REP and RTU, a SEND on the connected QPs, DREQ and DREP.
+    CmConnect,
+    /// `cm-reject`: REJ for a port nothing listens on, then REJ from the application.
+    CmReject,
 }
 
 impl Lesson {
     /// Every lesson, in the order `roce gen --list` shows them.
-    pub const ALL: [Lesson; 19] = [
+    pub const ALL: [Lesson; 21] = [
         Lesson::Write,
         Lesson::WriteImm,
         Lesson::Send,
@@ -102,6 +108,8 @@ impl Lesson {
         Lesson::NakInvalid,
         Lesson::RetryExceeded,
         Lesson::Pfc,
+        Lesson::CmConnect,
+        Lesson::CmReject,
     ];
 
     /// The lesson's name on the command line and in its file name.
@@ -126,6 +134,8 @@ impl Lesson {
             Lesson::NakInvalid => "nak-invalid",
             Lesson::RetryExceeded => "retry-exceeded",
             Lesson::Pfc => "pfc",
+            Lesson::CmConnect => "cm-connect",
+            Lesson::CmReject => "cm-reject",
         }
     }
 
@@ -181,7 +191,18 @@ impl Lesson {
             Lesson::Pfc => {
                 "B's port sends PFC XOFF in the middle of a 16-packet WRITE: A's NIC stops for 150 us until XON; the WRITE stalls, nothing is lost or resent"
             }
+            Lesson::CmConnect => {
+                "rdma_cm connects A's RC QP to B's service 7174: REQ, REP, RTU on QP1 (the QPNs and PSNs the QPs then use), a SEND, then DREQ and DREP"
+            }
+            Lesson::CmReject => {
+                "rdma_cm refusals: a REQ for port 7175 where nothing listens gets REJ reason 8 (invalid service ID); B's application refuses the next: REJ reason 28 (consumer defined)"
+            }
         }
+    }
+
+    /// The lessons about rdma_cm's messages on QP1 rather than the transport.
+    pub const fn is_cm(self) -> bool {
+        matches!(self, Lesson::CmConnect | Lesson::CmReject)
     }
 
     /// The lesson called `name`, if there is one.
@@ -279,6 +300,8 @@ const ATOMIC_AT: u64 = VA_B + 8192;
 const ATOMIC_START: u64 = 0x0000_0000_0000_002a;
 /// Each host's line rate.
 const LINE_GBPS: f64 = 10.0;
+/// The port B's service listens on in the rdma_cm lessons (rping's).
+const CM_PORT: u16 = 7174;
 /// A lesson that has not finished by then failed.
 const TIME_LIMIT: Duration = Duration::from_millis(100);
 
@@ -431,8 +454,11 @@ impl Run {
             }
             p
         };
-        connect(net.a.engine_mut(), a.qpn, &path(ip_b, b.qpn, psn_b, psn_a))?;
-        connect(net.b.engine_mut(), b.qpn, &path(ip_a, a.qpn, psn_a, psn_b))?;
+        // The CM lessons' QPs are connected by rdma_cm, from the REQ and REP.
+        if !lesson.is_cm() {
+            connect(net.a.engine_mut(), a.qpn, &path(ip_b, b.qpn, psn_b, psn_a))?;
+            connect(net.b.engine_mut(), b.qpn, &path(ip_a, a.qpn, psn_a, psn_b))?;
+        }
         let tap = Rc::new(RefCell::new(Tap {
             writer: PcapngWriter::new(Vec::new(), concat!("roce gen ", env!("CARGO_PKG_VERSION")))?,
             first_comment: Some(format!(
@@ -477,6 +503,9 @@ impl Run {
     fn play(&mut self) -> Result<(), GenError> {
         let (a, b) = (self.a, self.b);
         let addr_b = self.net.addr(Side::B);
+        if self.lesson.is_cm() {
+            return self.play_cm();
+        }
         let Some(work) = work::plan(self.lesson, a, b, addr_b, &mut self.net.b)? else {
             return self.play_cnp();
         };
@@ -600,6 +629,190 @@ impl Run {
         match word {
             Some(w) if w == want => Ok(()),
             other => Err(self.failed(format!("atomic target is {other:x?}, expected {want:#x}"))),
+        }
+    }
+
+    /// The rdma_cm lessons: A the active side, B the passive one on port [`CM_PORT`].
+    fn play_cm(&mut self) -> Result<(), GenError> {
+        let (a, b) = (self.a, self.b);
+        let (ip_a, ip_b) = (self.net.addr(Side::A), self.net.addr(Side::B));
+        let listen = ListenParams {
+            port_space: PortSpace::Tcp,
+            port: CM_PORT,
+            addr: None,
+        };
+        self.net
+            .b
+            .cm_listen(listen)
+            .map_err(|e| self.failed(e.to_string()))?;
+        let connect = |port| {
+            let mut p = ConnectParams::rc(ip_a, ip_b, port, a.qpn);
+            p.mtu = Mtu::M1024;
+            p
+        };
+        if self.lesson == Lesson::CmReject {
+            self.note(
+                Side::A,
+                "REQ for port 7175 (service ID 0x0000000001061c07: port space TCP, 0x106, and the \
+                 port): nothing listens there",
+            );
+            self.cm_connect(connect(CM_PORT + 1))?;
+            self.note(
+                Side::B,
+                "REJ reason 8, invalid service ID: B's CM answers for it",
+            );
+            self.cm_wait(Side::A, "A's REJ", |e| {
+                matches!(e, CmEvent::Rejected { .. })
+            })?;
+            self.note(Side::A, "REQ for port 7174, where B's application listens");
+            self.cm_connect(connect(CM_PORT))?;
+            let id = self.cm_request()?;
+            self.note(
+                Side::B,
+                "REJ reason 28, consumer defined: B's application said no (rdma_reject)",
+            );
+            let now = self.net.now();
+            self.net
+                .b
+                .cm_reject(now, id, &[])
+                .map_err(|e| self.failed(e.to_string()))?;
+            return self.cm_wait(
+                Side::A,
+                "A's REJ",
+                |e| matches!(e, CmEvent::Rejected { reason, .. } if *reason == 28),
+            );
+        }
+        self.note(
+            Side::A,
+            "REQ: A's QPN and starting PSN, the service (port 7174), the path; the private \
+             data starts with rdma_cm's IP header (addresses and ports)",
+        );
+        let id_a = self.cm_connect(connect(CM_PORT))?;
+        let id_b = self.cm_request()?;
+        // rdma_create_qp: INIT, so that the receive can be posted before accepting.
+        init_qp(self.net.b.engine_mut(), b.qpn, QpType::Rc)
+            .map_err(|e| self.failed(e.to_string()))?;
+        self.net.b.engine_mut().post_recv(
+            b.qpn,
+            RecvWr::new(
+                1,
+                vec![Sge {
+                    addr: VA_B,
+                    length: 64,
+                    lkey: b.key,
+                }],
+            ),
+        )?;
+        self.note(
+            Side::B,
+            "REP: B's QPN and starting PSN; B's QP is ready (RTR, RTS) with A's",
+        );
+        let now = self.net.now();
+        self.net
+            .b
+            .cm_accept(now, id_b, AcceptParams::new(b.qpn))
+            .map_err(|e| self.failed(e.to_string()))?;
+        self.note(
+            Side::A,
+            "RTU: A's QP is ready; B's connection is established",
+        );
+        self.cm_wait(Side::A, "A's connection", |e| {
+            matches!(e, CmEvent::Established { .. })
+        })?;
+        self.cm_wait(Side::B, "B's connection", |e| {
+            matches!(e, CmEvent::Established { .. })
+        })?;
+        let wr = SendWr::new(
+            1,
+            SendOp::Send,
+            vec![Sge {
+                addr: VA_A,
+                length: 64,
+                lkey: a.key,
+            }],
+        );
+        self.note(
+            Side::A,
+            "the connection's first SEND: to B's QPN from the REP, at the starting PSN the REP \
+             gave (the PSN B's responder expects)",
+        );
+        self.net.a.engine_mut().post_send(a.qpn, wr)?;
+        let mut done = Vec::new();
+        while done.len() < 2 {
+            collect(&mut self.net.a, a.cq, &mut done);
+            collect(&mut self.net.b, b.cq, &mut done);
+            if done.len() >= 2 {
+                break;
+            }
+            if !self.net.step(None)? || self.net.now() > Instant::ZERO + TIME_LIMIT {
+                return Err(self.failed("the SEND did not complete at both ends"));
+            }
+        }
+        if let Some(wc) = done.iter().find(|wc| wc.status != WcStatus::Success) {
+            return Err(self.failed(format!("the SEND completed with {:?}", wc.status)));
+        }
+        self.note(Side::A, "DREQ: A closes the connection (rdma_disconnect)");
+        let now = self.net.now();
+        self.net
+            .a
+            .cm_disconnect(now, id_a)
+            .map_err(|e| self.failed(e.to_string()))?;
+        self.note(
+            Side::B,
+            "DREP: B's QP goes to the error state, the connection is closed",
+        );
+        self.cm_wait(Side::A, "A's disconnect", |e| {
+            matches!(e, CmEvent::Disconnected { .. })
+        })
+    }
+
+    /// A comment for the next frame `side` sends.
+    fn note(&mut self, side: Side, text: &str) {
+        self.tap.borrow_mut().next_note[side as usize] = Some(text.to_owned());
+    }
+
+    fn cm_connect(&mut self, params: ConnectParams) -> Result<ConnId, GenError> {
+        let now = self.net.now();
+        self.net
+            .a
+            .cm_connect(now, params)
+            .map_err(|e| self.failed(e.to_string()))
+    }
+
+    /// Runs until B's CM has a connect request.
+    fn cm_request(&mut self) -> Result<ConnId, GenError> {
+        let mut id = None;
+        self.cm_wait(Side::B, "B's connect request", |e| match e {
+            CmEvent::ConnectRequest { id: got, .. } => {
+                id = Some(*got);
+                true
+            }
+            _ => false,
+        })?;
+        id.ok_or_else(|| self.failed("no connect request"))
+    }
+
+    /// Runs until `side`'s CM gives an event `want` takes.
+    fn cm_wait(
+        &mut self,
+        side: Side,
+        what: &str,
+        mut want: impl FnMut(&CmEvent) -> bool,
+    ) -> Result<(), GenError> {
+        let limit = Instant::ZERO + TIME_LIMIT;
+        loop {
+            let host = match side {
+                Side::A => &mut self.net.a,
+                Side::B => &mut self.net.b,
+            };
+            while let Some(e) = host.poll_cm_event() {
+                if want(&e) {
+                    return Ok(());
+                }
+            }
+            if !self.net.step(None)? || self.net.now() > limit {
+                return Err(self.failed(format!("no {what}")));
+            }
         }
     }
 

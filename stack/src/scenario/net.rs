@@ -222,6 +222,8 @@ impl<W: Write> Network<W> {
             let mut c = HostConfig::new(mac, vec![addr]);
             c.transport = transport;
             c.ecn = Ecn::Ect0;
+            // Each side's comm IDs, transaction IDs and PSNs of rdma_cm from the seed.
+            c.cm.seed = config.seed ^ u64::from(mac[5]) << 56;
             Host::new(c)
         };
         Ok(Network {

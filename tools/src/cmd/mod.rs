@@ -12,6 +12,8 @@ pub mod pingpong;
 pub mod rping;
 pub mod sim;
 pub mod teach;
+pub mod ucmatose;
+pub mod udaddy;
 pub mod view;
 
 use std::io::IsTerminal;

@@ -15,9 +15,11 @@ use super::runtime::{Runtime, RuntimeError};
 use crate::transport::{Mtu, WcStatus, WorkCompletion};
 
 pub mod cm_app;
+pub mod cmatose;
 pub mod perf;
 pub mod pingpong;
 pub mod rping;
+pub mod udaddy;
 
 #[cfg(test)]
 mod testing;

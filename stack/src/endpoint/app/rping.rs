@@ -410,24 +410,11 @@ fn server(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::runtime;
+    use super::super::testing::{Lines, runtime};
     use super::*;
     use crate::io::SystemClock;
     use crate::io::memory::{self, MemoryLinkConfig};
     use std::sync::mpsc;
-
-    /// Passes what is written to a channel, line by line.
-    struct Lines(mpsc::Sender<String>);
-
-    impl Write for Lines {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            let _ = self.0.send(String::from_utf8_lossy(buf).into_owned());
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 
     /// Our rping client against our rping server over the in-memory link.
     #[test]

@@ -70,3 +70,17 @@ pub fn wait_for_listener(port: u16) {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// A writer that passes what is written to a channel, so that a test sees a server
+/// thread's lines as they come (its "listening" line first).
+pub struct Lines(pub std::sync::mpsc::Sender<String>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = self.0.send(String::from_utf8_lossy(buf).into_owned());
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

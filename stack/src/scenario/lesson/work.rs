@@ -220,7 +220,7 @@ pub fn plan(
             status_a: WcStatus::RetryExcErr,
             ..work(vec![wr(a, write, VA_A, 3000)], vec![])
         },
-        Lesson::Cnp => return Ok(None),
+        Lesson::Cnp | Lesson::CmConnect | Lesson::CmReject => return Ok(None),
     };
     Ok(Some(w))
 }

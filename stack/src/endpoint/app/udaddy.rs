@@ -1,0 +1,356 @@
+//! librdmacm's `udaddy` (rdma-core 44, `librdmacm/examples/udaddy.c`) on our runtime: UD
+//! through rdma_cm, each "connection" a service ID resolution (SIDR_REQ, SIDR_REP) on port
+//! 7174 of the UDP port space, the same options, order and output lines, so that either
+//! side can be udaddy on rdma_rxe.
+//!
+//! - The client resolves `-c` services at once, each UD QP with `-C` receives posted first
+//!   (`-S` bytes and the 40-byte GRH), then SENDs `-C` messages with immediate data (its
+//!   QPN) on each, unsignalled, to the QPN and Q_Key of the SIDR_REP, and waits for as many
+//!   back.
+//! - The server answers each SIDR_REQ with a new UD QP (Q_Key 0x01234567, rdma_cm's), waits
+//!   for `-C` messages on each, and replies to the QPN in the first one's immediate data
+//!   with as many, signalled, waiting for their completions.
+//!
+//! Nothing is disconnected: UD has no connection. Messages must fit the path MTU.
+
+use core::time::Duration;
+use std::io::Write;
+use std::net::IpAddr;
+
+use super::cm_app;
+use super::cmatose::{CmatestOptions, CmatestSummary, check_bind, run_side, say};
+use super::{AppError, check, random_psn};
+use crate::endpoint::cm::{CmEvent, ConnId, ListenParams, RDMA_UDP_QKEY, SidrParams};
+use crate::endpoint::connect::{QpPath, connect};
+use crate::endpoint::ids::random_va;
+use crate::endpoint::runtime::Runtime;
+use crate::endpoint::runtime::RuntimeError;
+use crate::transport::{
+    Access, CqId, GRH_LEN, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, UdDest,
+};
+use crate::wire::cm::PortSpace;
+use crate::wire::{Psn, Qpn};
+
+/// udaddy's port (fixed; its `-p` chooses the port space).
+pub const DEFAULT_PORT: u16 = 7174;
+
+/// udaddy's defaults: cmatose's but for the port.
+pub fn options(server: Option<IpAddr>) -> CmatestOptions {
+    let mut o = CmatestOptions::new(server);
+    o.port = DEFAULT_PORT;
+    o
+}
+
+/// One service's UD QP, its CQ (sends and receives), its buffer (GRH room first) and where
+/// its messages go.
+#[derive(Debug)]
+struct Node {
+    id: ConnId,
+    qpn: Qpn,
+    cq: CqId,
+    key: u32,
+    va: u64,
+    dest: Option<UdDest>,
+}
+
+impl Node {
+    /// `init_node` and `post_recvs`.
+    fn new(rt: &mut Runtime, opts: &CmatestOptions) -> Result<Node, AppError> {
+        let messages = opts.messages();
+        let cq = rt.create_cq(2 * messages.max(1) as usize);
+        let mut init = QpInit::new(QpType::Ud, cq);
+        init.max_send_wr = messages.max(1);
+        init.max_recv_wr = messages.max(1);
+        let qpn = rt.create_qp(init)?;
+        // librdmacm's `ucma_init_ud_qp`: a UD QP goes to RTS at once, with rdma_cm's Q_Key.
+        let mut path = QpPath::new(
+            QpType::Ud,
+            IpAddr::from([0, 0, 0, 0]),
+            Qpn::new(0),
+            Psn::new(0),
+            random_psn(),
+            Mtu::M1024,
+        );
+        path.qkey = RDMA_UDP_QKEY;
+        connect(rt.host_mut().engine_mut(), qpn, &path).map_err(RuntimeError::from)?;
+        let len = opts.size as usize + GRH_LEN;
+        let va = random_va(len);
+        let key = rt.register_mr(va, vec![0; len], Access::LOCAL_WRITE)?;
+        for _ in 0..messages {
+            let sge = vec![Sge {
+                addr: va,
+                length: len as u32,
+                lkey: key,
+            }];
+            rt.post_recv(qpn, RecvWr::new(0, sge))?;
+        }
+        Ok(Node {
+            id: ConnId(0),
+            qpn,
+            cq,
+            key,
+            va,
+            dest: None,
+        })
+    }
+
+    /// `post_sends`: `messages` SENDs with our QPN as immediate data.
+    fn post_sends(
+        &self,
+        rt: &mut Runtime,
+        messages: u32,
+        size: u32,
+        signaled: bool,
+    ) -> Result<(), AppError> {
+        let Some(dest) = self.dest else {
+            return Ok(());
+        };
+        for i in 0..messages {
+            let sge = vec![Sge {
+                addr: self.va + GRH_LEN as u64,
+                length: size,
+                lkey: self.key,
+            }];
+            let imm = self.qpn.value();
+            let mut wr = SendWr::new(u64::from(i), SendOp::SendWithImm { imm }, sge);
+            wr.signaled = signaled;
+            wr.ud = Some(dest);
+            rt.post_send(self.qpn, wr)?;
+        }
+        Ok(())
+    }
+}
+
+/// `verify_test_params`: a UD message fits the path MTU.
+fn check_size(rt: &Runtime, opts: &CmatestOptions) -> Result<(), AppError> {
+    let mtu = Mtu::for_link_mtu(rt.capabilities().mtu as u32).unwrap_or(Mtu::M256);
+    if opts.messages() > 0 && opts.size > mtu.bytes() {
+        return Err(AppError::Usage(format!(
+            "message_size {} is larger than active mtu {}",
+            opts.size,
+            mtu.bytes()
+        )));
+    }
+    Ok(())
+}
+
+/// `poll_cqs`: `messages` completions from each node; the server learns where to reply
+/// from the first (`create_reply_ah`: the sender's address, the QPN in its immediate data,
+/// our own Q_Key).
+fn poll_cqs(
+    rt: &mut Runtime,
+    nodes: &mut [Node],
+    messages: u32,
+    timeout: Duration,
+) -> Result<u64, AppError> {
+    let mut done = 0;
+    for n in nodes.iter_mut() {
+        for k in 0..messages {
+            let wc = rt.wait_completion(n.cq, timeout).map_err(|e| match e {
+                RuntimeError::Timeout { .. } => AppError::Stalled {
+                    after: timeout,
+                    progress: format!("{k} of {messages} completions on QP {}", n.qpn),
+                },
+                e => e.into(),
+            })?;
+            check(&wc)?;
+            if n.dest.is_none()
+                && let (Some(addr), Some(imm)) = (wc.src_addr, wc.imm_data)
+            {
+                n.dest = Some(UdDest {
+                    addr,
+                    remote_qpn: Qpn::new(imm & 0xff_ffff),
+                    remote_qkey: RDMA_UDP_QKEY,
+                });
+            }
+            done += 1;
+        }
+    }
+    Ok(done)
+}
+
+/// Runs udaddy as client (`opts.server` set) or server, its lines to `out`.
+pub fn run(
+    rt: &mut Runtime,
+    opts: &CmatestOptions,
+    out: &mut dyn Write,
+) -> Result<CmatestSummary, AppError> {
+    run_side(rt, opts, out, client, server)
+}
+
+fn client(
+    rt: &mut Runtime,
+    opts: &CmatestOptions,
+    server: IpAddr,
+    out: &mut dyn Write,
+) -> Result<CmatestSummary, AppError> {
+    say(out, "udaddy: starting client");
+    say(out, "udaddy: connecting");
+    check_size(rt, opts)?;
+    let messages = opts.messages();
+    let mut nodes = Vec::with_capacity(opts.connections as usize);
+    for _ in 0..opts.connections {
+        let mut node = Node::new(rt, opts)?;
+        node.id = rt.cm_resolve(SidrParams {
+            dest: server,
+            src: server,
+            port: opts.port,
+            private_data: Vec::new(),
+        })?;
+        nodes.push(node);
+    }
+    let mut left = nodes.len();
+    while left > 0 {
+        let event = rt.wait_cm_event(opts.timeout)?;
+        let Some(node) = nodes.iter_mut().find(|n| n.id == event.id()) else {
+            continue;
+        };
+        match event {
+            CmEvent::SidrResolved { qpn, qkey, .. } => {
+                node.dest = Some(UdDest {
+                    addr: server,
+                    remote_qpn: qpn,
+                    remote_qkey: qkey,
+                });
+                left -= 1;
+            }
+            e @ (CmEvent::SidrFailed { .. } | CmEvent::TimedOut { .. }) => {
+                return Err(cm_app::connect_error(&e, server, opts.port));
+            }
+            _ => {}
+        }
+    }
+    let (mut sent, mut received) = (0, 0);
+    if messages > 0 {
+        say(out, "initiating data transfers");
+        for n in &nodes {
+            n.post_sends(rt, messages, opts.size, false)?;
+            sent += u64::from(messages);
+        }
+        say(out, "receiving data transfers");
+        received = poll_cqs(rt, &mut nodes, messages, opts.timeout)?;
+        say(out, "data transfers complete");
+    }
+    Ok(CmatestSummary {
+        connections: opts.connections,
+        sent,
+        received,
+    })
+}
+
+fn server(
+    rt: &mut Runtime,
+    opts: &CmatestOptions,
+    out: &mut dyn Write,
+) -> Result<CmatestSummary, AppError> {
+    say(out, "udaddy: starting server");
+    check_bind(rt, opts)?;
+    check_size(rt, opts)?;
+    let listener = rt.cm_listen(ListenParams {
+        port_space: PortSpace::Udp,
+        port: opts.port,
+        addr: opts.bind,
+    })?;
+    let messages = opts.messages();
+    let mut nodes: Vec<Node> = Vec::with_capacity(opts.connections as usize);
+    while nodes.len() < opts.connections as usize {
+        if let CmEvent::SidrRequest { id, .. } = rt.wait_cm_event(opts.timeout)? {
+            let mut node = Node::new(rt, opts)?;
+            node.id = id;
+            rt.cm_sidr_reply(id, node.qpn, RDMA_UDP_QKEY, &[])?;
+            nodes.push(node);
+        }
+    }
+    rt.host_mut().cm_stop_listening(listener);
+    let (mut sent, mut received) = (0, 0);
+    if messages > 0 {
+        say(out, "receiving data transfers");
+        received = poll_cqs(rt, &mut nodes, messages, opts.timeout)?;
+        say(out, "sending replies");
+        for n in &nodes {
+            n.post_sends(rt, messages, opts.size, true)?;
+        }
+        sent = poll_cqs(rt, &mut nodes, messages, opts.timeout)?;
+        say(out, "data transfers complete");
+    }
+    Ok(CmatestSummary {
+        connections: nodes.len() as u32,
+        sent,
+        received,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{Lines, runtime};
+    use super::*;
+    use crate::io::SystemClock;
+    use crate::io::memory::{self, MemoryLinkConfig};
+    use std::sync::mpsc;
+
+    /// Our client against our server: four services resolved, five messages each way on
+    /// each, udaddy's lines in udaddy's order.
+    #[test]
+    fn four_services_between_two_runtimes() {
+        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
+        let mut opts = options(None);
+        opts.connections = 4;
+        opts.count = 5;
+        opts.size = 500;
+        opts.timeout = Duration::from_secs(20);
+        let server_opts = opts.clone();
+        let (tx, rx) = mpsc::channel();
+        let server = std::thread::spawn(move || {
+            let mut rt = runtime(b, "10.0.0.2/24");
+            let summary = run(&mut rt, &server_opts, &mut Lines(tx)).unwrap();
+            // udaddy's server exits once its replies are sent; rxe's wire stays up after.
+            rt.serve_for(Duration::from_secs(1)).unwrap();
+            summary
+        });
+        let first = rx.recv().unwrap();
+        let mut rt = runtime(a, "10.0.0.1/24");
+        opts.server = Some("10.0.0.2".parse().unwrap());
+        let mut out = Vec::new();
+        let client = run(&mut rt, &opts, &mut out).unwrap();
+        let want = CmatestSummary {
+            connections: 4,
+            sent: 20,
+            received: 20,
+        };
+        assert_eq!(client, want);
+        assert_eq!(server.join().unwrap(), want);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "udaddy: starting client\nudaddy: connecting\ninitiating data transfers\n\
+             receiving data transfers\ndata transfers complete\ntest complete\n\
+             return status 0\n"
+        );
+        let server_out: String = [first].into_iter().chain(rx.try_iter()).collect();
+        assert_eq!(
+            server_out,
+            "udaddy: starting server\nreceiving data transfers\nsending replies\n\
+             data transfers complete\ntest complete\nreturn status 0\n"
+        );
+    }
+
+    #[test]
+    fn a_message_above_the_mtu_and_no_server_are_one_line() {
+        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
+        let peer = std::thread::spawn(move || {
+            let mut rt = runtime(b, "10.0.0.2/24");
+            let _ = rt.serve_for(Duration::from_secs(3));
+        });
+        let mut rt = runtime(a, "10.0.0.1/24");
+        let mut opts = options(Some("10.0.0.2".parse().unwrap()));
+        opts.timeout = Duration::from_secs(10);
+        let e = run(&mut rt, &opts, &mut Vec::new()).unwrap_err();
+        assert!(
+            e.to_string().starts_with("10.0.0.2 port 7174 refused"),
+            "{e}"
+        );
+        peer.join().unwrap();
+        opts.size = 5000;
+        let e = run(&mut rt, &opts, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("larger than active mtu"), "{e}");
+    }
+}
