@@ -12,6 +12,9 @@ use roce_tools::cmd::decode::describe;
 /// Frames read per input: enough to reach past a few records.
 const MAX_FRAMES: u64 = 32;
 
+/// Pause quanta read at `roce decode`'s default link speed.
+const LINK: u64 = roce::analysis::pfc::DEFAULT_LINK_GBPS * 1_000_000_000;
+
 fuzz_target!(|data: &[u8]| {
     let Ok(mut reader) = CaptureReader::new(Cursor::new(data.to_vec())) else {
         return;
@@ -22,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
             Ok(Some(frame)) => {
                 assert_eq!(frame.index, frames, "frames are numbered in order");
                 assert!(frame.data.len() <= data.len());
-                let _ = (describe(&frame, true), describe(&frame, false));
+                let _ = (describe(&frame, true, LINK), describe(&frame, false, LINK));
                 frames += 1;
                 if frames == MAX_FRAMES {
                     break;

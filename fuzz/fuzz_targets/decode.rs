@@ -32,6 +32,9 @@ fn exercise(pkt: &RocePacket<'_>, input: &[u8]) {
     );
 }
 
+/// Pause quanta read at `roce decode`'s default link speed.
+const LINK: u64 = roce::analysis::pfc::DEFAULT_LINK_GBPS * 1_000_000_000;
+
 fuzz_target!(|data: &[u8]| {
     if let Ok(pkt) = RocePacket::parse(data) {
         exercise(&pkt, data);
@@ -49,6 +52,6 @@ fuzz_target!(|data: &[u8]| {
             data,
             orig_len: data.len() as u32,
         };
-        let _ = (describe(&frame, true), describe(&frame, false));
+        let _ = (describe(&frame, true, LINK), describe(&frame, false, LINK));
     }
 });
