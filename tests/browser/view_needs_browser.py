@@ -206,7 +206,7 @@ def pauses(driver, work, artifacts):
     driver.find_element(By.ID, "goto").send_keys("2\n")
     summary = driver.find_element(By.CSS_SELECTOR, "#frame-details .summary").text
     check("PFC: the pause frame is shown with decode's summary", summary.startswith("#2 ")
-          and "0x8808" in summary, summary)
+          and "PFC from 52:54:00:77:00:0c: P0 XOFF" in summary, summary)
     check("PFC: no console errors", not console_errors(driver))
     driver.save_screenshot(os.path.join(artifacts, "pfc.png"))
 
