@@ -122,3 +122,30 @@ fn a_capture_of_no_roce_says_what_it_held() {
         .collect();
     assert_eq!(kinds, [("IN_VXLAN", 5), ("ARP", 2), ("IN_ERSPAN_II", 1)]);
 }
+
+/// RoCEv1 (EtherType 0x8915) found behind tags, tunnels or a cooked header is analysed as
+/// RoCEv1, flow by flow as plain, and not counted as malformed.
+#[test]
+fn rocev1_in_every_wrapping_gives_the_plain_flows() {
+    let frames = roce::wire::sample::roce_v1_frames(7);
+    let path = std::env::temp_dir().join(format!("roce-v1-golden-{}.pcap", std::process::id()));
+    std::fs::write(&path, pcap_bytes(&frames)).unwrap();
+    let plain = analyse(&mut CaptureReader::open(&path).unwrap());
+    assert_eq!(plain.roce_v1_packets, frames.len() as u64);
+    assert_eq!(plain.input.malformed_frames, 0);
+    for how in Wrapping::ALL {
+        let wrapped = analyse_bytes(wrap_capture(&path, how));
+        let what = format!("RoCEv1 in {}", how.name());
+        assert_eq!(wrapped.roce_v1_packets, plain.roce_v1_packets, "{what}");
+        assert_eq!(wrapped.input, plain.input, "{what}");
+        assert_eq!(wrapped.flows.len(), plain.flows.len(), "{what}");
+        for (w, p) in wrapped.flows.iter().zip(&plain.flows) {
+            assert_eq!(
+                (w.src, w.dst, w.dest_qp, w.packets),
+                (p.src, p.dst, p.dest_qp, p.packets),
+                "{what}"
+            );
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+}

@@ -34,7 +34,9 @@ mod summary;
 mod tests;
 
 use crate::capture::{Frame, FrameError};
-use crate::wire::encap::{ETHERNET_FCS_LEN, ETHERNET_HEADER_LEN, VLAN_TAG_LEN, rxe_udp_src_port};
+use crate::wire::encap::{
+    ETHERNET_FCS_LEN, ETHERNET_HEADER_LEN, EthernetRepr, VLAN_TAG_LEN, rxe_udp_src_port,
+};
 use crate::wire::grh::RoceV1Packet;
 use crate::wire::opcode::op;
 use crate::wire::{
@@ -299,8 +301,12 @@ impl Analyzer {
             Err(e) if e.is_not_roce() => {
                 if let Some(c) = pfc::mac_control(frame) {
                     self.pfc.mac_control(ts, &c);
-                } else if matches!(e, FrameError::Packet(PacketError::NotRoce(NotRoce::RoceV1))) {
-                    return self.roce_v1(frame, icrc, None);
+                } else if let FrameError::Packet(PacketError::NotRoce(NotRoce::RoceV1 {
+                    grh,
+                    eth,
+                })) = e
+                {
+                    return self.roce_v1(frame, (*grh, *eth), icrc, None);
                 }
                 self.not_roce(frame)
             }
@@ -313,8 +319,14 @@ impl Analyzer {
     ///
     /// `cut` is the number of bytes a snap length kept of a frame padded back to its length
     /// with zeros: its ICRC is unknown and its payload only what was kept.
-    fn roce_v1(&mut self, frame: &Frame<'_>, icrc: Option<bool>, cut: Option<usize>) -> Outcome {
-        let p = match RoceV1Packet::parse(frame.data) {
+    fn roce_v1(
+        &mut self,
+        frame: &Frame<'_>,
+        (grh, eth): (usize, EthernetRepr),
+        icrc: Option<bool>,
+        cut: Option<usize>,
+    ) -> Outcome {
+        let p = match RoceV1Packet::parse_at(frame.data, eth, grh) {
             Ok(p) => p,
             Err(e) => return self.malformed(frame.index, format!("RoCEv1: {e}")),
         };
@@ -381,8 +393,8 @@ impl Analyzer {
                 let f = fields(&p, frame.timestamp_ns, None, payload);
                 self.packet(f)
             }
-            Err(FrameError::Packet(PacketError::NotRoce(NotRoce::RoceV1))) => {
-                self.roce_v1(&padded, None, Some(frame.data.len()))
+            Err(FrameError::Packet(PacketError::NotRoce(NotRoce::RoceV1 { grh, eth }))) => {
+                self.roce_v1(&padded, (grh, eth), None, Some(frame.data.len()))
             }
             Err(e) if e.is_not_roce() => {
                 // The body as captured: a PFC frame cut short counts as truncated.

@@ -116,7 +116,7 @@ impl NotRoceKind {
             NotRoce::EtherType(ETHERTYPE_LLDP) => NotRoceKind::Lldp,
             NotRoce::EtherType(ETHERTYPE_MAC_CONTROL) => NotRoceKind::MacControl,
             NotRoce::EtherType(_) => NotRoceKind::OtherEtherType,
-            NotRoce::RoceV1 => NotRoceKind::RoceV1,
+            NotRoce::RoceV1 { .. } => NotRoceKind::RoceV1,
             NotRoce::IpProtocol(6) => NotRoceKind::Tcp,
             NotRoce::IpProtocol(1) => NotRoceKind::Icmp,
             NotRoce::IpProtocol(58) => NotRoceKind::Icmpv6,

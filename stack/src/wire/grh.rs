@@ -206,7 +206,18 @@ impl<'a> RoceV1Packet<'a> {
         if ethertype != ETHERTYPE_ROCE_V1 {
             return Err(PacketError::NotRoce(NotRoce::EtherType(ethertype)));
         }
-        let data = &frame[grh_start..];
+        RoceV1Packet::parse_at(frame, eth, grh_start)
+    }
+
+    /// Slices the RoCEv1 packet whose GRH starts at `grh_start` in `frame`, after the
+    /// Ethernet header `eth`: where the frame slicer found EtherType 0x8915 behind tags,
+    /// tunnels or a cooked header (its [`NotRoce::RoceV1`]).
+    pub fn parse_at(
+        frame: &'a [u8],
+        eth: EthernetRepr,
+        grh_start: usize,
+    ) -> Result<RoceV1Packet<'a>, PacketError> {
+        let data = frame.get(grh_start..).unwrap_or_default();
         let grh = GrhRepr::parse(data).map_err(|_| PacketError::Truncated {
             layer: Layer::Grh,
             needed: GrhRepr::LEN,

@@ -75,8 +75,15 @@ impl fmt::Display for Layer {
 pub enum NotRoce {
     /// An EtherType other than IPv4, IPv6 and RoCE v1.
     EtherType(u16),
-    /// EtherType 0x8915: RoCE v1, the IB GRH straight over Ethernet.
-    RoceV1,
+    /// EtherType 0x8915: RoCE v1, the IB GRH straight over Ethernet, at `grh` in the frame,
+    /// after `eth` (its tag the innermost one; zero MACs behind a cooked header, which has
+    /// none) and whatever outer layers the slicer took off.
+    RoceV1 {
+        /// Where the GRH starts in the frame.
+        grh: usize,
+        /// The Ethernet header before it.
+        eth: EthernetRepr,
+    },
     /// IPv4 protocol or IPv6 next header other than UDP (IPv6 extension headers included).
     IpProtocol(u8),
     /// A UDP destination port other than 4791.
@@ -89,7 +96,9 @@ impl fmt::Display for NotRoce {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NotRoce::EtherType(t) => write!(f, "EtherType {t:#06x} is neither IPv4 nor IPv6"),
-            NotRoce::RoceV1 => f.write_str("EtherType 0x8915 is RoCE v1 (GRH over Ethernet)"),
+            NotRoce::RoceV1 { .. } => {
+                f.write_str("EtherType 0x8915 is RoCE v1 (GRH over Ethernet)")
+            }
             NotRoce::IpProtocol(p) => write!(f, "IP protocol {p} is not UDP (17)"),
             NotRoce::UdpPort(p) => write!(f, "UDP destination port {p} is not {ROCEV2_UDP_PORT}"),
             NotRoce::GreVersion(v) => write!(f, "GRE version {v} is not 0"),

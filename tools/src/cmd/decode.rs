@@ -60,8 +60,8 @@ impl<'a> Dissected<'a> {
                 Some(c) => {
                     Dissected::MacControl(pause::Pause::new(c, frame.data, link_bits_per_sec))
                 }
-                None if matches!(e, PacketError::NotRoce(NotRoce::RoceV1)) => {
-                    match RoceV1Packet::parse(frame.data) {
+                None if let PacketError::NotRoce(NotRoce::RoceV1 { grh, eth }) = e => {
+                    match RoceV1Packet::parse_at(frame.data, eth, grh) {
                         Ok(p) => Dissected::RoceV1(p),
                         Err(e) => Dissected::Broken(format!("RoCEv1: {e}"), encap),
                     }

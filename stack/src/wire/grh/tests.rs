@@ -61,10 +61,13 @@ fn a_frame_slices_and_rebuilds_byte_for_byte() {
     assert!(bth.fecn && bth.becn && bth.ack_req);
     assert_eq!(p.payload(), &[0x5a; 16]);
     assert_eq!(p.repr().to_vec().unwrap(), f);
-    // RoCEv2's slicer leaves it alone, and says what it is.
+    // RoCEv2's slicer leaves it alone, and says what it is and where its GRH starts.
     assert_eq!(
         crate::wire::RocePacket::parse(&f),
-        Err(PacketError::NotRoce(NotRoce::RoceV1))
+        Err(PacketError::NotRoce(NotRoce::RoceV1 {
+            grh: 14,
+            eth: *p.eth()
+        }))
     );
 }
 

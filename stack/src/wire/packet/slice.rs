@@ -249,7 +249,14 @@ fn slice<'a, T: Trace>(
                         eth,
                         vlan,
                     },
-                    ETHERTYPE_ROCE_V1 => return Err(PacketError::NotRoce(NotRoce::RoceV1)),
+                    ETHERTYPE_ROCE_V1 => {
+                        let eth = eth.unwrap_or(EthernetRepr {
+                            dst: [0; 6],
+                            src: [0; 6],
+                            vlan,
+                        });
+                        return Err(PacketError::NotRoce(NotRoce::RoceV1 { grh: at, eth }));
+                    }
                     other => return Err(PacketError::NotRoce(NotRoce::EtherType(other))),
                 }
             }
