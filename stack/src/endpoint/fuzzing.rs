@@ -135,6 +135,11 @@ mod tests {
         #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
         #[test]
+        fn neighbour_traffic_stays_bounded(data in proptest::collection::vec(any::<u8>(), 0..512)) {
+            super::neighbours(&data);
+        }
+
+        #[test]
         fn oob_parsers_round_trip(data in proptest::collection::vec(any::<u8>(), 0..128)) {
             super::oob(&data);
         }
@@ -167,5 +172,18 @@ mod tests {
             input.extend_from_slice(&[0x40 | 6, i, i, 7, 0, 0, 0]);
         }
         assert_eq!(super::neighbours(&input), super::MAX_ENTRIES);
+    }
+
+    /// Addresses to resolve, one after another, time passing and the device taking
+    /// nothing: the solicitations and their retransmissions once piled up past every bound
+    /// ("frames waiting grow: 1050", found by the neighbours fuzz target).
+    #[test]
+    fn solicitations_for_many_addresses_do_not_pile_up() {
+        let mut data = Vec::new();
+        for i in 0..2000u32 {
+            // Ask about 10.0.0.x, let a second pass, do not send.
+            data.extend_from_slice(&[0xc0 | 6, (i % 250) as u8 + 2, 0, 0, 0, 4, 1]);
+        }
+        super::neighbours(&data);
     }
 }

@@ -31,9 +31,10 @@ use crate::wire::{
     Transport, UdpRepr,
 };
 
-/// No ARP or neighbour discovery answer is queued while this many frames wait to be sent: a
-/// flood of requests while the device takes nothing cannot grow the queue (the asker asks
-/// again, RFC 826 and RFC 4861 7.2.2).
+/// No ARP or neighbour discovery answer or solicitation is queued while this many frames
+/// wait to be sent: a flood of requests, or of addresses to resolve, while the device takes
+/// nothing cannot grow the queue (the asker asks again, RFC 826 and RFC 4861 7.2.2; an
+/// unsent solicitation is sent again when the entry's retransmission timer fires).
 const MAX_WAITING_FOR_ANSWERS: usize = 1024;
 
 /// What a [`Host`] is made with.
@@ -443,6 +444,9 @@ impl Host {
             }
             _ => return,
         };
+        if self.ready.len() >= MAX_WAITING_FOR_ANSWERS {
+            return;
+        }
         self.stats.resolution_sent += 1;
         self.ready.push_back((frame, false));
     }
