@@ -376,6 +376,32 @@ for role in client server; do
   fi
 done
 
+# perftest -R: the dialogue over an RC connection rdma_cm makes on port 18515 and the test's
+# QP connected by rdma_cm on the same port (no TCP). Passes if the capture holds two
+# connections' handshakes (REQ, REP, RTU twice) and their release (DREQ, DREP).
+cm_perf() { cm_connections 2 "$1"; }
+# case_bw_cm NAME ROLE TEST: ib_TEST_bw -R against `roce perf TEST -R`; the guest's client
+# connects to our address (rdma_cm), not the namespace's kernel address.
+case_bw_cm() {
+  local name=$1 role=$2 test=$3 args=$BW
+  [[ $test == atomic ]] && args="-n 200"
+  # shellcheck disable=SC2086
+  if [[ $role == client ]]; then
+    SETTLE=3 run_case "$name" client "" "ib_${test}_bw -R -x 1 -F $args" cm_perf \
+      perf "$test" -R "${OURS[@]}" $args $PEER
+  else
+    READY='Waiting for client' run_case "$name" server "" \
+      "ib_${test}_bw -R -x 1 -F $args 10.77.0.2" cm_perf perf "$test" -R "${OURS[@]}" $args
+  fi
+}
+for role in client server; do
+  for test in write read send atomic; do
+    case_bw_cm "ib_${test}_bw-R-$role" $role $test
+  done
+  # -b over -R: both sides measured, the results swapped over the dialogue's connection.
+  BW="-n 100 -s 16384 -b" case_bw_cm "ib_send_bw-R-bidir-$role" $role send
+done
+
 # DCQCN on at our end: our data goes out ECT(0); rxe neither sends nor heeds CNPs, and the
 # transfers must finish all the same.
 ect0_data() {

@@ -47,6 +47,10 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
   roce perf write --lat --iface tap:roce0 --ip 10.77.0.2/24 -n 1000 10.77.0.11
       the client of `ib_write_lat -x 1 -F -n 1000`: t_min, t_max, t_typical, t_avg,
       t_stdev and the 99% and 99.9% percentiles
+  roce perf write -R --iface tap:roce0 --ip 10.77.0.2/24 -n 200 10.77.0.11
+      the client of `ib_write_bw -R -x 1 -F -n 200`: connected through rdma_cm, no TCP
+  roce perf send -R --iface tap:roce0 --ip 10.77.0.2/24
+      a server for `ib_send_bw -R -x 1 -F 10.77.0.2` (the guest connects to our address)
   roce perf atomic --iface tap:roce0 --ip 10.77.0.2/24 -A CMP_AND_SWAP -D 5 --report_gbits 10.77.0.11
       compare-and-swap for 5 seconds, against `ib_atomic_bw -x 1 -F -A CMP_AND_SWAP -D 5`
   roce perf write --iface tap:roce0 --ip 10.77.0.2/24 -q 4 -b -n 100 10.77.0.11
@@ -113,6 +117,12 @@ pub struct PerfArgs {
     #[arg(short = 'S', long = "sl", value_name = "SL",
           value_parser = clap::value_parser!(u8).range(0..=15))]
     pub sl: Option<u8>,
+    /// perftest's rdma_cm mode: the dialogue over an RC connection rdma_cm sets up on the
+    /// port (18515; no TCP) and the test's QP connected through rdma_cm too, against
+    /// `ib_*_bw -R` (also with -b). SERVER must be an IP address; one QP (no -q above 1)
+    /// and no --lat.
+    #[arg(short = 'R', long = "rdma_cm")]
+    pub rdma_cm: bool,
     /// Accepted for perftest compatibility (no CPU frequency check is ever made).
     #[arg(short = 'F', long = "CPU-freq")]
     pub cpu_freq: bool,
@@ -133,6 +143,7 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     opts.use_srq = args.use_srq;
     opts.num_qps = args.num_qps.unwrap_or(opts.num_qps);
     opts.duplex = args.duplex;
+    opts.rdma_cm = args.rdma_cm;
     if args.lat {
         // perftest's DEF_SIZE_LAT and one operation at a time.
         opts.size = 2;

@@ -22,10 +22,12 @@ use std::time::Instant;
 
 use super::{AppError, check, check_mtu, local_gid, peer_addr, random_psn};
 
+mod cm;
 mod lat;
 use crate::endpoint::connect::QpPath;
 use crate::endpoint::oob::perftest::{
-    BwReport, BwTest, Connected, IbMtu, Keys, Negotiation, Role, Session, SysData,
+    Agreed, BwReport, BwTest, Connected, IbMtu, Keys, Negotiated, Negotiation, Role, Session,
+    SysData,
 };
 use crate::endpoint::oob::{OobError, accept, connect, listen};
 use crate::endpoint::runtime::Runtime;
@@ -112,6 +114,8 @@ pub struct PerfOptions {
     pub num_qps: u32,
     /// `-b`: bidirectional, both sides running the test and printing the sum.
     pub duplex: bool,
+    /// `-R`: the dialogue and the test's QP both connected through rdma_cm ([`cm`]).
+    pub rdma_cm: bool,
 }
 
 impl PerfOptions {
@@ -137,6 +141,7 @@ impl PerfOptions {
             use_srq: false,
             num_qps: 1,
             duplex: false,
+            rdma_cm: false,
         }
     }
 
@@ -164,6 +169,9 @@ impl PerfOptions {
         if self.use_srq && self.test != BwTest::Send {
             return usage("--use-srq applies to the send test only (its receives)");
         }
+        if self.rdma_cm && self.latency {
+            return usage("-R runs the bandwidth tests only (no --lat with -R yet)");
+        }
         if self.latency && (self.all_sizes || self.duration.is_some()) {
             return usage("--lat runs one size for -n iterations (no -a, no -D yet)");
         }
@@ -178,6 +186,9 @@ impl PerfOptions {
         }
         if self.latency && self.num_qps > 1 {
             return usage("--lat runs one QP (perftest's latency tests take no -q)");
+        }
+        if self.rdma_cm && self.num_qps > 1 {
+            return usage("-R connects one QP (no -q above 1 with -R yet)");
         }
         let per_qp = buffer_per_qp(self, self.size, 4096);
         if per_qp.saturating_mul(self.num_qps as usize) > MAX_BUFFER {
@@ -324,9 +335,8 @@ pub fn run(
         ..BwReport::default()
     });
     // A passive server waits through the whole test.
-    conn.set_timeout(Some(opts.timeout + opts.duration.unwrap_or_default()))?;
-    let test = opts.test;
-    let peer = rt.serve_while(move || conn.finish(test, &mine))??;
+    let wait = opts.timeout + opts.duration.unwrap_or_default();
+    let peer = conn.finish(rt, opts.test, &mine, wait)?;
     let printed = own.or(peer).unwrap_or(mine);
     let _ = match own {
         // Its rows are out already, one per size.
@@ -348,23 +358,18 @@ pub fn run(
 fn run_duplex(
     rt: &mut Runtime,
     opts: &PerfOptions,
-    mut conn: Connected,
+    mut conn: Dialogue,
     s: &Setup,
     out: &mut dyn Write,
 ) -> Result<PerfResult, AppError> {
     let mine = if opts.test == BwTest::Send {
         run_bidirectional_send(rt, opts, s)?
     } else {
-        rt.serve_while(|| conn.sync())??;
+        conn.sync(rt)?;
         run_client(rt, opts, s)?
     };
     // The peer may still be finishing its half.
-    conn.set_timeout(Some(opts.timeout))?;
-    let theirs = rt.serve_while(move || {
-        let theirs = conn.exchange_reports(&mine)?;
-        conn.close()?;
-        Ok::<_, OobError>(theirs)
-    })??;
+    let theirs = conn.exchange_reports_and_close(rt, &mine, opts.timeout)?;
     let printed = BwReport {
         bw_peak: mine.bw_peak + theirs.bw_peak,
         bw_avg: mine.bw_avg + theirs.bw_avg,
@@ -432,7 +437,7 @@ fn run_bidirectional_send(
 fn run_all_sizes(
     rt: &mut Runtime,
     opts: &PerfOptions,
-    conn: &mut Connected,
+    conn: &mut Dialogue,
     s: &mut Setup,
     out: &mut dyn Write,
 ) -> Result<Option<BwReport>, AppError> {
@@ -454,13 +459,13 @@ fn run_all_sizes(
                     }
                 }
             }
-            rt.serve_while(|| conn.sync())??;
+            conn.sync(rt)?;
             let r = if client {
                 run_client(rt, opts, s)?
             } else {
                 run_send_server(rt, opts, s)?
             };
-            rt.serve_while(|| conn.sync())??;
+            conn.sync(rt)?;
             r
         } else {
             run_client(rt, opts, s)?
@@ -479,29 +484,24 @@ fn setup(
     opts: &PerfOptions,
     size: u32,
     out: &mut dyn Write,
-) -> Result<(Connected, Setup), AppError> {
+) -> Result<(Dialogue, Setup), AppError> {
     let link_mtu = Mtu::for_link_mtu(rt.capabilities().mtu as u32).unwrap_or(Mtu::M256);
     let mtu = opts.mtu.unwrap_or(link_mtu);
     check_mtu(rt, mtu)?;
-    let timeout = Some(opts.timeout);
-    let session = match &opts.server {
-        Some(server) => rt.serve_while(|| {
-            let stream = connect((server.as_str(), opts.port), opts.timeout)?;
-            Session::new(stream, Role::Client, timeout)
-        })??,
-        None => {
-            let listener = listen(opts.port)?;
-            rt.serve_while(|| {
-                let stream = accept(&listener, timeout)?;
-                Session::new(stream, Role::Server, timeout)
-            })??
-        }
-    };
     let local = Negotiation {
         sys: SysData::default(),
         mtu: IbMtu::from_bytes(mtu.bytes()).unwrap_or(IbMtu::Mtu1024),
     };
-    let (negotiated, agreed) = rt.serve_while(move || session.negotiate(&local))??;
+    if opts.rdma_cm && opts.server.is_none() {
+        // perftest's banner before it waits for the client (`FULL_VERBOSITY`).
+        let stars = "************************************";
+        let _ = writeln!(
+            out,
+            "\n{stars}\n* Waiting for client to connect... *\n{stars}"
+        );
+        let _ = out.flush();
+    }
+    let (mut opening, agreed) = open(rt, opts, &local)?;
     let mtu = Mtu::from_bytes(agreed.mtu.bytes()).unwrap_or(Mtu::M1024);
 
     // perftest's buffer: per QP, twice the larger of the message (-a: the largest) and the
@@ -566,7 +566,11 @@ fn setup(
         path.access = Access::ALL;
         path.max_dest_rd_atomic = out_reads;
         path.min_rnr_timer = RnrTimer::new(12);
-        rt.init_qp(qpn, &path)?;
+        match &mut opening {
+            Opening::Tcp(_) => rt.init_qp(qpn, &path)?,
+            // -R has one QP (`PerfOptions::check`); rdma_cm takes it to RTS here.
+            Opening::Cm(d) => d.connect_data(rt, qpn, out_reads, mtu)?,
+        }
         let base = va + (i * per_qp) as u64;
         // An SRQ is filled once, for every QP.
         if receiving && (srq.is_none() || i == 0) {
@@ -590,10 +594,18 @@ fn setup(
             srqn: 0,
         });
     }
-    let mut conn = rt.serve_while(move || negotiated.exchange_all_keys(keys))??;
+    let mut conn = match opening {
+        Opening::Tcp(negotiated) => {
+            Dialogue::Tcp(rt.serve_while(move || negotiated.exchange_all_keys(keys))??)
+        }
+        Opening::Cm(mut d) => {
+            d.exchange_keys(rt, keys[0])?;
+            Dialogue::Cm(Box::new(d))
+        }
+    };
     // The latency tests but ib_send_lat shake hands once more before connecting.
     if opts.latency && !lat_send {
-        rt.serve_while(|| conn.sync())??;
+        conn.sync(rt)?;
     }
     let header = Header {
         opts,
@@ -616,7 +628,10 @@ fn setup(
         path.dest_qp = peer.qpn;
         path.rq_psn = peer.psn;
         path.max_rd_atomic = peer.out_reads.clamp(1, u16::from(MAX_RD_ATOMIC)) as u8;
-        rt.connect_qp(qpn, &path)?;
+        // rdma_cm moved the QP to RTS already, with the PSNs of the REQ and REP.
+        if let Dialogue::Tcp(_) = conn {
+            rt.connect_qp(qpn, &path)?;
+        }
         lanes.push(Lane {
             qpn,
             base: va + (i * per_qp) as u64,
@@ -625,7 +640,7 @@ fn setup(
     }
     // -a's SEND takes its last handshake before each size.
     let last = !(opts.all_sizes && opts.test == BwTest::Send);
-    rt.serve_while(|| syncs_after_connect(&mut conn, opts.test, last))??;
+    syncs_after_connect(rt, &mut conn, opts.test, last)?;
     let first = lanes[0];
     let setup = Setup {
         qpn: first.qpn,
@@ -648,12 +663,17 @@ fn setup(
 /// prints the remote side (one per QP), one more (write, read, atomic); send has one before
 /// that round too, and its last follows the server's posting of its receives (`last`: -a
 /// posts and shakes hands per size instead). With one QP: [`BwTest::syncs_after_connect`].
-fn syncs_after_connect(conn: &mut Connected, test: BwTest, last: bool) -> Result<(), OobError> {
+fn syncs_after_connect(
+    rt: &mut Runtime,
+    conn: &mut Dialogue,
+    test: BwTest,
+    last: bool,
+) -> Result<(), AppError> {
     if test == BwTest::Send {
-        conn.sync()?;
+        conn.sync(rt)?;
     }
-    conn.sync_each()?;
-    if last { conn.sync() } else { Ok(()) }
+    conn.sync_each(rt)?;
+    if last { conn.sync(rt) } else { Ok(()) }
 }
 
 /// Bytes of buffer per QP: twice the larger of the message (-a: the largest) and the cycle
@@ -661,6 +681,133 @@ fn syncs_after_connect(conn: &mut Connected, test: BwTest, last: bool) -> Result
 fn buffer_per_qp(opts: &PerfOptions, size: u32, cycle_buffer: u32) -> usize {
     let largest = if opts.all_sizes { MAX_SIZE } else { size };
     2 * (largest as usize).max(cycle_buffer as usize)
+}
+
+/// The dialogue before the keys: negotiated over TCP, or over `-R`'s rdma_cm connection.
+enum Opening {
+    Tcp(Negotiated),
+    Cm(cm::CmDialogue),
+}
+
+/// Connects the dialogue (TCP or rdma_cm) and agrees on versions, system data and MTU.
+fn open(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    local: &Negotiation,
+) -> Result<(Opening, Agreed), AppError> {
+    if opts.rdma_cm {
+        let mut d = cm::CmDialogue::open(rt, opts)?;
+        let agreed = d.negotiate(rt, local)?;
+        return Ok((Opening::Cm(d), agreed));
+    }
+    let timeout = Some(opts.timeout);
+    let session = match &opts.server {
+        Some(server) => rt.serve_while(|| {
+            let stream = connect((server.as_str(), opts.port), opts.timeout)?;
+            Session::new(stream, Role::Client, timeout)
+        })??,
+        None => {
+            let listener = listen(opts.port)?;
+            rt.serve_while(|| {
+                let stream = accept(&listener, timeout)?;
+                Session::new(stream, Role::Server, timeout)
+            })??
+        }
+    };
+    let local = *local;
+    let (negotiated, agreed) = rt.serve_while(move || session.negotiate(&local))??;
+    Ok((Opening::Tcp(negotiated), agreed))
+}
+
+/// The dialogue once the keys are swapped: syncs, results and the close.
+pub(super) enum Dialogue {
+    Tcp(Connected),
+    Cm(Box<cm::CmDialogue>),
+}
+
+impl Dialogue {
+    /// Our keys, one per QP (one with `-R`).
+    fn locals(&self) -> &[Keys] {
+        match self {
+            Dialogue::Tcp(c) => c.locals(),
+            Dialogue::Cm(d) => std::slice::from_ref(d.local()),
+        }
+    }
+
+    /// The peer's keys, in the order of [`Dialogue::locals`].
+    fn peers(&self) -> &[Keys] {
+        match self {
+            Dialogue::Tcp(c) => c.peers(),
+            Dialogue::Cm(d) => std::slice::from_ref(d.peer()),
+        }
+    }
+
+    /// perftest's barrier, one key handshake.
+    fn sync(&mut self, rt: &mut Runtime) -> Result<(), AppError> {
+        match self {
+            Dialogue::Tcp(c) => Ok(rt.serve_while(|| c.sync())??),
+            Dialogue::Cm(d) => d.sync(rt),
+        }
+    }
+
+    /// One handshake per QP ([`Connected::sync_each`]); `-R` has one QP.
+    fn sync_each(&mut self, rt: &mut Runtime) -> Result<(), AppError> {
+        match self {
+            Dialogue::Tcp(c) => Ok(rt.serve_while(|| c.sync_each())??),
+            Dialogue::Cm(d) => d.sync(rt),
+        }
+    }
+
+    /// `-b`'s end: the results swapped (the peer's returned), then the close; `wait`
+    /// bounds each wait.
+    fn exchange_reports_and_close(
+        self,
+        rt: &mut Runtime,
+        mine: &BwReport,
+        wait: Duration,
+    ) -> Result<BwReport, AppError> {
+        match self {
+            Dialogue::Tcp(mut c) => {
+                c.set_timeout(Some(wait))?;
+                let mine = *mine;
+                Ok(rt.serve_while(move || {
+                    let theirs = c.exchange_reports(&mine)?;
+                    c.close()?;
+                    Ok::<_, OobError>(theirs)
+                })??)
+            }
+            Dialogue::Cm(d) => d.exchange_reports_and_close(rt, mine),
+        }
+    }
+
+    /// Everything after the test ([`Connected::finish`]); `wait` bounds the first wait.
+    fn finish(
+        self,
+        rt: &mut Runtime,
+        test: BwTest,
+        mine: &BwReport,
+        wait: Duration,
+    ) -> Result<Option<BwReport>, AppError> {
+        match self {
+            Dialogue::Tcp(mut c) => {
+                c.set_timeout(Some(wait))?;
+                let mine = *mine;
+                Ok(rt.serve_while(move || c.finish(test, &mine))??)
+            }
+            Dialogue::Cm(d) => d.finish(rt, test, mine, wait),
+        }
+    }
+
+    /// The closing sync alone (the latency tests).
+    fn close(self, rt: &mut Runtime, wait: Duration) -> Result<(), AppError> {
+        match self {
+            Dialogue::Tcp(mut c) => {
+                c.set_timeout(Some(wait))?;
+                Ok(rt.serve_while(move || c.close())??)
+            }
+            Dialogue::Cm(d) => d.close(rt),
+        }
+    }
 }
 
 /// A receive on the QP's own queue, or on its SRQ (`--use_srq`).
@@ -733,8 +880,13 @@ impl Header<'_> {
         } else {
             s.push_str(" Max inline data : 0[B]\n");
         }
+        let (qps, method) = if o.rdma_cm {
+            ("ON", "rdma_cm")
+        } else {
+            ("OFF", "Ethernet")
+        };
         s.push_str(&format!(
-            " rdma_cm QPs\t : OFF\n Data ex. method : Ethernet\n{LINE}\n"
+            " rdma_cm QPs\t : {qps}\n Data ex. method : {method}\n{LINE}\n"
         ));
         s
     }
@@ -1300,6 +1452,102 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Our `-R` client against our `-R` server over the in-memory link (no TCP at all):
+    /// both results, the client's output and the connections each side established.
+    fn perf_cm(mut opts: PerfOptions) -> (PerfResult, PerfResult, String, String, [u64; 2]) {
+        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
+        opts.rdma_cm = true;
+        let server_opts = opts.clone();
+        let server = thread::spawn(move || {
+            let mut rt = runtime(b, "10.0.0.2/24");
+            let mut out = Vec::new();
+            let r = run(&mut rt, &server_opts, &mut out).unwrap();
+            let cm = *rt.host().cm().stats();
+            assert_eq!(cm.rejects_sent, 0, "{:?}", server_opts.test);
+            (r, String::from_utf8(out).unwrap(), cm.established)
+        });
+        let mut rt = runtime_seeded(a, "10.0.0.1/24", 9);
+        opts.server = Some("10.0.0.2".into());
+        let mut out = Vec::new();
+        let client =
+            run(&mut rt, &opts, &mut out).unwrap_or_else(|e| panic!("{:?}: {e}", opts.test));
+        let (server, server_out, server_established) = server.join().unwrap();
+        let established = [rt.host().cm().stats().established, server_established];
+        let out = String::from_utf8(out).unwrap();
+        (client, server, out, server_out, established)
+    }
+
+    /// -R: the dialogue over its own rdma_cm connection and the test QP connected by
+    /// rdma_cm, every test, no TCP at all.
+    #[test]
+    fn rdma_cm_mode_between_two_runtimes() {
+        for (test, size) in [
+            (BwTest::Write, 5000),
+            (BwTest::Read, 3000),
+            (BwTest::Send, 2000),
+            (BwTest::Atomic, 8),
+        ] {
+            let mut opts = options(test, size);
+            opts.iters = 100;
+            let (client, server, out, server_out, established) = perf_cm(opts);
+            let own = client.own.unwrap();
+            assert_eq!(own.iters, 100, "{test:?}");
+            assert!(own.bw_avg > 0.0, "{own:?}");
+            assert!(out.contains("rdma_cm QPs\t : ON"), "{out}");
+            assert!(out.contains("Data ex. method : rdma_cm"), "{out}");
+            assert!(
+                server_out.contains("Data ex. method : rdma_cm"),
+                "{server_out}"
+            );
+            if test == BwTest::Send {
+                assert_eq!(server.own.unwrap().iters, 100);
+            } else {
+                assert_eq!(
+                    server.printed, own,
+                    "the server prints the client's results"
+                );
+            }
+            // Two connections each, the dialogue's and the test's.
+            assert_eq!(established, [2, 2], "{test:?}");
+        }
+    }
+
+    /// -R -b: both sides measured, the results swapped over the dialogue's connection and
+    /// each side printing the sum.
+    #[test]
+    fn rdma_cm_mode_bidirectional() {
+        for test in [BwTest::Write, BwTest::Send] {
+            let mut opts = options(test, 4096);
+            opts.duplex = true;
+            opts.iters = 100;
+            let (client, server, out, _, established) = perf_cm(opts);
+            let (mine, theirs) = (client.own.unwrap(), server.own.unwrap());
+            assert_eq!((mine.iters, theirs.iters), (100, 100), "{test:?}");
+            assert!((client.printed.bw_avg - (mine.bw_avg + theirs.bw_avg)).abs() < 1e-9);
+            assert!((server.printed.bw_avg - (mine.bw_avg + theirs.bw_avg)).abs() < 1e-9);
+            assert!(out.contains("Bidirectional BW Test"), "{out}");
+            assert_eq!(established, [2, 2], "{test:?}");
+        }
+    }
+
+    #[test]
+    fn rdma_cm_mode_refuses_what_it_does_not_run() {
+        let mut o = options(BwTest::Write, 64);
+        o.rdma_cm = true;
+        o.latency = true;
+        assert!(matches!(o.check(), Err(AppError::Usage(m)) if m.contains("-R")));
+        o.latency = false;
+        o.num_qps = 2;
+        assert!(matches!(o.check(), Err(AppError::Usage(m)) if m.contains("-q above 1")));
+        let (a, _b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
+        let mut rt = runtime(a, "10.0.0.1/24");
+        let mut o = options(BwTest::Write, 64);
+        o.rdma_cm = true;
+        o.server = Some("server.example".into());
+        let e = run(&mut rt, &o, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("IP address"), "{e}");
     }
 
     /// QPN, R_Key and VA of the "local address" line.

@@ -41,7 +41,10 @@ use crate::wire::{Psn, Qpn};
 
 mod session;
 
-pub use session::{Agreed, Connected, Negotiated, Negotiation, Role, Session};
+pub use session::{
+    Agreed, Connected, Negotiated, Negotiation, Role, Session, exchange_reports_over,
+    negotiate_over,
+};
 
 /// perftest's default TCP port (`-p`).
 pub const DEFAULT_PORT: u16 = 18515;
@@ -215,6 +218,57 @@ impl Keys {
             line.push_str(&format!(" GID: {}\n", bytes.join(":")));
         }
         line
+    }
+}
+
+/// `sizeof(struct pingpong_dest)` on x86-64: what `-R`'s handshakes SEND (`rdma_write_keys`).
+pub const KEYS_BINARY_LEN: usize = 56;
+
+impl Keys {
+    /// The binary form perftest SENDs over its rdma_cm connection (`-R`, `rdma_write_keys`
+    /// with `HAVE_ENDIAN`): `struct pingpong_dest` with big-endian fields, `lid`,
+    /// `out_reads`, `qpn`, `psn`, `rkey` as 32 bits at 0, 4, 8, 12, 16, `vaddr` at 24 (after
+    /// 4 bytes of alignment), the raw GID at 32, `srqn` at 48 and `gid_index` at 52.
+    pub fn to_binary(&self, gid_index: u32) -> [u8; KEYS_BINARY_LEN] {
+        let mut m = [0u8; KEYS_BINARY_LEN];
+        m[0..4].copy_from_slice(&u32::from(self.lid).to_be_bytes());
+        m[4..8].copy_from_slice(&u32::from(self.out_reads).to_be_bytes());
+        m[8..12].copy_from_slice(&self.qpn.value().to_be_bytes());
+        m[12..16].copy_from_slice(&self.psn.value().to_be_bytes());
+        m[16..20].copy_from_slice(&self.rkey.to_be_bytes());
+        m[24..32].copy_from_slice(&self.vaddr.to_be_bytes());
+        m[32..48].copy_from_slice(&self.gid.unwrap_or(Ipv6Addr::UNSPECIFIED).octets());
+        m[48..52].copy_from_slice(&self.srqn.to_be_bytes());
+        m[52..56].copy_from_slice(&gid_index.to_be_bytes());
+        m
+    }
+
+    /// What `rdma_read_keys` takes from the binary form: every field but `srqn` (perftest
+    /// leaves it out), the QPN and PSN cut to their 24 bits; the padding and `gid_index`
+    /// are ignored, as perftest ignores them.
+    pub fn parse_binary(msg: &[u8]) -> Result<Keys, MalformedMessage> {
+        let Some(m) = msg.get(..KEYS_BINARY_LEN) else {
+            return Err(MalformedMessage::new(
+                "struct pingpong_dest",
+                msg,
+                format!("{} bytes, not {KEYS_BINARY_LEN}", msg.len()),
+            ));
+        };
+        let word = |at: usize| u32::from_be_bytes([m[at], m[at + 1], m[at + 2], m[at + 3]]);
+        let mut va = [0u8; 8];
+        va.copy_from_slice(&m[24..32]);
+        let mut gid = [0u8; 16];
+        gid.copy_from_slice(&m[32..48]);
+        Ok(Keys {
+            lid: word(0) as u16,
+            out_reads: word(4) as u16,
+            qpn: Qpn::new(word(8) & 0xff_ffff),
+            psn: Psn::new(word(12) & 0xff_ffff),
+            rkey: word(16),
+            vaddr: u64::from_be_bytes(va),
+            gid: Some(Ipv6Addr::from(gid)),
+            srqn: 0,
+        })
     }
 }
 

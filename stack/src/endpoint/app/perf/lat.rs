@@ -20,7 +20,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use super::{
-    AppError, Connected, PerfOptions, Setup, check, client_op, client_sge, post_receive, recv_wr,
+    AppError, Dialogue, PerfOptions, Setup, check, client_op, client_sge, post_receive, recv_wr,
     stalled,
 };
 use crate::endpoint::oob::perftest::BwTest;
@@ -117,7 +117,7 @@ pub fn lat_report(size: u32, posted: &[Instant], factor: f64) -> LatReport {
 pub(super) fn run(
     rt: &mut Runtime,
     opts: &PerfOptions,
-    mut conn: Connected,
+    conn: Dialogue,
     s: &Setup,
     out: &mut dyn Write,
 ) -> Result<Option<LatReport>, AppError> {
@@ -138,8 +138,7 @@ pub(super) fn run(
         rt.serve_for(LINGER)?;
     } else {
         // The server waits here through the client's whole test.
-        conn.set_timeout(Some(opts.timeout))?;
-        rt.serve_while(move || conn.close())??;
+        conn.close(rt, opts.timeout)?;
     }
     Ok(report)
 }

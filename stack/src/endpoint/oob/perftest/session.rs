@@ -93,32 +93,9 @@ impl Session {
         }
     }
 
-    fn exchange_array<const N: usize>(
-        &mut self,
-        mine: [u8; N],
-        step: &'static str,
-    ) -> Result<[u8; N], OobError> {
-        let mut theirs = [0u8; N];
-        self.exchange(&mine, &mut theirs, step)?;
-        Ok(theirs)
-    }
-
     /// `exchange_versions`, `check_version_compatibility`, `check_sys_data`, `check_mtu`.
     pub fn negotiate(mut self, local: &Negotiation) -> Result<(Negotiated, Agreed), OobError> {
-        let theirs: [u8; VERSION_LEN] =
-            self.exchange_array(version_message(VERSION), "exchanging perftest versions")?;
-        let peer_version = parse_version(&theirs)?;
-        let [cycle, line] = local.sys.to_messages();
-        let cycle = self.exchange_array(cycle, "exchanging the cycle buffer size")?;
-        let line = self.exchange_array(line, "exchanging the cache line size")?;
-        let peer_sys = SysData::from_messages(cycle, line)?;
-        let mtu = self.exchange_array(local.mtu.to_message(), "exchanging the MTU")?;
-        let peer_mtu = IbMtu::parse(&mtu)?;
-        let agreed = Agreed {
-            peer_version,
-            sys: local.sys.max(peer_sys),
-            mtu: local.mtu.min(peer_mtu),
-        };
+        let agreed = negotiate_over(&mut |m, t, s| self.exchange(m, t, s), local)?;
         Ok((Negotiated { session: self }, agreed))
     }
 
@@ -223,13 +200,7 @@ impl Connected {
 
     /// `xchg_bw_reports`: five 8-byte exchanges. Returns the peer's report.
     pub fn exchange_reports(&mut self, mine: &BwReport) -> Result<BwReport, OobError> {
-        let mut theirs = [[0u8; 8]; 5];
-        for (mine, theirs) in mine.to_messages().into_iter().zip(&mut theirs) {
-            *theirs = self
-                .session
-                .exchange_array(mine, "exchanging test results")?;
-        }
-        Ok(BwReport::from_messages(theirs))
+        exchange_reports_over(&mut |m, t, s| self.session.exchange(m, t, s), mine)
     }
 
     /// `ctx_close_connection`: a last sync, then `"done\0"`. perftest never reads the peer's
@@ -274,4 +245,55 @@ impl Connected {
         self.close()?;
         Ok(peer_report)
     }
+}
+
+/// One exchange of the dialogue: our message out and the peer's of the same size in, in
+/// the order of our role; over TCP, or over `-R`'s rdma_cm connection (one SEND each way).
+pub type Exchange<'a> = dyn FnMut(&[u8], &mut [u8], &'static str) -> Result<(), OobError> + 'a;
+
+fn exchange_array<const N: usize>(
+    exchange: &mut Exchange<'_>,
+    mine: [u8; N],
+    step: &'static str,
+) -> Result<[u8; N], OobError> {
+    let mut theirs = [0u8; N];
+    exchange(&mine, &mut theirs, step)?;
+    Ok(theirs)
+}
+
+/// `exchange_versions`, `check_version_compatibility`, `check_sys_data`, `check_mtu`: the
+/// same messages whatever carries them.
+pub fn negotiate_over(
+    exchange: &mut Exchange<'_>,
+    local: &Negotiation,
+) -> Result<Agreed, OobError> {
+    let theirs: [u8; VERSION_LEN] = exchange_array(
+        exchange,
+        version_message(VERSION),
+        "exchanging perftest versions",
+    )?;
+    let peer_version = parse_version(&theirs)?;
+    let [cycle, line] = local.sys.to_messages();
+    let cycle = exchange_array(exchange, cycle, "exchanging the cycle buffer size")?;
+    let line = exchange_array(exchange, line, "exchanging the cache line size")?;
+    let peer_sys = SysData::from_messages(cycle, line)?;
+    let mtu = exchange_array(exchange, local.mtu.to_message(), "exchanging the MTU")?;
+    let peer_mtu = IbMtu::parse(&mtu)?;
+    Ok(Agreed {
+        peer_version,
+        sys: local.sys.max(peer_sys),
+        mtu: local.mtu.min(peer_mtu),
+    })
+}
+
+/// `xchg_bw_reports`: five 8-byte exchanges. Returns the peer's report.
+pub fn exchange_reports_over(
+    exchange: &mut Exchange<'_>,
+    mine: &BwReport,
+) -> Result<BwReport, OobError> {
+    let mut theirs = [[0u8; 8]; 5];
+    for (mine, theirs) in mine.to_messages().into_iter().zip(&mut theirs) {
+        *theirs = exchange_array(exchange, mine, "exchanging test results")?;
+    }
+    Ok(BwReport::from_messages(theirs))
 }

@@ -1,0 +1,500 @@
+//! perftest's `-R` (rdma_cm) mode, as in perftest 4.5-0.17 (`perftest_communication.c`:
+//! `rdma_client_connect`, `rdma_server_connect`, `rdma_write_keys`, `rdma_read_keys`,
+//! `rdma_write_data`, `rdma_read_data`, `create_rdma_cm_connection`).
+//!
+//! `-R` turns on both of perftest's rdma_cm switches: the dialogue runs over an RC
+//! connection of its own that rdma_cm sets up on the port (18515; RDMA_PS_TCP) instead of
+//! TCP, and the test's QP is connected by rdma_cm too, to the same port, the server
+//! listening again after the first connection. Every message of the TCP dialogue is one
+//! SEND of the same size, but the key handshakes carry `struct pingpong_dest` in binary
+//! ([`Keys::to_binary`]) and there is no closing `"done"`:
+//!
+//! | step | what |
+//! |------|------|
+//! | comm connection | REQ/REP/RTU on port 18515; each side posts one 56-byte receive first |
+//! | negotiation | version, sys data, MTU: the TCP messages, one SEND each way |
+//! | sync | a key handshake with zeroed keys: the server is about to listen again |
+//! | data connection | REQ/REP/RTU on the same port for the test's QP (the client retries a REJ 10 times, 100 ms apart, as `rdma_cm_client_connection`) |
+//! | sync | zeroed keys again |
+//! | keys, syncs, test, results, close | as over TCP (QPN, R_Key, VA from the keys; PSNs from the CM) |
+//! | teardown | the client disconnects the data connection, then the dialogue's |
+//!
+//! Each side keeps one receive posted and reposts it after each message, so a SEND may
+//! arrive before the acknowledgement of ours: the first completion of either kind is kept.
+
+use core::time::Duration;
+use std::collections::VecDeque;
+use std::io;
+use std::net::IpAddr;
+use std::time::Instant;
+
+use super::{AppError, PerfOptions};
+use crate::endpoint::app::cm_app;
+use crate::endpoint::cm::{AcceptParams, CmEvent, ConnId, ConnectParams, ListenParams, ListenerId};
+use crate::endpoint::oob::OobError;
+use crate::endpoint::oob::perftest::{
+    Agreed, BwReport, BwTest, KEYS_BINARY_LEN, Keys, Negotiation, Role, exchange_reports_over,
+    negotiate_over,
+};
+use crate::endpoint::runtime::Runtime;
+use crate::transport::{
+    Access, CqId, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus,
+};
+use crate::wire::cm::{PortSpace, reject_reason};
+use crate::wire::{Psn, Qpn};
+
+const RECV_WRID: u64 = 1;
+const SEND_WRID: u64 = 2;
+const LEN: u32 = KEYS_BINARY_LEN as u32;
+/// `rdma_cm_client_connection`'s attempts at the data connection, and the pause between.
+const DATA_CONNECT_TRIES: u32 = 10;
+const DATA_CONNECT_PAUSE: Duration = Duration::from_millis(100);
+/// How long a server waits for the client's disconnects, and then answers repeats.
+const TEARDOWN: Duration = Duration::from_secs(3);
+const LINGER: Duration = Duration::from_millis(300);
+
+/// The dialogue's own RC connection and, once made, the test's.
+#[derive(Debug)]
+pub(in crate::endpoint::app) struct CmDialogue {
+    role: Role,
+    peer: IpAddr,
+    port: u16,
+    timeout: Duration,
+    comm: ConnId,
+    listener: Option<ListenerId>,
+    data: Option<ConnId>,
+    qpn: Qpn,
+    cq: CqId,
+    key: u32,
+    va: u64,
+    /// A message that arrived while we waited for our SEND's completion.
+    early: Option<Vec<u8>>,
+    /// Connection manager events met while waiting for completions (the data
+    /// connection's REQ on a server).
+    events: VecDeque<CmEvent>,
+    local: Keys,
+    remote: Keys,
+}
+
+/// Keys all zero, what both sides send in the two syncs around the data connection.
+fn zero_keys() -> Keys {
+    Keys {
+        lid: 0,
+        out_reads: 0,
+        qpn: Qpn::new(0),
+        psn: Psn::new(0),
+        rkey: 0,
+        vaddr: 0,
+        gid: None,
+        srqn: 0,
+    }
+}
+
+fn io_error(step: &'static str, what: String) -> OobError {
+    OobError::Io {
+        step,
+        source: io::Error::other(what),
+    }
+}
+
+impl CmDialogue {
+    /// `establish_connection` with `-R`: the client connects to the server's port, the
+    /// server listens and accepts the first REQ.
+    pub fn open(rt: &mut Runtime, opts: &PerfOptions) -> Result<CmDialogue, AppError> {
+        let cq = rt.create_cq(4);
+        let mut init = QpInit::new(QpType::Rc, cq);
+        init.max_send_wr = 1;
+        init.max_recv_wr = 1;
+        let qpn = rt.create_qp(init)?;
+        rt.cm_init_qp(qpn, QpType::Rc)?;
+        let va = super::super::super::ids::random_va(2 * LEN as usize);
+        let key = rt.register_mr(va, vec![0; 2 * LEN as usize], Access::LOCAL_WRITE)?;
+        let mut d = CmDialogue {
+            role: Role::Server,
+            peer: IpAddr::from([0, 0, 0, 0]),
+            port: opts.port,
+            timeout: opts.timeout,
+            comm: ConnId(0),
+            listener: None,
+            data: None,
+            qpn,
+            cq,
+            key,
+            va,
+            early: None,
+            events: VecDeque::new(),
+            local: zero_keys(),
+            remote: zero_keys(),
+        };
+        d.post_recv(rt)?;
+        match &opts.server {
+            Some(server) => {
+                d.role = Role::Client;
+                d.peer = server_addr(server)?;
+                let params = d.connect_params(rt, qpn, 0);
+                d.comm = rt.cm_connect(params)?;
+                cm_app::wait_established(rt, d.comm, d.peer, d.port, d.timeout)?;
+            }
+            None => {
+                d.listener = Some(rt.cm_listen(ListenParams {
+                    port_space: PortSpace::Tcp,
+                    port: opts.port,
+                    addr: None,
+                })?);
+                let (id, peer) = d.next_request(rt)?;
+                d.peer = peer;
+                d.comm = id;
+                rt.cm_accept(id, AcceptParams::new(qpn))?;
+            }
+        }
+        Ok(d)
+    }
+
+    /// rdma_cm's parameters for our QP `qpn` towards the server: `out_reads` READs and
+    /// atomics each way (perftest asks for them in the READ and atomic tests only), retry 7,
+    /// RNR retry 7, the largest MTU of the device.
+    fn connect_params(&self, rt: &Runtime, qpn: Qpn, out_reads: u8) -> ConnectParams {
+        let mut params = ConnectParams::rc(self.peer, self.peer, self.port, qpn);
+        params.mtu = rt.host().cm().config().max_mtu;
+        params.responder_resources = out_reads;
+        params.initiator_depth = out_reads;
+        params
+    }
+
+    /// The next connect request, from the events kept aside or the wire.
+    fn next_request(&mut self, rt: &mut Runtime) -> Result<(ConnId, IpAddr), AppError> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            let event = match self.events.pop_front() {
+                Some(e) => e,
+                None => rt.wait_cm_event(deadline.saturating_duration_since(Instant::now()))?,
+            };
+            if let CmEvent::ConnectRequest { id, request } = event {
+                return Ok((id, request.peer));
+            }
+        }
+    }
+
+    /// The versions, system data and MTU, as over TCP.
+    pub fn negotiate(&mut self, rt: &mut Runtime, local: &Negotiation) -> Result<Agreed, AppError> {
+        Ok(negotiate_over(
+            &mut |m, t, s| self.exchange(rt, m, t, s),
+            local,
+        )?)
+    }
+
+    /// `create_rdma_cm_connection`: a sync, the test QP `qpn` connected through rdma_cm on
+    /// the same port (the QP ends in RTS with the peer's QPN and PSN), a sync.
+    pub fn connect_data(
+        &mut self,
+        rt: &mut Runtime,
+        qpn: Qpn,
+        out_reads: u8,
+        mtu: Mtu,
+    ) -> Result<(), AppError> {
+        self.hand_shake(
+            rt,
+            zero_keys(),
+            "syncing before the rdma_cm connection of the test QP",
+        )?;
+        rt.cm_init_qp(qpn, QpType::Rc)?;
+        let id = match self.role {
+            Role::Client => self.connect_data_client(rt, qpn, out_reads, mtu)?,
+            Role::Server => {
+                let (id, _) = self.next_request(rt)?;
+                let mut accept = AcceptParams::new(qpn);
+                accept.responder_resources = out_reads.max(1);
+                accept.initiator_depth = out_reads.max(1);
+                rt.cm_accept(id, accept)?;
+                id
+            }
+        };
+        self.data = Some(id);
+        self.hand_shake(
+            rt,
+            zero_keys(),
+            "syncing after the rdma_cm connection of the test QP",
+        )?;
+        Ok(())
+    }
+
+    /// The server listens again only after the sync: a REJ "invalid service ID" meanwhile
+    /// is retried, as perftest does.
+    fn connect_data_client(
+        &mut self,
+        rt: &mut Runtime,
+        qpn: Qpn,
+        out_reads: u8,
+        mtu: Mtu,
+    ) -> Result<ConnId, AppError> {
+        let mut params = self.connect_params(rt, qpn, out_reads);
+        params.mtu = params.mtu.min(mtu);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let id = rt.cm_connect(params.clone())?;
+            match cm_app::wait_established(rt, id, self.peer, self.port, self.timeout) {
+                Ok(_) => return Ok(id),
+                Err(AppError::Rejected { reason, .. })
+                    if reason == reject_reason::INVALID_SERVICE_ID
+                        && tries < DATA_CONNECT_TRIES =>
+                {
+                    rt.serve_for(DATA_CONNECT_PAUSE)?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The first key handshake (the keys the test uses).
+    pub fn exchange_keys(&mut self, rt: &mut Runtime, local: Keys) -> Result<(), AppError> {
+        self.remote = self.hand_shake(rt, local, "exchanging QP keys")?;
+        self.local = local;
+        Ok(())
+    }
+
+    pub fn local(&self) -> &Keys {
+        &self.local
+    }
+
+    pub fn peer(&self) -> &Keys {
+        &self.remote
+    }
+
+    /// One more `ctx_hand_shake`; the peer must send its keys unchanged.
+    pub fn sync(&mut self, rt: &mut Runtime) -> Result<(), AppError> {
+        let again = self.hand_shake(rt, self.local, "synchronising with the peer")?;
+        if again != self.remote {
+            return Err(OobError::KeysChanged {
+                first: self.remote.to_string(),
+                now: again.to_string(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// After the test: for WRITE, READ and atomics a sync and the results (the peer's are
+    /// returned), then the closing sync and the teardown; `timeout` bounds the first wait
+    /// (a passive server waits through the client's whole test).
+    pub fn finish(
+        mut self,
+        rt: &mut Runtime,
+        test: BwTest,
+        mine: &BwReport,
+        timeout: Duration,
+    ) -> Result<Option<BwReport>, AppError> {
+        let normal = self.timeout;
+        self.timeout = timeout;
+        let peer_report = if test.exchanges_reports() {
+            self.sync(rt)?;
+            self.timeout = normal;
+            Some(exchange_reports_over(
+                &mut |m, t, s| self.exchange(rt, m, t, s),
+                mine,
+            )?)
+        } else {
+            None
+        };
+        self.close(rt)?;
+        Ok(peer_report)
+    }
+
+    /// `-b`'s end: `xchg_bw_reports` (the peer's report returned), then [`Self::close`].
+    pub fn exchange_reports_and_close(
+        mut self,
+        rt: &mut Runtime,
+        mine: &BwReport,
+    ) -> Result<BwReport, AppError> {
+        let theirs = exchange_reports_over(&mut |m, t, s| self.exchange(rt, m, t, s), mine)?;
+        self.close(rt)?;
+        Ok(theirs)
+    }
+
+    /// `ctx_close_connection` (a last sync), then the client disconnects the test's
+    /// connection and the dialogue's; the server waits for those disconnects a moment.
+    pub fn close(mut self, rt: &mut Runtime) -> Result<(), AppError> {
+        self.sync(rt)?;
+        match self.role {
+            Role::Client => {
+                // perftest's server may have closed first (it destroys its IDs at once).
+                let gone: Vec<ConnId> = self
+                    .events
+                    .iter()
+                    .filter_map(|e| match e {
+                        CmEvent::Disconnected { id } => Some(*id),
+                        _ => None,
+                    })
+                    .collect();
+                for id in self.data.into_iter().chain([self.comm]) {
+                    if !gone.contains(&id) {
+                        cm_app::disconnect(rt, id, self.timeout)?;
+                    }
+                }
+            }
+            Role::Server => {
+                if let Some(l) = self.listener {
+                    rt.host_mut().cm_stop_listening(l);
+                }
+                let mut open: Vec<ConnId> = self.data.into_iter().chain([self.comm]).collect();
+                let deadline = Instant::now() + TEARDOWN;
+                while !open.is_empty() {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let event = match self.events.pop_front() {
+                        Some(e) => e,
+                        None => match rt.wait_cm_event(left) {
+                            Ok(e) => e,
+                            Err(_) => break,
+                        },
+                    };
+                    if let CmEvent::Disconnected { id } = event {
+                        open.retain(|&o| o != id);
+                    }
+                }
+                // The client silent after the wait: close our side (a connection it
+                // already dropped is no error).
+                for id in open {
+                    let _ = cm_app::disconnect(rt, id, LINGER);
+                }
+                rt.serve_for(LINGER)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `ctx_hand_shake` over rdma_cm: the binary keys each way.
+    fn hand_shake(
+        &mut self,
+        rt: &mut Runtime,
+        local: Keys,
+        step: &'static str,
+    ) -> Result<Keys, AppError> {
+        let mine = local.to_binary(0);
+        let mut theirs = [0u8; KEYS_BINARY_LEN];
+        self.exchange(rt, &mine, &mut theirs, step)?;
+        Ok(Keys::parse_binary(&theirs).map_err(OobError::from)?)
+    }
+
+    /// `ctx_xchg_data_rdma`: the client SENDs then receives, the server the other way.
+    fn exchange(
+        &mut self,
+        rt: &mut Runtime,
+        mine: &[u8],
+        theirs: &mut [u8],
+        step: &'static str,
+    ) -> Result<(), OobError> {
+        match self.role {
+            Role::Client => {
+                self.send(rt, mine, step)?;
+                self.recv(rt, theirs, step)
+            }
+            Role::Server => {
+                self.recv(rt, theirs, step)?;
+                self.send(rt, mine, step)
+            }
+        }
+    }
+
+    fn post_recv(&self, rt: &mut Runtime) -> Result<(), crate::endpoint::RuntimeError> {
+        let sge = vec![Sge {
+            addr: self.va,
+            length: LEN,
+            lkey: self.key,
+        }];
+        rt.post_recv(self.qpn, RecvWr::new(RECV_WRID, sge))
+    }
+
+    fn send(&mut self, rt: &mut Runtime, msg: &[u8], step: &'static str) -> Result<(), OobError> {
+        let len = msg.len().min(LEN as usize);
+        if let Some(b) = rt.mr_bytes_mut(self.key) {
+            b[LEN as usize..][..len].copy_from_slice(&msg[..len]);
+        }
+        let sge = vec![Sge {
+            addr: self.va + u64::from(LEN),
+            length: len as u32,
+            lkey: self.key,
+        }];
+        rt.post_send(self.qpn, SendWr::new(SEND_WRID, SendOp::Send, sge))
+            .map_err(|e| io_error(step, e.to_string()))?;
+        loop {
+            if self.completion(rt, step)? {
+                return Ok(());
+            }
+        }
+    }
+
+    fn recv(
+        &mut self,
+        rt: &mut Runtime,
+        buf: &mut [u8],
+        step: &'static str,
+    ) -> Result<(), OobError> {
+        while self.early.is_none() {
+            self.completion(rt, step)?;
+        }
+        let got = self.early.take().unwrap_or_default();
+        if got.len() != buf.len() {
+            return Err(io_error(
+                step,
+                format!("the peer sent {} bytes, {} expected", got.len(), buf.len()),
+            ));
+        }
+        buf.copy_from_slice(&got);
+        Ok(())
+    }
+
+    /// Waits for the next completion: keeps a received message (reposting the receive) and
+    /// returns whether it was our SEND's.
+    fn completion(&mut self, rt: &mut Runtime, step: &'static str) -> Result<bool, OobError> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            while let Some(e) = rt.host_mut().poll_cm_event() {
+                match e {
+                    CmEvent::Disconnected { id } if id == self.comm => {
+                        return Err(OobError::Closed {
+                            step,
+                            got: 0,
+                            expected: 1,
+                        });
+                    }
+                    other => self.events.push_back(other),
+                }
+            }
+            if let Some(wc) = rt.poll_cq(self.cq) {
+                if wc.status != WcStatus::Success {
+                    return Err(io_error(
+                        step,
+                        format!("completion failed: {}", wc.status.name()),
+                    ));
+                }
+                if wc.opcode == WcOpcode::Recv {
+                    let n = (wc.byte_len as usize).min(LEN as usize);
+                    let bytes = rt.mr_bytes(self.key).map(|b| b[..n].to_vec());
+                    self.early = Some(bytes.unwrap_or_default());
+                    self.post_recv(rt)
+                        .map_err(|e| io_error(step, e.to_string()))?;
+                    return Ok(false);
+                }
+                return Ok(wc.wr_id == SEND_WRID);
+            }
+            if Instant::now() >= deadline {
+                return Err(OobError::Timeout {
+                    step,
+                    after: self.timeout,
+                });
+            }
+            rt.turn(Some(deadline))
+                .map_err(|e| io_error(step, e.to_string()))?;
+        }
+    }
+}
+
+/// perftest's `-R` client resolves the server with `getaddrinfo` for AF_INET; ours takes
+/// an address.
+fn server_addr(server: &str) -> Result<IpAddr, AppError> {
+    server.parse().map_err(|_| {
+        AppError::Usage(format!(
+            "-R needs the server's IP address, not \"{server}\" (rdma_cm resolves no names here)"
+        ))
+    })
+}
