@@ -429,6 +429,9 @@ for role in client server; do
   # CM MADs are lost too: the REQ, REP, RTU, DREQ and DREP retries must carry the setup.
   # shellcheck disable=SC2016  # $SELF expands in the guest
   RPING="-C 50 -S 200 -V" case_rping "rping-loss2pct-$role" $role '$SELF' 10.77.0.2 $PEER "${OURS[@]}"
+  # perftest -R at 2% loss: the dialogue's SENDs, the test's WRITEs and both connections'
+  # MADs are lost too.
+  case_bw_cm "ib_write_bw-R-loss2pct-$role" $role write
 done
 "$lab" loss 0 || fatal "cannot remove the loss rule"
 
