@@ -20,10 +20,10 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use super::cm_app;
-use super::{AppError, check};
+use super::{AppError, check, wait_or_stall};
 use crate::endpoint::cm::{AcceptParams, CmEvent, ConnId, ConnectParams, ListenParams};
 use crate::endpoint::ids::random_va;
-use crate::endpoint::runtime::{Runtime, RuntimeError};
+use crate::endpoint::runtime::Runtime;
 use crate::transport::{Access, CqId, QpInit, QpType, RecvWr, SendOp, SendWr, Sge};
 use crate::wire::Qpn;
 use crate::wire::cm::PortSpace;
@@ -189,16 +189,12 @@ fn poll_cqs(
     for n in nodes.iter().filter(|n| n.connected) {
         let cq = if recv { n.recv_cq } else { n.send_cq };
         for k in 0..messages {
-            let wc = rt.wait_completion(cq, timeout).map_err(|e| match e {
-                RuntimeError::Timeout { .. } => AppError::Stalled {
-                    after: timeout,
-                    progress: format!(
-                        "{k} of {messages} {} on connection {}",
-                        if recv { "receives" } else { "sends" },
-                        n.id.0
-                    ),
-                },
-                e => e.into(),
+            let wc = wait_or_stall(rt, cq, timeout, || {
+                format!(
+                    "{k} of {messages} {} on connection {}",
+                    if recv { "receives" } else { "sends" },
+                    n.id.0
+                )
             })?;
             check(&wc)?;
             done += 1;

@@ -12,7 +12,7 @@ use thiserror::Error;
 use super::gid::gid_to_ip;
 use super::oob::OobError;
 use super::runtime::{Runtime, RuntimeError};
-use crate::transport::{Mtu, WcStatus, WorkCompletion};
+use crate::transport::{CqId, Mtu, WcStatus, WorkCompletion};
 
 pub mod cm_app;
 pub mod cmatose;
@@ -128,6 +128,23 @@ pub fn check(wc: &WorkCompletion) -> Result<(), AppError> {
         name: wc.status.name(),
         code: wc_status_code(wc.status),
         wr_id: wc.wr_id,
+    })
+}
+
+/// The next completion on `cq`; when `timeout` passes first, [`AppError::Stalled`] with
+/// `progress` saying how far the run got (other runtime errors pass through as they are).
+pub(crate) fn wait_or_stall(
+    rt: &mut Runtime,
+    cq: CqId,
+    timeout: Duration,
+    progress: impl FnOnce() -> String,
+) -> Result<WorkCompletion, AppError> {
+    rt.wait_completion(cq, timeout).map_err(|e| match e {
+        RuntimeError::Timeout { .. } => AppError::Stalled {
+            after: timeout,
+            progress: progress(),
+        },
+        e => e.into(),
     })
 }
 

@@ -19,7 +19,7 @@ use std::net::IpAddr;
 
 use super::cm_app;
 use super::cmatose::{CmatestOptions, CmatestSummary, check_bind, run_side, say};
-use super::{AppError, check, random_psn};
+use super::{AppError, check, random_psn, wait_or_stall};
 use crate::endpoint::cm::{CmEvent, ConnId, ListenParams, RDMA_UDP_QKEY, SidrParams};
 use crate::endpoint::connect::{QpPath, connect};
 use crate::endpoint::ids::random_va;
@@ -146,12 +146,8 @@ fn poll_cqs(
     let mut done = 0;
     for n in nodes.iter_mut() {
         for k in 0..messages {
-            let wc = rt.wait_completion(n.cq, timeout).map_err(|e| match e {
-                RuntimeError::Timeout { .. } => AppError::Stalled {
-                    after: timeout,
-                    progress: format!("{k} of {messages} completions on QP {}", n.qpn),
-                },
-                e => e.into(),
+            let wc = wait_or_stall(rt, n.cq, timeout, || {
+                format!("{k} of {messages} completions on QP {}", n.qpn)
             })?;
             check(&wc)?;
             if n.dest.is_none()
