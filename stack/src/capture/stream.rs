@@ -102,16 +102,17 @@ impl Stream {
             let base = self.reader.data().as_ptr() as usize;
             match self.reader.next() {
                 Ok((consumed, block)) => match interfaces.describe(&block)? {
-                    None if let PcapBlockOwned::NG(Block::SectionHeader(shb)) = &block => {
-                        // Each section says its own byte order.
-                        self.pcapng_big_endian = Some(shb.big_endian());
-                        self.consume(consumed);
-                    }
                     Some(at) => {
                         self.pending = consumed;
                         return Ok(Some(at.relative_to(base)));
                     }
-                    None => self.consume(consumed),
+                    None => {
+                        // Each section says its own byte order.
+                        if let PcapBlockOwned::NG(Block::SectionHeader(shb)) = &block {
+                            self.pcapng_big_endian = Some(shb.big_endian());
+                        }
+                        self.consume(consumed);
+                    }
                 },
                 Err(PcapError::Eof) => return Ok(None),
                 Err(PcapError::Incomplete(_)) => {

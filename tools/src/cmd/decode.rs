@@ -60,13 +60,15 @@ impl<'a> Dissected<'a> {
                 Some(c) => {
                     Dissected::MacControl(pause::Pause::new(c, frame.data, link_bits_per_sec))
                 }
-                None if let PacketError::NotRoce(NotRoce::RoceV1 { grh, eth }) = e => {
-                    match RoceV1Packet::parse_at(frame.data, eth, grh) {
-                        Ok(p) => Dissected::RoceV1(p),
-                        Err(e) => Dissected::Broken(format!("RoCEv1: {e}"), encap),
+                None => match e {
+                    PacketError::NotRoce(NotRoce::RoceV1 { grh, eth }) => {
+                        match RoceV1Packet::parse_at(frame.data, eth, grh) {
+                            Ok(p) => Dissected::RoceV1(p),
+                            Err(e) => Dissected::Broken(format!("RoCEv1: {e}"), encap),
+                        }
                     }
-                }
-                None => Dissected::NotRoce(e.to_string(), encap),
+                    e => Dissected::NotRoce(e.to_string(), encap),
+                },
             },
             // A snap length is the usual reason for a truncated packet: say so.
             (encap, Err(e)) if frame.is_cut() => Dissected::Broken(
