@@ -21,10 +21,10 @@ use std::time::Instant;
 
 use super::cm_app;
 use super::{AppError, check, wait_or_stall};
-use crate::endpoint::cm::{AcceptParams, CmEvent, ConnId, ConnectParams, ListenParams};
+use crate::endpoint::cm::{AcceptParams, CmEvent, ConnId, ConnectParams, ListenParams, ListenerId};
 use crate::endpoint::ids::random_va;
 use crate::endpoint::runtime::Runtime;
-use crate::transport::{Access, CqId, QpInit, QpType, RecvWr, SendOp, SendWr, Sge};
+use crate::transport::{Access, CqId, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, WorkCompletion};
 use crate::wire::Qpn;
 use crate::wire::cm::PortSpace;
 
@@ -100,6 +100,9 @@ impl CmatestOptions {
         if self.size == 0 { 0 } else { self.count }
     }
 }
+
+/// What a run of cmatose or udaddy gives.
+pub type Outcome = Result<CmatestSummary, AppError>;
 
 /// How a run went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,59 +190,103 @@ fn poll_cqs(
 ) -> Result<u64, AppError> {
     let mut done = 0;
     for n in nodes.iter().filter(|n| n.connected) {
-        let cq = if recv { n.recv_cq } else { n.send_cq };
-        for k in 0..messages {
-            let wc = wait_or_stall(rt, cq, timeout, || {
-                format!(
-                    "{k} of {messages} {} on connection {}",
-                    if recv { "receives" } else { "sends" },
-                    n.id.0
-                )
-            })?;
-            check(&wc)?;
-            done += 1;
-        }
+        let (cq, what) = if recv {
+            (n.recv_cq, "receives")
+        } else {
+            (n.send_cq, "sends")
+        };
+        let progress = |k| format!("{k} of {messages} {what} on connection {}", n.id.0);
+        done += poll_cq(rt, cq, messages, timeout, progress, |_| {})?;
     }
     Ok(done)
 }
 
-/// Runs cmatose as client (`opts.server` set) or server, its lines to `out`.
-pub fn run(
+/// `messages` successful completions on `cq`, each handed to `each`; on a timeout,
+/// `progress` says how many had come.
+pub(super) fn poll_cq(
     rt: &mut Runtime,
-    opts: &CmatestOptions,
-    out: &mut dyn Write,
-) -> Result<CmatestSummary, AppError> {
-    run_side(rt, opts, out, client, server)
+    cq: CqId,
+    messages: u32,
+    timeout: Duration,
+    progress: impl Fn(u32) -> String,
+    mut each: impl FnMut(&WorkCompletion),
+) -> Result<u64, AppError> {
+    for k in 0..messages {
+        let wc = wait_or_stall(rt, cq, timeout, || progress(k))?;
+        check(&wc)?;
+        each(&wc);
+    }
+    Ok(u64::from(messages))
+}
+
+/// Runs cmatose as client (`opts.server` set) or server, its lines to `out`.
+pub fn run(rt: &mut Runtime, opts: &CmatestOptions, out: &mut dyn Write) -> Outcome {
+    run_side(&CMATOSE, rt, opts, out)
+}
+
+const CMATOSE: Program = Program {
+    name: "cmatose",
+    check: |_, _| Ok(()),
+    client,
+    server,
+};
+
+/// A cmatest program: its name and its two sides.
+pub(super) struct Program {
+    /// What it calls itself in its lines.
+    pub name: &'static str,
+    /// What it checks of the options against the runtime once it has started (either side).
+    pub check: fn(&Runtime, &CmatestOptions) -> Result<(), AppError>,
+    /// The client: runtime, options, the server's address, its output.
+    pub client: fn(&mut Runtime, &CmatestOptions, IpAddr, &mut dyn Write) -> Outcome,
+    /// The server.
+    pub server: fn(&mut Runtime, &CmatestOptions, &mut dyn Write) -> Outcome,
 }
 
 /// One side of a cmatest program (cmatose's or udaddy's `main`): the client with
-/// `opts.server`, else the server; then the closing lines.
+/// `opts.server`, else the server (its `-b` checked first); then the closing lines.
 pub(super) fn run_side(
+    program: &Program,
     rt: &mut Runtime,
     opts: &CmatestOptions,
     out: &mut dyn Write,
-    client: Client,
-    server: Server,
-) -> Result<CmatestSummary, AppError> {
+) -> Outcome {
+    let name = program.name;
     opts.check()?;
     let summary = match opts.server {
-        Some(addr) => client(rt, opts, addr, out),
-        None => server(rt, opts, out),
+        Some(addr) => {
+            say(out, &format!("{name}: starting client"));
+            say(out, &format!("{name}: connecting"));
+            (program.check)(rt, opts)?;
+            (program.client)(rt, opts, addr, out)
+        }
+        None => {
+            say(out, &format!("{name}: starting server"));
+            check_bind(rt, opts)?;
+            (program.check)(rt, opts)?;
+            (program.server)(rt, opts, out)
+        }
     }?;
     say(out, "test complete");
     say(out, "return status 0");
     Ok(summary)
 }
 
-/// A program's client side: runtime, options, the server's address, its output.
-pub(super) type Client =
-    fn(&mut Runtime, &CmatestOptions, IpAddr, &mut dyn Write) -> Result<CmatestSummary, AppError>;
-/// A program's server side.
-pub(super) type Server =
-    fn(&mut Runtime, &CmatestOptions, &mut dyn Write) -> Result<CmatestSummary, AppError>;
+/// `rdma_listen` on `opts.port` of `port_space`, on `opts.bind` if set.
+pub(super) fn listen(
+    rt: &mut Runtime,
+    opts: &CmatestOptions,
+    port_space: PortSpace,
+) -> Result<ListenerId, AppError> {
+    Ok(rt.cm_listen(ListenParams {
+        port_space,
+        port: opts.port,
+        addr: opts.bind,
+    })?)
+}
 
 /// `rdma_bind_addr` of a server's `-b`: one of our addresses.
-pub(super) fn check_bind(rt: &Runtime, opts: &CmatestOptions) -> Result<(), AppError> {
+fn check_bind(rt: &Runtime, opts: &CmatestOptions) -> Result<(), AppError> {
     if let Some(addr) = opts.bind
         && !rt.host().gids().is_local(addr)
     {
@@ -255,14 +302,7 @@ pub(super) fn say(out: &mut dyn Write, line: &str) {
     let _ = out.flush();
 }
 
-fn client(
-    rt: &mut Runtime,
-    opts: &CmatestOptions,
-    server: IpAddr,
-    out: &mut dyn Write,
-) -> Result<CmatestSummary, AppError> {
-    say(out, "cmatose: starting client");
-    say(out, "cmatose: connecting");
+fn client(rt: &mut Runtime, opts: &CmatestOptions, server: IpAddr, out: &mut dyn Write) -> Outcome {
     let messages = opts.messages();
     let mut nodes = Vec::with_capacity(opts.connections as usize);
     for _ in 0..opts.connections {
@@ -304,21 +344,41 @@ fn connect_events(
     opts: &CmatestOptions,
     server: IpAddr,
 ) -> Result<(), AppError> {
-    let mut left = nodes.len();
-    while left > 0 {
-        let event = rt.wait_cm_event(opts.timeout)?;
-        let Some(node) = nodes.iter_mut().find(|n| n.id == event.id()) else {
-            continue;
-        };
-        match event {
+    settle_each(
+        rt,
+        nodes,
+        |n| n.id,
+        opts.timeout,
+        |node, event| match event {
             CmEvent::Established { .. } => {
                 node.connected = true;
-                left -= 1;
+                Ok(true)
             }
             e @ (CmEvent::Rejected { .. } | CmEvent::TimedOut { .. }) => {
-                return Err(cm_app::connect_error(&e, server, opts.port));
+                Err(cm_app::connect_error(&e, server, opts.port))
             }
-            _ => {}
+            _ => Ok(false),
+        },
+    )
+}
+
+/// Waits until every node has had an event that `settle` says settles it (true); each
+/// event goes to the node `id` says it is about, and one about no node is passed over.
+pub(super) fn settle_each<N>(
+    rt: &mut Runtime,
+    nodes: &mut [N],
+    id: impl Fn(&N) -> ConnId,
+    timeout: Duration,
+    mut settle: impl FnMut(&mut N, CmEvent) -> Result<bool, AppError>,
+) -> Result<(), AppError> {
+    let mut left = nodes.len();
+    while left > 0 {
+        let event = rt.wait_cm_event(timeout)?;
+        let Some(node) = nodes.iter_mut().find(|n| id(n) == event.id()) else {
+            continue;
+        };
+        if settle(node, event)? {
+            left -= 1;
         }
     }
     Ok(())
@@ -351,18 +411,8 @@ fn disconnect_events(
     Ok(())
 }
 
-fn server(
-    rt: &mut Runtime,
-    opts: &CmatestOptions,
-    out: &mut dyn Write,
-) -> Result<CmatestSummary, AppError> {
-    say(out, "cmatose: starting server");
-    check_bind(rt, opts)?;
-    let listener = rt.cm_listen(ListenParams {
-        port_space: PortSpace::Tcp,
-        port: opts.port,
-        addr: opts.bind,
-    })?;
+fn server(rt: &mut Runtime, opts: &CmatestOptions, out: &mut dyn Write) -> Outcome {
+    let listener = listen(rt, opts, PortSpace::Tcp)?;
     let messages = opts.messages();
     let mut nodes: Vec<Node> = Vec::with_capacity(opts.connections as usize);
     // `connect_events`: a connection counts when it is established (or failed).
@@ -434,74 +484,39 @@ fn server(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{Lines, runtime};
+    use super::super::testing::{cmatest_pair, cmatest_refused};
     use super::*;
-    use crate::io::SystemClock;
-    use crate::io::memory::{self, MemoryLinkConfig};
-    use std::sync::mpsc;
 
     /// Our client against our server: four connections, five messages each way on each,
     /// cmatose's lines in cmatose's order on both sides.
     #[test]
     fn four_connections_between_two_runtimes() {
-        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
-        let mut opts = CmatestOptions::new(None);
-        opts.connections = 4;
-        opts.count = 5;
-        opts.size = 300;
-        opts.timeout = Duration::from_secs(20);
-        let server_opts = opts.clone();
-        let (tx, rx) = mpsc::channel();
-        let server = std::thread::spawn(move || {
-            let mut rt = runtime(b, "10.0.0.2/24");
-            run(&mut rt, &server_opts, &mut Lines(tx)).unwrap()
-        });
-        // The server listens right after its first line.
-        let first = rx.recv().unwrap();
-        let mut rt = runtime(a, "10.0.0.1/24");
-        opts.server = Some("10.0.0.2".parse().unwrap());
-        let mut out = Vec::new();
-        let client = run(&mut rt, &opts, &mut out).unwrap();
-        let want = CmatestSummary {
-            connections: 4,
-            sent: 20,
-            received: 20,
-        };
-        assert_eq!(client, want);
-        assert_eq!(server.join().unwrap(), want);
+        let seen = cmatest_pair(run, CmatestOptions::new(None), 300, Duration::ZERO);
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            seen.client_lines,
             "cmatose: starting client\ncmatose: connecting\nreceiving data transfers\n\
              sending replies\ndata transfers complete\ntest complete\nreturn status 0\n"
         );
-        let server_out: String = [first].into_iter().chain(rx.try_iter()).collect();
         assert_eq!(
-            server_out,
+            seen.server_lines,
             "cmatose: starting server\ninitiating data transfers\ncompleting sends\n\
              receiving data transfers\ndata transfers complete\ncmatose: disconnecting\n\
              disconnected\ntest complete\nreturn status 0\n"
         );
-        assert_eq!(rt.host().cm().stats().established, 4);
+        assert_eq!(seen.client_rt.host().cm().stats().established, 4);
     }
 
     #[test]
     fn a_refused_client_and_bad_options_are_one_line() {
-        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
-        let peer = std::thread::spawn(move || {
-            let mut rt = runtime(b, "10.0.0.2/24");
-            let _ = rt.serve_for(Duration::from_secs(3));
-        });
-        let mut rt = runtime(a, "10.0.0.1/24");
         let mut opts = CmatestOptions::new(Some("10.0.0.2".parse().unwrap()));
         opts.connections = 2;
         opts.timeout = Duration::from_secs(10);
-        let e = run(&mut rt, &opts, &mut Vec::new()).unwrap_err();
+        let (e, mut rt) = cmatest_refused(run, &opts);
         assert_eq!(
             e.to_string(),
             "10.0.0.2 port 7471 refused the connection: REJ reason 8 (invalid service ID): \
              nothing listens on that port"
         );
-        peer.join().unwrap();
         for bad in [
             CmatestOptions {
                 connections: 0,

@@ -84,3 +84,90 @@ impl std::io::Write for Lines {
         Ok(())
     }
 }
+
+/// cmatose's or udaddy's `run`.
+pub type CmatestRun = fn(
+    &mut Runtime,
+    &super::cmatose::CmatestOptions,
+    &mut dyn std::io::Write,
+) -> Result<super::cmatose::CmatestSummary, super::AppError>;
+
+/// What [`cmatest_pair`] saw: each side's lines, and the client's runtime.
+pub struct CmatestPair {
+    pub client_lines: String,
+    pub server_lines: String,
+    pub client_rt: Runtime,
+}
+
+/// Runs `run` as server (10.0.0.2, lingering `linger` after it returns) and, once the
+/// server has said its first line (it listens right after), as client (10.0.0.1) over the
+/// in-memory link: `opts` but for four connections, five messages of `size` bytes each way
+/// on each. Both sides must count 4 connections and 20 messages each way.
+pub fn cmatest_pair(
+    run: CmatestRun,
+    opts: super::cmatose::CmatestOptions,
+    size: u32,
+    linger: std::time::Duration,
+) -> CmatestPair {
+    let opts = super::cmatose::CmatestOptions {
+        connections: 4,
+        count: 5,
+        size,
+        timeout: std::time::Duration::from_secs(20),
+        ..opts
+    };
+    let (a, b) = crate::io::memory::pair(
+        crate::io::memory::MemoryLinkConfig::default(),
+        crate::io::SystemClock::new(),
+    )
+    .unwrap();
+    let server_opts = opts.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let mut rt = runtime(b, "10.0.0.2/24");
+        let summary = run(&mut rt, &server_opts, &mut Lines(tx)).unwrap();
+        rt.serve_for(linger).unwrap();
+        summary
+    });
+    let first = rx.recv().unwrap();
+    let mut client_rt = runtime(a, "10.0.0.1/24");
+    let client_opts = super::cmatose::CmatestOptions {
+        server: Some("10.0.0.2".parse().unwrap()),
+        ..opts
+    };
+    let mut out = Vec::new();
+    let client = run(&mut client_rt, &client_opts, &mut out).unwrap();
+    let want = super::cmatose::CmatestSummary {
+        connections: 4,
+        sent: 20,
+        received: 20,
+    };
+    assert_eq!(client, want);
+    assert_eq!(server.join().unwrap(), want);
+    CmatestPair {
+        client_lines: String::from_utf8(out).unwrap(),
+        server_lines: [first].into_iter().chain(rx.try_iter()).collect(),
+        client_rt,
+    }
+}
+
+/// Runs `run` as client (10.0.0.1) with `opts` against a runtime at 10.0.0.2 that runs no
+/// program for 3 s; its error, and the client's runtime for more runs.
+pub fn cmatest_refused(
+    run: CmatestRun,
+    opts: &super::cmatose::CmatestOptions,
+) -> (super::AppError, Runtime) {
+    let (a, b) = crate::io::memory::pair(
+        crate::io::memory::MemoryLinkConfig::default(),
+        crate::io::SystemClock::new(),
+    )
+    .unwrap();
+    let peer = std::thread::spawn(move || {
+        let mut rt = runtime(b, "10.0.0.2/24");
+        let _ = rt.serve_for(std::time::Duration::from_secs(3));
+    });
+    let mut rt = runtime(a, "10.0.0.1/24");
+    let e = run(&mut rt, opts, &mut Vec::new()).unwrap_err();
+    peer.join().unwrap();
+    (e, rt)
+}

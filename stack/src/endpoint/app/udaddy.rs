@@ -18,9 +18,11 @@ use std::io::Write;
 use std::net::IpAddr;
 
 use super::cm_app;
-use super::cmatose::{CmatestOptions, CmatestSummary, check_bind, run_side, say};
-use super::{AppError, check, random_psn, wait_or_stall};
-use crate::endpoint::cm::{CmEvent, ConnId, ListenParams, RDMA_UDP_QKEY, SidrParams};
+use super::cmatose::{
+    CmatestOptions, CmatestSummary, Outcome, Program, listen, poll_cq, run_side, say, settle_each,
+};
+use super::{AppError, random_psn};
+use crate::endpoint::cm::{CmEvent, ConnId, RDMA_UDP_QKEY, SidrParams};
 use crate::endpoint::connect::{QpPath, connect};
 use crate::endpoint::ids::random_va;
 use crate::endpoint::runtime::Runtime;
@@ -145,44 +147,37 @@ fn poll_cqs(
 ) -> Result<u64, AppError> {
     let mut done = 0;
     for n in nodes.iter_mut() {
-        for k in 0..messages {
-            let wc = wait_or_stall(rt, n.cq, timeout, || {
-                format!("{k} of {messages} completions on QP {}", n.qpn)
-            })?;
-            check(&wc)?;
-            if n.dest.is_none()
+        let qpn = n.qpn;
+        let progress = |k| format!("{k} of {messages} completions on QP {qpn}");
+        let dest = &mut n.dest;
+        done += poll_cq(rt, n.cq, messages, timeout, progress, |wc| {
+            if dest.is_none()
                 && let (Some(addr), Some(imm)) = (wc.src_addr, wc.imm_data)
             {
-                n.dest = Some(UdDest {
+                *dest = Some(UdDest {
                     addr,
                     remote_qpn: Qpn::new(imm & 0xff_ffff),
                     remote_qkey: RDMA_UDP_QKEY,
                 });
             }
-            done += 1;
-        }
+        })?;
     }
     Ok(done)
 }
 
 /// Runs udaddy as client (`opts.server` set) or server, its lines to `out`.
-pub fn run(
-    rt: &mut Runtime,
-    opts: &CmatestOptions,
-    out: &mut dyn Write,
-) -> Result<CmatestSummary, AppError> {
-    run_side(rt, opts, out, client, server)
+pub fn run(rt: &mut Runtime, opts: &CmatestOptions, out: &mut dyn Write) -> Outcome {
+    run_side(&UDADDY, rt, opts, out)
 }
 
-fn client(
-    rt: &mut Runtime,
-    opts: &CmatestOptions,
-    server: IpAddr,
-    out: &mut dyn Write,
-) -> Result<CmatestSummary, AppError> {
-    say(out, "udaddy: starting client");
-    say(out, "udaddy: connecting");
-    check_size(rt, opts)?;
+const UDADDY: Program = Program {
+    name: "udaddy",
+    check: check_size,
+    client,
+    server,
+};
+
+fn client(rt: &mut Runtime, opts: &CmatestOptions, server: IpAddr, out: &mut dyn Write) -> Outcome {
     let messages = opts.messages();
     let mut nodes = Vec::with_capacity(opts.connections as usize);
     for _ in 0..opts.connections {
@@ -195,27 +190,26 @@ fn client(
         })?;
         nodes.push(node);
     }
-    let mut left = nodes.len();
-    while left > 0 {
-        let event = rt.wait_cm_event(opts.timeout)?;
-        let Some(node) = nodes.iter_mut().find(|n| n.id == event.id()) else {
-            continue;
-        };
-        match event {
+    settle_each(
+        rt,
+        &mut nodes,
+        |n| n.id,
+        opts.timeout,
+        |node, event| match event {
             CmEvent::SidrResolved { qpn, qkey, .. } => {
                 node.dest = Some(UdDest {
                     addr: server,
                     remote_qpn: qpn,
                     remote_qkey: qkey,
                 });
-                left -= 1;
+                Ok(true)
             }
             e @ (CmEvent::SidrFailed { .. } | CmEvent::TimedOut { .. }) => {
-                return Err(cm_app::connect_error(&e, server, opts.port));
+                Err(cm_app::connect_error(&e, server, opts.port))
             }
-            _ => {}
-        }
-    }
+            _ => Ok(false),
+        },
+    )?;
     let (mut sent, mut received) = (0, 0);
     if messages > 0 {
         say(out, "initiating data transfers");
@@ -234,19 +228,8 @@ fn client(
     })
 }
 
-fn server(
-    rt: &mut Runtime,
-    opts: &CmatestOptions,
-    out: &mut dyn Write,
-) -> Result<CmatestSummary, AppError> {
-    say(out, "udaddy: starting server");
-    check_bind(rt, opts)?;
-    check_size(rt, opts)?;
-    let listener = rt.cm_listen(ListenParams {
-        port_space: PortSpace::Udp,
-        port: opts.port,
-        addr: opts.bind,
-    })?;
+fn server(rt: &mut Runtime, opts: &CmatestOptions, out: &mut dyn Write) -> Outcome {
+    let listener = listen(rt, opts, PortSpace::Udp)?;
     let messages = opts.messages();
     let mut nodes: Vec<Node> = Vec::with_capacity(opts.connections as usize);
     while nodes.len() < opts.connections as usize {
@@ -278,52 +261,23 @@ fn server(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{Lines, runtime};
+    use super::super::testing::{cmatest_pair, cmatest_refused};
     use super::*;
-    use crate::io::SystemClock;
-    use crate::io::memory::{self, MemoryLinkConfig};
-    use std::sync::mpsc;
 
     /// Our client against our server: four services resolved, five messages each way on
     /// each, udaddy's lines in udaddy's order.
     #[test]
     fn four_services_between_two_runtimes() {
-        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
-        let mut opts = options(None);
-        opts.connections = 4;
-        opts.count = 5;
-        opts.size = 500;
-        opts.timeout = Duration::from_secs(20);
-        let server_opts = opts.clone();
-        let (tx, rx) = mpsc::channel();
-        let server = std::thread::spawn(move || {
-            let mut rt = runtime(b, "10.0.0.2/24");
-            let summary = run(&mut rt, &server_opts, &mut Lines(tx)).unwrap();
-            // udaddy's server exits once its replies are sent; rxe's wire stays up after.
-            rt.serve_for(Duration::from_secs(1)).unwrap();
-            summary
-        });
-        let first = rx.recv().unwrap();
-        let mut rt = runtime(a, "10.0.0.1/24");
-        opts.server = Some("10.0.0.2".parse().unwrap());
-        let mut out = Vec::new();
-        let client = run(&mut rt, &opts, &mut out).unwrap();
-        let want = CmatestSummary {
-            connections: 4,
-            sent: 20,
-            received: 20,
-        };
-        assert_eq!(client, want);
-        assert_eq!(server.join().unwrap(), want);
+        // udaddy's server exits once its replies are sent; rxe's wire stays up after.
+        let seen = cmatest_pair(run, options(None), 500, Duration::from_secs(1));
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            seen.client_lines,
             "udaddy: starting client\nudaddy: connecting\ninitiating data transfers\n\
              receiving data transfers\ndata transfers complete\ntest complete\n\
              return status 0\n"
         );
-        let server_out: String = [first].into_iter().chain(rx.try_iter()).collect();
         assert_eq!(
-            server_out,
+            seen.server_lines,
             "udaddy: starting server\nreceiving data transfers\nsending replies\n\
              data transfers complete\ntest complete\nreturn status 0\n"
         );
@@ -331,20 +285,13 @@ mod tests {
 
     #[test]
     fn a_message_above_the_mtu_and_no_server_are_one_line() {
-        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
-        let peer = std::thread::spawn(move || {
-            let mut rt = runtime(b, "10.0.0.2/24");
-            let _ = rt.serve_for(Duration::from_secs(3));
-        });
-        let mut rt = runtime(a, "10.0.0.1/24");
         let mut opts = options(Some("10.0.0.2".parse().unwrap()));
         opts.timeout = Duration::from_secs(10);
-        let e = run(&mut rt, &opts, &mut Vec::new()).unwrap_err();
+        let (e, mut rt) = cmatest_refused(run, &opts);
         assert!(
             e.to_string().starts_with("10.0.0.2 port 7174 refused"),
             "{e}"
         );
-        peer.join().unwrap();
         opts.size = 5000;
         let e = run(&mut rt, &opts, &mut Vec::new()).unwrap_err();
         assert!(e.to_string().contains("larger than active mtu"), "{e}");
