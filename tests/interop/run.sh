@@ -347,15 +347,16 @@ cm_connections() {
 # ucmatose (librdmacm's cmatose): 4 RC connections at once, 10 messages of 100 bytes each
 # way on each, the server disconnecting them all.
 cm_four() { cm_connections 4 "$1"; }
-for role in client server; do
-  if [[ $role == client ]]; then
-    SETTLE=3 run_case "ucmatose-c4-client" client "" "ucmatose -c 4" cm_four \
-      ucmatose -s $PEER -c 4 "${OURS[@]}"
-  else
-    READY='starting server' run_case "ucmatose-c4-server" server "" "ucmatose -s 10.77.0.2 -c 4" \
-      cm_four ucmatose -c 4 "${OURS[@]}"
-  fi
-done
+# case_cmatest PROGRAM CHECK: librdmacm's PROGRAM with -c 4 against `roce PROGRAM -c 4`, both
+# roles; CHECK judges the capture.
+case_cmatest() {
+  local program=$1 check=$2
+  SETTLE=3 run_case "$program-c4-client" client "" "$program -c 4" "$check" \
+    "$program" -s $PEER -c 4 "${OURS[@]}"
+  READY='starting server' run_case "$program-c4-server" server "" "$program -s 10.77.0.2 -c 4" \
+    "$check" "$program" -c 4 "${OURS[@]}"
+}
+case_cmatest ucmatose cm_four
 
 # udaddy (librdmacm's UD example): 4 services resolved through SIDR (SIDR_REQ, SIDR_REP in
 # the UDP port space), 10 UD messages of 100 bytes each way on each.
@@ -366,15 +367,7 @@ sidr_four() {
     (($(grep -c "\"$m\"" <<<"$decoded") >= 4)) || { echo "fewer than 4 CM ${m}s in the capture"; return 1; }
   done
 }
-for role in client server; do
-  if [[ $role == client ]]; then
-    SETTLE=3 run_case "udaddy-c4-client" client "" "udaddy -c 4" sidr_four \
-      udaddy -s $PEER -c 4 "${OURS[@]}"
-  else
-    READY='starting server' run_case "udaddy-c4-server" server "" "udaddy -s 10.77.0.2 -c 4" \
-      sidr_four udaddy -c 4 "${OURS[@]}"
-  fi
-done
+case_cmatest udaddy sidr_four
 
 # perftest -R: the dialogue over an RC connection rdma_cm makes on port 18515 and the test's
 # QP connected by rdma_cm on the same port (no TCP). Passes if the capture holds two

@@ -49,6 +49,19 @@ def roce_v1_icrc(grh):
     return struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(covered)) & 0xFFFFFFFF)
 
 
+def bth_view(bth, icrc_ok):
+    """The BTH fields the decoder's JSON line has, and whether the ICRC is right."""
+    return {
+        "opcode_value": bth.opcode,
+        "opcode": _bth_opcodes.get(bth.opcode),
+        "dest_qp": bth.dqpn,
+        "psn": bth.psn,
+        "pad": bth.padcount,
+        "pkey": bth.pkey,
+        "icrc": "ok" if icrc_ok else "bad",
+    }
+
+
 def scapy_view(pkt):
     """What scapy makes of a frame: None if it is not RoCE, else the BTH fields and ICRC."""
     if BTH in pkt and GRH in pkt and UDP not in pkt:
@@ -58,13 +71,7 @@ def scapy_view(pkt):
             "roce_version": 1,
             "src": str(ipaddress.IPv6Address(grh.sgid)),
             "dst": str(ipaddress.IPv6Address(grh.dgid)),
-            "opcode_value": bth.opcode,
-            "opcode": _bth_opcodes.get(bth.opcode),
-            "dest_qp": bth.dqpn,
-            "psn": bth.psn,
-            "pad": bth.padcount,
-            "pkey": bth.pkey,
-            "icrc": "ok" if roce_v1_icrc(grh) == wire else "bad",
+            **bth_view(bth, roce_v1_icrc(grh) == wire),
         }
     if BTH not in pkt or UDP not in pkt or pkt[UDP].dport != ROCEV2_PORT:
         return None
@@ -73,13 +80,7 @@ def scapy_view(pkt):
     computed = bth.compute_icrc(None)
     return {
         "roce_version": 2,
-        "opcode_value": bth.opcode,
-        "opcode": _bth_opcodes.get(bth.opcode),
-        "dest_qp": bth.dqpn,
-        "psn": bth.psn,
-        "pad": bth.padcount,
-        "pkey": bth.pkey,
-        "icrc": "ok" if computed == wire else "bad",
+        **bth_view(bth, computed == wire),
     }
 
 

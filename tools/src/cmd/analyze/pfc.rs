@@ -8,7 +8,7 @@ use roce::analysis::Report;
 use roce::analysis::pfc::{MAX_SOURCE_MACS, PfcReport};
 use serde::Serialize;
 
-use super::text::duration;
+use super::text::{count_line, duration};
 use crate::cmd::decode::explain::mac;
 
 /// How a flow's priority is found, as the report says it.
@@ -236,20 +236,18 @@ pub fn pfc_text(o: &mut String, r: &Report) {
             duration(f.pfc_stalled_ns)
         );
     }
-    if p.reserved_bits_frames > 0 {
-        let _ = writeln!(
-            o,
-            "  {} PFC frames with reserved bits set (the enable vector's high byte)",
-            p.reserved_bits_frames
-        );
-    }
-    if p.empty_vector_frames > 0 {
-        let _ = writeln!(
-            o,
-            "  {} PFC frames enabled no priority",
-            p.empty_vector_frames
-        );
-    }
+    count_line(
+        o,
+        "  ",
+        p.reserved_bits_frames,
+        "PFC frames with reserved bits set (the enable vector's high byte)",
+    );
+    count_line(
+        o,
+        "  ",
+        p.empty_vector_frames,
+        "PFC frames enabled no priority",
+    );
     if p.other_mac_control_frames + p.truncated_frames > 0 {
         let _ = writeln!(
             o,

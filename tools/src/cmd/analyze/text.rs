@@ -90,6 +90,13 @@ pub fn render(file: &Path, r: &Report) -> String {
 }
 
 /// `n` with thousands separated by commas: 12,000.
+/// `{prefix}{n} {what}` on a line of its own, unless `n` is 0.
+pub fn count_line(o: &mut String, prefix: &str, n: u64, what: &str) {
+    if n > 0 {
+        let _ = writeln!(o, "{prefix}{n} {what}");
+    }
+}
+
 fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
@@ -357,21 +364,19 @@ fn input(o: &mut String, r: &Report) {
             r.limits.max_bytes >> 20
         );
     }
-    if u.packets > 0 {
-        let _ = writeln!(
-            o,
-            "not tracked: {} packets in all, counted in the totals only",
-            u.packets
-        );
-    }
-    if u.cm_connections > 0 {
-        let _ = writeln!(
-            o,
-            "not tracked: {} rdma_cm connections beyond the tracker's {}",
-            u.cm_connections,
-            roce::analysis::cm::MAX_CONNECTIONS
-        );
-    }
+    let tracker = roce::analysis::cm::MAX_CONNECTIONS;
+    count_line(
+        o,
+        "not tracked: ",
+        u.packets,
+        "packets in all, counted in the totals only",
+    );
+    count_line(
+        o,
+        "not tracked: ",
+        u.cm_connections,
+        &format!("rdma_cm connections beyond the tracker's {tracker}"),
+    );
     let p = &r.input;
     if !p.any() {
         return;
@@ -380,22 +385,20 @@ fn input(o: &mut String, r: &Report) {
     if let Some(d) = &p.damage {
         let _ = writeln!(o, "  {d}; frames after it were not analysed");
     }
-    if p.cut_frames > 0 {
-        let _ = writeln!(
-            o,
-            "  {} frames cut by the capture's snap length: headers analysed, ICRC not checked",
-            p.cut_frames
-        );
-    }
-    if p.malformed_frames > 0 {
-        let _ = writeln!(
-            o,
-            "  {} malformed RoCEv2 frames (or broken encapsulations)",
-            p.malformed_frames
-        );
-        for (i, why) in &p.malformed_examples {
-            // Wireshark's frame numbers, from 1.
-            let _ = writeln!(o, "    frame {}: {why}", i + 1);
-        }
+    count_line(
+        o,
+        "  ",
+        p.cut_frames,
+        "frames cut by the capture's snap length: headers analysed, ICRC not checked",
+    );
+    count_line(
+        o,
+        "  ",
+        p.malformed_frames,
+        "malformed RoCEv2 frames (or broken encapsulations)",
+    );
+    for (i, why) in &p.malformed_examples {
+        // Wireshark's frame numbers, from 1.
+        let _ = writeln!(o, "    frame {}: {why}", i + 1);
     }
 }
