@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 
 use crate::capture::Frame;
 use crate::wire::decap::OuterKind;
-use crate::wire::encap::ETHERTYPE_ARP;
+use crate::wire::encap::{
+    ETHERTYPE_ARP, ETHERTYPE_LLDP, IP_PROTOCOL_ICMP, IP_PROTOCOL_ICMPV6, IP_PROTOCOL_IGMP,
+    IP_PROTOCOL_TCP,
+};
 use crate::wire::pause::ETHERTYPE_MAC_CONTROL;
 use crate::wire::{NotRoce, PacketError, RocePacket};
-
-/// EtherType of LLDP (IEEE 802.1AB), which every switch port sends.
-const ETHERTYPE_LLDP: u16 = 0x88cc;
 
 /// What a frame that is not RoCE was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -117,10 +117,10 @@ impl NotRoceKind {
             NotRoce::EtherType(ETHERTYPE_MAC_CONTROL) => NotRoceKind::MacControl,
             NotRoce::EtherType(_) => NotRoceKind::OtherEtherType,
             NotRoce::RoceV1 { .. } => NotRoceKind::RoceV1,
-            NotRoce::IpProtocol(6) => NotRoceKind::Tcp,
-            NotRoce::IpProtocol(1) => NotRoceKind::Icmp,
-            NotRoce::IpProtocol(58) => NotRoceKind::Icmpv6,
-            NotRoce::IpProtocol(2) => NotRoceKind::Igmp,
+            NotRoce::IpProtocol(IP_PROTOCOL_TCP) => NotRoceKind::Tcp,
+            NotRoce::IpProtocol(IP_PROTOCOL_ICMP) => NotRoceKind::Icmp,
+            NotRoce::IpProtocol(IP_PROTOCOL_ICMPV6) => NotRoceKind::Icmpv6,
+            NotRoce::IpProtocol(IP_PROTOCOL_IGMP) => NotRoceKind::Igmp,
             NotRoce::IpProtocol(_) => NotRoceKind::OtherIpProtocol,
             NotRoce::UdpPort(_) => NotRoceKind::OtherUdp,
             NotRoce::GreVersion(_) => NotRoceKind::OtherGre,

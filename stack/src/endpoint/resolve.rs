@@ -12,7 +12,8 @@ use etherparse::{
 };
 
 use crate::wire::encap::{
-    ETHERNET_HEADER_LEN, ETHERNET_MIN_FRAME_LEN, ETHERTYPE_ARP, ETHERTYPE_IPV6, IPV6_HEADER_LEN,
+    ETHERNET_HEADER_LEN, ETHERNET_MIN_FRAME_LEN, ETHERTYPE_ARP, ETHERTYPE_IPV6, IP_PROTOCOL_ICMPV6,
+    IPV6_HEADER_LEN, field_at,
 };
 
 /// The Ethernet broadcast address, where ARP requests go.
@@ -67,11 +68,14 @@ fn ethernet(src: [u8; 6], dst: [u8; 6], ethertype: u16) -> [u8; ETHERNET_HEADER_
 /// Parses an ARP or NDP frame (Ethernet II, untagged). `None` if the frame is neither ARP
 /// nor ICMPv6.
 pub fn parse(frame: &[u8]) -> Option<Result<Resolution, Ignored>> {
-    let ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+    let at = field_at::ETHERTYPE;
+    let ethertype = u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]);
     let body = &frame[ETHERNET_HEADER_LEN..];
     match ethertype {
         ETHERTYPE_ARP => Some(parse_arp(body)),
-        ETHERTYPE_IPV6 if body.get(6) == Some(&58) => Some(parse_ndp(frame, body)),
+        ETHERTYPE_IPV6 if body.get(field_at::IPV6_NEXT_HEADER) == Some(&IP_PROTOCOL_ICMPV6) => {
+            Some(parse_ndp(frame, body))
+        }
         _ => None,
     }
 }

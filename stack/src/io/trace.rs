@@ -5,7 +5,9 @@
 use tracing::{Level, enabled, event};
 
 use crate::wire::ce::{ecn, ip_offset};
-use crate::wire::encap::{IP_PROTOCOL_UDP, IPV6_HEADER_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN};
+use crate::wire::encap::{
+    IP_PROTOCOL_UDP, IPV6_HEADER_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN, field_at, ipv4_header_len,
+};
 use crate::wire::{Bth, Opcode};
 
 use super::{Device, DeviceError};
@@ -29,7 +31,9 @@ impl FrameSummary {
     pub fn of(frame: &[u8]) -> FrameSummary {
         FrameSummary {
             len: frame.len(),
-            ethertype: frame.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]])),
+            ethertype: frame
+                .get(field_at::ETHERTYPE..field_at::ETHERTYPE + 2)
+                .map(|b| u16::from_be_bytes([b[0], b[1]])),
             ecn: ecn(frame),
             bth: roce_bth(frame),
         }
@@ -39,12 +43,19 @@ impl FrameSummary {
 fn roce_bth(frame: &[u8]) -> Option<(Opcode, u32, u32)> {
     let (ip, version) = ip_offset(frame)?;
     let (protocol, ip_len) = if version == 4 {
-        (*frame.get(ip + 9)?, usize::from(frame.get(ip)? & 0x0f) * 4)
+        (
+            *frame.get(ip + field_at::IPV4_PROTOCOL)?,
+            ipv4_header_len(*frame.get(ip + field_at::IPV4_VERSION_IHL)?),
+        )
     } else {
-        (*frame.get(ip + 6)?, IPV6_HEADER_LEN)
+        (
+            *frame.get(ip + field_at::IPV6_NEXT_HEADER)?,
+            IPV6_HEADER_LEN,
+        )
     };
     let udp = frame.get(ip + ip_len..)?;
-    let port = u16::from_be_bytes([*udp.get(2)?, *udp.get(3)?]);
+    let dst = field_at::UDP_DST_PORT;
+    let port = u16::from_be_bytes([*udp.get(dst)?, *udp.get(dst + 1)?]);
     if protocol != IP_PROTOCOL_UDP || port != ROCEV2_UDP_PORT {
         return None;
     }

@@ -47,8 +47,41 @@ pub const ETHERTYPE_IPV6: u16 = 0x86dd;
 pub const ETHERTYPE_VLAN: u16 = 0x8100;
 /// RoCE v1: the IB GRH directly over Ethernet, without IP/UDP.
 pub const ETHERTYPE_ROCE_V1: u16 = 0x8915;
+/// EtherType of LLDP (IEEE 802.1AB), which every switch port sends.
+pub const ETHERTYPE_LLDP: u16 = 0x88cc;
 /// IP protocol number of UDP.
 pub const IP_PROTOCOL_UDP: u8 = 17;
+/// IP protocol number of ICMP.
+pub const IP_PROTOCOL_ICMP: u8 = 1;
+/// IP protocol number of IGMP.
+pub const IP_PROTOCOL_IGMP: u8 = 2;
+/// IP protocol number of TCP.
+pub const IP_PROTOCOL_TCP: u8 = 6;
+/// IP protocol number (IPv6 Next Header) of ICMPv6.
+pub const IP_PROTOCOL_ICMPV6: u8 = 58;
+
+/// Offsets of single fields in the Ethernet, IPv4, IPv6 and UDP headers, for code that
+/// reads one field without parsing the header (the XDP filter, the tracer, ARP and NDP).
+pub mod field_at {
+    /// Ethernet: the EtherType, or an 802.1Q tag's TPID, after the two MAC addresses.
+    pub const ETHERTYPE: usize = 12;
+    /// IPv4: Version (high nibble) and IHL (low nibble, in 4-byte words).
+    pub const IPV4_VERSION_IHL: usize = 0;
+    /// IPv4: Protocol.
+    pub const IPV4_PROTOCOL: usize = 9;
+    /// IPv6: Next Header.
+    pub const IPV6_NEXT_HEADER: usize = 6;
+    /// UDP: the destination port (2 bytes, after the source port).
+    pub const UDP_DST_PORT: usize = 2;
+}
+
+/// The first byte of an IPv4 header without options: version 4, IHL 5 words.
+pub const IPV4_VERSION_IHL_NO_OPTIONS: u8 = (4 << 4) | (IPV4_HEADER_LEN / 4) as u8;
+
+/// The length of an IPv4 header from its first byte's IHL (in 4-byte words).
+pub const fn ipv4_header_len(version_ihl: u8) -> usize {
+    (version_ihl & 0x0f) as usize * 4
+}
 
 /// The UDP source port rxe gives a QP when it creates it: `0xC000 + (hash_32(qpn, 14) & 0x3fff)`
 /// with the kernel's multiplicative `hash_32`, so each QP is one flow for ECMP and RSS but
@@ -143,7 +176,7 @@ pub struct VlanTag {
 impl VlanTag {
     /// Where the tag goes in a frame: after the two MAC addresses, where the EtherType of an
     /// untagged frame is (802.1Q 9.3).
-    pub const AT: usize = 12;
+    pub const AT: usize = field_at::ETHERTYPE;
 
     /// The Tag Control Information: PCP (3 bits), DEI (1), VID (12).
     pub const fn tci(&self) -> u16 {

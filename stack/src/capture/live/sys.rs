@@ -279,7 +279,7 @@ impl Ring {
                 let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
                     tpid
                 } else {
-                    0x8100
+                    crate::wire::encap::ETHERTYPE_VLAN
                 };
                 (tpid, tci as u16)
             });

@@ -10,6 +10,8 @@
 
 use std::os::fd::RawFd;
 
+use crate::wire::encap::{self, field_at};
+
 /// Which frames the program redirects to the socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum XdpFilter {
@@ -68,12 +70,19 @@ const MD_RX_QUEUE_INDEX: i16 = 16;
 const fn wire16(v: u16) -> i32 {
     v.swap_bytes() as i32
 }
-const ETHERTYPE_IPV4: i32 = wire16(0x0800);
-const ETHERTYPE_IPV6: i32 = wire16(0x86dd);
-const ETHERTYPE_VLAN: i32 = wire16(crate::wire::encap::ETHERTYPE_VLAN);
+const ETHERTYPE_IPV4: i32 = wire16(encap::ETHERTYPE_IPV4);
+const ETHERTYPE_IPV6: i32 = wire16(encap::ETHERTYPE_IPV6);
+const ETHERTYPE_VLAN: i32 = wire16(encap::ETHERTYPE_VLAN);
 const ETHERTYPE_MAC_CONTROL: i32 = wire16(crate::wire::pause::ETHERTYPE_MAC_CONTROL);
-const ROCEV2_PORT: i32 = wire16(4791);
-const IPPROTO_UDP: i32 = 17;
+const ROCEV2_PORT: i32 = wire16(encap::ROCEV2_UDP_PORT);
+const IPPROTO_UDP: i32 = encap::IP_PROTOCOL_UDP as i32;
+/// Header lengths and field offsets as instruction offsets.
+const ETH_LEN: i16 = encap::ETHERNET_HEADER_LEN as i16;
+const VLAN_ETH_LEN: i16 = ETH_LEN + encap::VLAN_TAG_LEN as i16;
+const IPV4_LEN: i16 = encap::IPV4_HEADER_LEN as i16;
+const IPV6_LEN: i16 = encap::IPV6_HEADER_LEN as i16;
+/// The UDP ports: what the filter reads of the UDP header.
+const UDP_PORTS_LEN: i16 = field_at::UDP_DST_PORT as i16 + 2;
 
 /// Registers: r1 context on entry, r6 context kept, r2 data, r3 data_end, r4 bound, r5 field.
 const R0: u8 = 0;
@@ -152,18 +161,36 @@ pub fn program(map_fd: RawFd, filter: XdpFilter) -> Vec<Insn> {
         [
             // Version 4, IHL 5: RoCEv2 senders use no IP options.
             I(insn(LDX_B, R5, R2, l3, 0)),
-            jne(R5, 0x45, Label::Pass),
-            I(insn(LDX_B, R5, R2, l3 + 9, 0)),
+            jne(R5, encap::IPV4_VERSION_IHL_NO_OPTIONS.into(), Label::Pass),
+            I(insn(LDX_B, R5, R2, l3 + field_at::IPV4_PROTOCOL as i16, 0)),
             jne(R5, IPPROTO_UDP, Label::Pass),
-            I(insn(LDX_H, R5, R2, l3 + 20 + 2, 0)),
+            I(insn(
+                LDX_H,
+                R5,
+                R2,
+                l3 + IPV4_LEN + field_at::UDP_DST_PORT as i16,
+                0,
+            )),
             jne(R5, ROCEV2_PORT, Label::Pass),
         ]
     };
     let ipv6 = |l3: i16| {
         [
-            I(insn(LDX_B, R5, R2, l3 + 6, 0)),
+            I(insn(
+                LDX_B,
+                R5,
+                R2,
+                l3 + field_at::IPV6_NEXT_HEADER as i16,
+                0,
+            )),
             jne(R5, IPPROTO_UDP, Label::Pass),
-            I(insn(LDX_H, R5, R2, l3 + 40 + 2, 0)),
+            I(insn(
+                LDX_H,
+                R5,
+                R2,
+                l3 + IPV6_LEN + field_at::UDP_DST_PORT as i16,
+                0,
+            )),
             jne(R5, ROCEV2_PORT, Label::Pass),
         ]
     };
@@ -175,9 +202,9 @@ pub fn program(map_fd: RawFd, filter: XdpFilter) -> Vec<Insn> {
             I(insn(LDX_W, R3, R6, MD_DATA_END, 0)),
         ]);
         // IPv4: Ethernet 14 + IPv4 20 + the UDP ports (PAUSE and PFC frames are 60 bytes).
-        items.extend(need(14 + 20 + 4));
+        items.extend(need((ETH_LEN + IPV4_LEN + UDP_PORTS_LEN).into()));
         items.extend([
-            I(insn(LDX_H, R5, R2, 12, 0)),
+            I(insn(LDX_H, R5, R2, field_at::ETHERTYPE as i16, 0)),
             // PAUSE and PFC: the endpoint's transmitter honours them (io::pause); the kernel
             // would only drop them.
             jeq(R5, ETHERTYPE_MAC_CONTROL, Label::Redirect),
@@ -185,23 +212,29 @@ pub fn program(map_fd: RawFd, filter: XdpFilter) -> Vec<Insn> {
             jeq(R5, ETHERTYPE_IPV6, Label::Ipv6),
             jne(R5, ETHERTYPE_IPV4, Label::Pass),
         ]);
-        items.extend(ipv4(14));
+        items.extend(ipv4(ETH_LEN));
         items.extend([ja(Label::Redirect), L(Label::Ipv6)]);
-        items.extend(need(14 + 40 + 4));
-        items.extend(ipv6(14));
+        items.extend(need((ETH_LEN + IPV6_LEN + UDP_PORTS_LEN).into()));
+        items.extend(ipv6(ETH_LEN));
         // One 802.1Q tag (an endpoint on a VLAN or a priority, `--vlan`, `--pcp`), where the
         // NIC left it in the frame.
         items.extend([ja(Label::Redirect), L(Label::Vlan)]);
-        items.extend(need(18 + 20 + 4));
+        items.extend(need((VLAN_ETH_LEN + IPV4_LEN + UDP_PORTS_LEN).into()));
         items.extend([
-            I(insn(LDX_H, R5, R2, 16, 0)),
+            I(insn(
+                LDX_H,
+                R5,
+                R2,
+                VLAN_ETH_LEN - ETH_LEN + field_at::ETHERTYPE as i16,
+                0,
+            )),
             jeq(R5, ETHERTYPE_IPV6, Label::VlanIpv6),
             jne(R5, ETHERTYPE_IPV4, Label::Pass),
         ]);
-        items.extend(ipv4(18));
+        items.extend(ipv4(VLAN_ETH_LEN));
         items.extend([ja(Label::Redirect), L(Label::VlanIpv6)]);
-        items.extend(need(18 + 40 + 4));
-        items.extend(ipv6(18));
+        items.extend(need((VLAN_ETH_LEN + IPV6_LEN + UDP_PORTS_LEN).into()));
+        items.extend(ipv6(VLAN_ETH_LEN));
     } else {
         items.push(I(insn(MOV64_X, R6, R1, 0, 0)));
     }

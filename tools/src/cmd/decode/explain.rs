@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use roce::wire::encap::{ETHERNET_HEADER_LEN, VLAN_TAG_LEN};
+use roce::wire::encap::{ETHERNET_HEADER_LEN, ETHERTYPE_VLAN, VLAN_TAG_LEN};
 use roce::wire::icrc::ICRC_LEN;
 use roce::wire::{
     EthernetRepr, FixedHeader, IpRepr, Ipv4Repr, Ipv6Repr, RocePacket, UdpRepr, VlanTag,
@@ -12,6 +12,7 @@ use roce::wire::{
 
 use super::Dissected;
 use super::fields::{bth_fields, ext_sections};
+use super::outer::ethertype_meaning;
 use super::section::{Section, bits_label, field};
 
 fn render(out: &mut String, sections: &[Section]) {
@@ -53,21 +54,15 @@ pub(crate) fn mac(m: [u8; 6]) -> String {
         .join(":")
 }
 
-fn ethertype_meaning(t: u16) -> &'static str {
-    match t {
-        0x0800 => "IPv4 follows",
-        0x86dd => "IPv6 follows",
-        0x8100 => "an 802.1Q VLAN tag follows",
-        0x8915 => "RoCEv1: an InfiniBand GRH follows (IBA Annex A16)",
-        _ => "unknown",
-    }
-}
-
 /// The Ethernet header and any 802.1Q tag of a frame whose next header has EtherType
 /// `ip_type` (IPv4, IPv6, RoCEv1's GRH).
 pub(crate) fn link_sections(eth: Option<&EthernetRepr>, ip_type: u16, out: &mut Vec<Section>) {
     let Some(eth) = eth else { return };
-    let outer = if eth.vlan.is_some() { 0x8100 } else { ip_type };
+    let outer = if eth.vlan.is_some() {
+        ETHERTYPE_VLAN
+    } else {
+        ip_type
+    };
     out.push(Section {
         title: "Ethernet II (IEEE 802.3)".into(),
         note: None,

@@ -3,29 +3,35 @@
 //! outer Ethernet, IP and UDP of a tunnel, VXLAN, Geneve, GRE, ERSPAN), each at its offset in
 //! the frame, its fields where the wire layer declares them.
 
-use roce::wire::decap::erspan::{ErspanIIIRepr, ErspanIIRepr, ErspanPlatformRepr};
+use roce::wire::decap::erspan::{
+    ErspanIIIRepr, ErspanIIRepr, ErspanPlatformRepr, GRE_PROTOCOL_ERSPAN_II,
+    GRE_PROTOCOL_ERSPAN_III,
+};
 use roce::wire::decap::geneve::GeneveRepr;
-use roce::wire::decap::gre::GreRepr;
+use roce::wire::decap::gre::{ETHERTYPE_TEB, GreRepr};
 use roce::wire::decap::sll::{Sll2Repr, SllRepr};
-use roce::wire::decap::vlan::TagRepr;
+use roce::wire::decap::vlan::{ETHERTYPE_QINQ, ETHERTYPE_QINQ_LEGACY, TagRepr};
 use roce::wire::decap::vxlan::VxlanRepr;
 use roce::wire::decap::{Header, HeaderKind};
+use roce::wire::encap::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCE_V1, ETHERTYPE_VLAN};
 use roce::wire::field::FieldInfo;
 use roce::wire::{FixedHeader, RocePacket};
 
 use super::explain::mac;
 use super::section::{Section, field};
 
+/// What an EtherType (or TPID, or GRE or Geneve protocol type) says follows it.
 pub(crate) fn ethertype_meaning(t: u16) -> &'static str {
     match t {
-        0x0800 => "IPv4 follows",
-        0x86dd => "IPv6 follows",
-        0x8100 => "an 802.1Q VLAN tag follows",
-        0x88a8 => "an 802.1ad (QinQ) service tag follows",
-        0x9100 => "a QinQ service tag follows (pre-802.1ad TPID)",
-        0x6558 => "an Ethernet frame follows (transparent Ethernet bridging)",
-        0x88be => "ERSPAN type II follows (type I without a GRE sequence number)",
-        0x22eb => "ERSPAN type III follows",
+        ETHERTYPE_IPV4 => "IPv4 follows",
+        ETHERTYPE_IPV6 => "IPv6 follows",
+        ETHERTYPE_VLAN => "an 802.1Q VLAN tag follows",
+        ETHERTYPE_ROCE_V1 => "RoCEv1: an InfiniBand GRH follows (IBA Annex A16)",
+        ETHERTYPE_QINQ => "an 802.1ad (QinQ) service tag follows",
+        ETHERTYPE_QINQ_LEGACY => "a QinQ service tag follows (pre-802.1ad TPID)",
+        ETHERTYPE_TEB => "an Ethernet frame follows (transparent Ethernet bridging)",
+        GRE_PROTOCOL_ERSPAN_II => "ERSPAN type II follows (type I without a GRE sequence number)",
+        GRE_PROTOCOL_ERSPAN_III => "ERSPAN type III follows",
         _ => "unknown",
     }
 }
@@ -275,7 +281,9 @@ pub fn declared_fields(kind: HeaderKind, bytes: &[u8]) -> Option<Vec<FieldInfo>>
 pub fn header_name(kind: HeaderKind) -> &'static str {
     match kind {
         HeaderKind::Ethernet => "ETHERNET",
-        HeaderKind::Tag { tpid: 0x8100 } => "VLAN",
+        HeaderKind::Tag {
+            tpid: ETHERTYPE_VLAN,
+        } => "VLAN",
         HeaderKind::Tag { .. } => "QINQ",
         HeaderKind::Sll => "SLL",
         HeaderKind::Sll2 => "SLL2",
@@ -303,7 +311,9 @@ pub fn sections(p: &RocePacket<'_>) -> Vec<Section> {
                 HeaderKind::Ethernet => ethernet(h, b, outer),
                 HeaderKind::Tag { tpid } => {
                     let title = match tpid {
-                        0x8100 => "802.1Q VLAN tag (IEEE 802.1Q), after TPID 0x8100".to_string(),
+                        ETHERTYPE_VLAN => {
+                            "802.1Q VLAN tag (IEEE 802.1Q), after TPID 0x8100".to_string()
+                        }
                         t => format!("802.1ad service tag (QinQ), after TPID {t:#06x}"),
                     };
                     table(title, h, b, &TagRepr::FIELDS)
