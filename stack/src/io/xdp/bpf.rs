@@ -155,45 +155,32 @@ pub fn program(map_fd: RawFd, filter: XdpFilter) -> Vec<Insn> {
         src: 0,
         to,
     };
-    // The checks of an IPv4 (no options) or IPv6 header at `l3` carrying UDP to 4791; a
-    // mismatch passes the frame, a match falls through.
+    // The checks of an IP header at `l3`, `len` bytes long with its protocol (next header)
+    // byte at `protocol`, carrying UDP to 4791; a mismatch passes the frame, a match falls
+    // through.
+    let udp_4791 = |l3: i16, protocol: usize, len: usize| {
+        let at = |off: usize| l3 + off as i16;
+        [
+            I(insn(LDX_B, R5, R2, at(protocol), 0)),
+            jne(R5, IPPROTO_UDP, Label::Pass),
+            I(insn(LDX_H, R5, R2, at(len + field_at::UDP_DST_PORT), 0)),
+            jne(R5, ROCEV2_PORT, Label::Pass),
+        ]
+    };
     let ipv4 = |l3: i16| {
         [
             // Version 4, IHL 5: RoCEv2 senders use no IP options.
             I(insn(LDX_B, R5, R2, l3, 0)),
             jne(R5, encap::IPV4_VERSION_IHL_NO_OPTIONS.into(), Label::Pass),
-            I(insn(LDX_B, R5, R2, l3 + field_at::IPV4_PROTOCOL as i16, 0)),
-            jne(R5, IPPROTO_UDP, Label::Pass),
-            I(insn(
-                LDX_H,
-                R5,
-                R2,
-                l3 + IPV4_LEN + field_at::UDP_DST_PORT as i16,
-                0,
-            )),
-            jne(R5, ROCEV2_PORT, Label::Pass),
         ]
+        .into_iter()
+        .chain(udp_4791(
+            l3,
+            field_at::IPV4_PROTOCOL,
+            encap::IPV4_HEADER_LEN,
+        ))
     };
-    let ipv6 = |l3: i16| {
-        [
-            I(insn(
-                LDX_B,
-                R5,
-                R2,
-                l3 + field_at::IPV6_NEXT_HEADER as i16,
-                0,
-            )),
-            jne(R5, IPPROTO_UDP, Label::Pass),
-            I(insn(
-                LDX_H,
-                R5,
-                R2,
-                l3 + IPV6_LEN + field_at::UDP_DST_PORT as i16,
-                0,
-            )),
-            jne(R5, ROCEV2_PORT, Label::Pass),
-        ]
-    };
+    let ipv6 = |l3: i16| udp_4791(l3, field_at::IPV6_NEXT_HEADER, encap::IPV6_HEADER_LEN);
     let mut items = Vec::new();
     if filter == XdpFilter::RoceV2 {
         items.extend([
