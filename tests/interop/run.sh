@@ -6,7 +6,7 @@
 # in the guest as client of 10.77.0.1 (the namespace's kernel address, which carries the
 # out-of-band TCP to us; RoCE goes to the GID we announce).
 #
-# Cases: ibv_rc/uc/ud_pingpong (rc also with -c), ibv_srq_pingpong (-q 4), ib_write/read/send/atomic_bw (perftest -x 1 -F) over IPv4;
+# Cases: ibv_rc/uc/ud_pingpong (rc also with -c, and with -t on our side), ibv_srq_pingpong (-q 4), ib_write/read/send/atomic_bw (perftest -x 1 -F) over IPv4;
 # ibv_rc_pingpong over IPv6; path MTU 4096 (guest MTU 9000) besides the default 1024, the
 # capture checked for 4096-byte payloads; write/read/send again with 2% loss on the bridge
 # (`softroce-lab loss 20`); write and send with DCQCN on at our end (ECT(0) data, which rxe
@@ -185,6 +185,17 @@ peer_data_valid() {
   fi
 }
 
+# Passes if our log holds ibv_rc_pingpong -t's three lines after the summary (rxe has no
+# completion timestamps: only our side takes -t; the wire is the same).
+ts_lines() {
+  local log n
+  log="$(dirname "$1")/ours.log"
+  n=$(grep -A3 'usec/iter' "$log" | grep -cE '^(Max|Min|Average) receive completion clock cycles = [0-9.]+$')
+  [[ $n -eq 3 ]] && return 0
+  echo "our log lacks -t's three clock-cycle lines"
+  return 1
+}
+
 # case_pp NAME ROLE TOOL TRANSPORT PEER_OPTS ROCE_ARGS...: an ibv_*_pingpong case. The
 # guest's $GID4 / $GID6 are its IPv4-mapped and IPv6 GID indices.
 case_pp() {
@@ -220,6 +231,7 @@ for role in client server; do
   # -c on both sides: the client's check pattern, the server's check of what it received.
   PP="-n 200 -s 10000" PEER_EXTRA="-c" CHECK=peer_data_valid \
     case_pp "rc_pingpong-chk-$role" $role ibv_rc_pingpong rc "" "${OURS[@]}" -c
+  CHECK=ts_lines case_pp "rc_pingpong-ts-$role" $role ibv_rc_pingpong rc "" "${OURS[@]}" -t
   # UD messages must fit the port MTU (1024 on the 1500-byte link).
   PP="-n 200 -s 1024" case_pp "ud_pingpong-ipv4-$role" $role ibv_ud_pingpong ud "" "${OURS[@]}"
   # shellcheck disable=SC2016  # $GID6 expands in the guest

@@ -185,6 +185,13 @@ impl Runtime {
         self.host.engine_mut().create_cq(capacity)
     }
 
+    /// A completion queue whose completions carry when the engine queued them, in
+    /// nanoseconds of [`Runtime::now`] (`ibv_create_cq_ex` with
+    /// `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`).
+    pub fn create_cq_with_timestamps(&mut self, capacity: usize) -> CqId {
+        self.host.engine_mut().create_cq_with_timestamps(capacity)
+    }
+
     /// A queue pair (`ibv_create_qp`).
     pub fn create_qp(&mut self, init: QpInit) -> Result<Qpn, RuntimeError> {
         Ok(self.host.engine_mut().create_qp(init)?)

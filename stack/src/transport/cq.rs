@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 use std::net::IpAddr;
 
+use crate::time::Instant;
 use crate::wire::Qpn;
 
 /// A work completion's status (IBA Table 100 / `ibv_wc_status`).
@@ -106,6 +107,11 @@ pub struct WorkCompletion {
     pub src_addr: Option<IpAddr>,
     /// The sender set the Solicited Event bit.
     pub solicited: bool,
+    /// When the engine queued it, in nanoseconds of the engine's clock: our device's
+    /// clock runs at 1 GHz and never wraps (`completion_timestamp_mask` of all ones). Only
+    /// on a CQ created with timestamps, as `ibv_wc_read_completion_ts` needs a CQ created
+    /// with `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`.
+    pub completion_ts: Option<u64>,
 }
 
 impl WorkCompletion {
@@ -121,6 +127,7 @@ impl WorkCompletion {
             src_qp: None,
             src_addr: None,
             solicited: false,
+            completion_ts: None,
         }
     }
 }
@@ -136,6 +143,8 @@ pub struct CompletionQueue {
     entries: VecDeque<WorkCompletion>,
     capacity: usize,
     overrun: bool,
+    /// Completions carry [`WorkCompletion::completion_ts`].
+    timestamps: bool,
 }
 
 impl CompletionQueue {
@@ -145,12 +154,25 @@ impl CompletionQueue {
             entries: VecDeque::new(),
             capacity,
             overrun: false,
+            timestamps: false,
         }
     }
 
-    pub(crate) fn push(&mut self, wc: WorkCompletion) {
+    /// [`CompletionQueue::new`] whose completions carry the time they were queued.
+    pub fn with_timestamps(capacity: usize) -> CompletionQueue {
+        CompletionQueue {
+            timestamps: true,
+            ..CompletionQueue::new(capacity)
+        }
+    }
+
+    /// Queues `wc`, made at `now`.
+    pub(crate) fn push(&mut self, mut wc: WorkCompletion, now: Instant) {
         if self.entries.len() >= self.capacity {
             self.overrun = true;
+        }
+        if self.timestamps {
+            wc.completion_ts = Some(now.as_nanos());
         }
         self.entries.push_back(wc);
     }

@@ -34,6 +34,8 @@ pub struct Engine {
     events: VecDeque<Event>,
     /// Indexed by `SrqId`.
     srqs: Vec<Option<Srq>>,
+    /// The latest `now` of any input ([`Ctx::clock`]).
+    clock: Instant,
 }
 
 impl Engine {
@@ -48,6 +50,7 @@ impl Engine {
             stats: Stats::default(),
             events: VecDeque::new(),
             srqs: Vec::new(),
+            clock: Instant::ZERO,
         }
     }
 
@@ -183,6 +186,13 @@ impl Engine {
     /// A completion queue holding `capacity` entries before it overruns (`ibv_create_cq`).
     pub fn create_cq(&mut self, capacity: usize) -> CqId {
         self.cqs.push(CompletionQueue::new(capacity));
+        CqId(self.cqs.len() as u32 - 1)
+    }
+
+    /// [`Engine::create_cq`] whose completions carry the engine's time when they were
+    /// queued (`ibv_create_cq_ex` with `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`).
+    pub fn create_cq_with_timestamps(&mut self, capacity: usize) -> CqId {
+        self.cqs.push(CompletionQueue::with_timestamps(capacity));
         CqId(self.cqs.len() as u32 - 1)
     }
 
@@ -387,11 +397,13 @@ impl Engine {
             events,
             srqs,
             sched,
-            ..
+            clock,
         } = self;
         let qp = qps.get_mut(qpn).ok_or(TransportError::UnknownQp(qpn))?;
+        *clock = (*clock).max(now);
         let mut ctx = Ctx {
             now,
+            clock: *clock,
             mrs,
             cqs,
             stats,

@@ -36,7 +36,9 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
       priority 3 (or an 802.3x PAUSE) holds sending for its quanta at --line-gbps, XON
       resumes
   roce pingpong --iface tap:roce0 --ip 10.77.0.2/24 --srq -q 4 -n 200 10.77.0.11
-      the client of `ibv_srq_pingpong -g 1 -q 4 -n 200`: four RC QPs, one SRQ")]
+      the client of `ibv_srq_pingpong -g 1 -q 4 -n 200`: four RC QPs, one SRQ
+  roce pingpong --iface tap:roce0 --ip 10.77.0.2/24 -t -n 100 10.77.0.11
+      as `ibv_rc_pingpong -t`: the receive completions' clock-cycle gaps after the summary")]
 pub struct PingpongArgs {
     #[command(flatten)]
     pub endpoint: EndpointArgs,
@@ -80,6 +82,11 @@ pub struct PingpongArgs {
     #[arg(short = 'l', long = "sl", value_name = "SL",
           value_parser = clap::value_parser!(u8).range(0..=15))]
     pub sl: Option<u8>,
+    /// Completion timestamps, as ibv_rc_pingpong's -t/--ts (RC only; the peer need not
+    /// give it): after the summary, the largest, smallest and mean time between successive
+    /// receive completions, in cycles of our device clock (1 GHz: nanoseconds).
+    #[arg(short = 't', long = "ts")]
+    pub ts: bool,
 }
 
 /// ibv_srq_pingpong's default `-q`.
@@ -108,6 +115,7 @@ pub fn run(args: PingpongArgs) -> anyhow::Result<ExitCode> {
     opts.mtu = args.mtu.unwrap_or(opts.mtu);
     opts.timeout = args.endpoint.timeout();
     opts.validate = args.chk;
+    opts.timestamps = args.ts;
     if args.srq {
         if args.transport != TransportArg::Rc {
             anyhow::bail!("--srq is ibv_srq_pingpong, which runs RC QPs only");

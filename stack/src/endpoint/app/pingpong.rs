@@ -59,6 +59,10 @@ pub struct PingpongOptions {
     pub validate: bool,
     /// `ibv_srq_pingpong` with this many QPs (`--srq`, `-q`): RC only.
     pub srq_qps: Option<u32>,
+    /// `-t` (`--ts`, ibv_rc_pingpong only): the CQ stamps completions and the summary adds
+    /// the largest, smallest and mean time between successive receive completions, in
+    /// clock cycles of our device's 1 GHz clock (nanoseconds). Nothing on the wire changes.
+    pub timestamps: bool,
 }
 
 /// The tools' `page_size` for `-c` (sysconf(_SC_PAGESIZE) on x86-64 Linux).
@@ -81,6 +85,7 @@ impl PingpongOptions {
             linger: Duration::from_millis(300),
             validate: false,
             srq_qps: None,
+            timestamps: false,
         }
     }
 }
@@ -139,7 +144,17 @@ pub fn run(
         if opts.iters == 0 || opts.size == 0 {
             return Err(AppError::Usage("size and iters must be positive".into()));
         }
+        if opts.timestamps {
+            return Err(AppError::Usage(
+                "-t is ibv_rc_pingpong's (ibv_srq_pingpong takes no -t)".into(),
+            ));
+        }
         return srq::run(rt, opts, num_qp, out);
+    }
+    if opts.timestamps && opts.tool != Tool::RcPingpong {
+        return Err(AppError::Usage(
+            "-t is ibv_rc_pingpong's (ibv_uc_pingpong and ibv_ud_pingpong take no -t)".into(),
+        ));
     }
     if opts.iters == 0 || opts.size == 0 || opts.rx_depth < 2 {
         return Err(AppError::Usage(
@@ -162,7 +177,11 @@ pub fn run(
     let grh = if ud { GRH_LEN as u32 } else { 0 };
     let buf_len = (opts.size + grh) as usize;
     let key = rt.register_mr(BUF_VA, vec![0x7b; buf_len], Access::LOCAL_WRITE)?;
-    let cq = rt.create_cq(opts.rx_depth as usize + 1);
+    let cq = if opts.timestamps {
+        rt.create_cq_with_timestamps(opts.rx_depth as usize + 1)
+    } else {
+        rt.create_cq(opts.rx_depth as usize + 1)
+    };
     let mut init = QpInit::new(qp_type, cq);
     init.max_send_wr = 1;
     init.max_recv_wr = opts.rx_depth;
@@ -231,6 +250,7 @@ pub fn run(
         pending |= SEND_WRID;
     }
     let start = Instant::now();
+    let mut ts = ReceiveGaps::default();
     let (mut rcnt, mut scnt) = (0u32, 0u32);
     while rcnt < opts.iters || scnt < opts.iters {
         let wc = next_completion(rt, cq, opts, rcnt, scnt)?;
@@ -245,6 +265,9 @@ pub fn run(
                     }
                 }
                 rcnt += 1;
+                if let Some(at) = wc.completion_ts {
+                    ts.record(at);
+                }
             }
             other => return Err(AppError::UnknownWrId(other)),
         }
@@ -254,7 +277,62 @@ pub fn run(
             pending = RECV_WRID | SEND_WRID;
         }
     }
-    finish(rt, opts, start, key, grh as usize, out)
+    finish(rt, opts, start, (key, grh as usize), &ts.lines(), out)
+}
+
+/// ibv_rc_pingpong's `struct ts_params`: the gaps between successive receive completions'
+/// timestamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReceiveGaps {
+    max: u64,
+    min: u64,
+    total: u64,
+    prev: Option<u64>,
+    gaps: u32,
+}
+
+impl Default for ReceiveGaps {
+    fn default() -> Self {
+        // The tool starts its minimum at 0xffffffff.
+        ReceiveGaps {
+            max: 0,
+            min: 0xffff_ffff,
+            total: 0,
+            prev: None,
+            gaps: 0,
+        }
+    }
+}
+
+impl ReceiveGaps {
+    /// A receive completion stamped `at`. Our clock's mask is all ones, so the tool's
+    /// wrap-around arithmetic is a wrapping subtraction.
+    pub fn record(&mut self, at: u64) {
+        if let Some(prev) = self.prev {
+            let delta = at.wrapping_sub(prev);
+            self.max = self.max.max(delta);
+            self.min = self.min.min(delta);
+            self.total = self.total.wrapping_add(delta);
+            self.gaps += 1;
+        }
+        self.prev = Some(at);
+    }
+
+    /// The tool's three lines after the summary; none without a gap measured (fewer than
+    /// two receives, or no `-t`).
+    pub fn lines(&self) -> String {
+        if self.gaps == 0 {
+            return String::new();
+        }
+        format!(
+            "Max receive completion clock cycles = {}\n\
+             Min receive completion clock cycles = {}\n\
+             Average receive completion clock cycles = {:.6}\n",
+            self.max,
+            self.min,
+            self.total as f64 / f64::from(self.gaps)
+        )
+    }
 }
 
 /// The next completion of `cq`, which must be a success, within the timeout.
@@ -275,14 +353,14 @@ fn next_completion(
     Ok(wc)
 }
 
-/// The tools' end: the summary lines; with -c, the server's check of the last message
-/// received (the payload at `offset` in region `key`); the linger.
+/// The tools' end: the summary lines and `more` (`-t`'s); with -c, the server's check of
+/// the last message received (the payload at `offset` in region `key`); the linger.
 fn finish(
     rt: &mut Runtime,
     opts: &PingpongOptions,
     start: Instant,
-    key: u32,
-    offset: usize,
+    (key, offset): (u32, usize),
+    more: &str,
     out: &mut dyn Write,
 ) -> Result<PingpongSummary, AppError> {
     let summary = PingpongSummary {
@@ -290,7 +368,7 @@ fn finish(
         iters: opts.iters,
         elapsed: start.elapsed(),
     };
-    let _ = write!(out, "{}", summary.lines());
+    let _ = write!(out, "{}{more}", summary.lines());
     let mut invalid = 0;
     if opts.validate && opts.server.is_none() {
         let buf = rt.mr_bytes(key).unwrap_or(&[]);
@@ -380,10 +458,7 @@ mod tests {
         chk: (bool, bool),
         srq_qps: Option<u32>,
     ) -> (Side, Side) {
-        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
-        let port = free_port();
         let mut opts = PingpongOptions::new(tool, None);
-        opts.port = port;
         opts.size = size;
         opts.iters = 50;
         opts.rx_depth = 8;
@@ -393,6 +468,16 @@ mod tests {
         opts.srq_qps = srq_qps;
         let mut server_opts = opts.clone();
         server_opts.validate = chk.1;
+        opts.validate = chk.0;
+        pingpong_pair(opts, server_opts)
+    }
+
+    /// Our client with `opts` against our server with `server_opts` (the port and the
+    /// server's address are filled in).
+    fn pingpong_pair(mut opts: PingpongOptions, mut server_opts: PingpongOptions) -> (Side, Side) {
+        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
+        let port = free_port();
+        (opts.port, server_opts.port) = (port, port);
         let side = |rt: &mut Runtime, o: &PingpongOptions| {
             let mut out = Vec::new();
             let r = run(rt, o, &mut out);
@@ -402,9 +487,99 @@ mod tests {
         let server = thread::spawn(move || side(&mut runtime(b, "10.0.0.2/24"), &server_opts));
         wait_for_listener(port);
         opts.server = Some("127.0.0.1".into());
-        opts.validate = chk.0;
         let client = side(&mut runtime(a, "10.0.0.1/24"), &opts);
         (client, server.join().unwrap())
+    }
+
+    /// -t on one side only (it changes nothing on the wire): that side prints the gaps
+    /// between its receive completions after the summary, in nanoseconds of the runtime's
+    /// clock, which the elapsed time bounds; the other side prints none.
+    #[test]
+    fn ts_prints_receive_completion_gaps() {
+        for client_ts in [true, false] {
+            let mut opts = PingpongOptions::new(Tool::RcPingpong, None);
+            opts.size = 256;
+            opts.iters = 50;
+            opts.rx_depth = 8;
+            opts.timeout = Duration::from_secs(20);
+            opts.linger = Duration::from_millis(100);
+            let mut server_opts = opts.clone();
+            opts.timestamps = client_ts;
+            server_opts.timestamps = !client_ts;
+            let (client, server) = pingpong_pair(opts, server_opts);
+            let (with, without) = if client_ts {
+                (client.unwrap(), server.unwrap())
+            } else {
+                (server.unwrap(), client.unwrap())
+            };
+            assert!(!without.1.contains("clock cycles"), "{}", without.1);
+            let (summary, out) = with;
+            let lines: Vec<&str> = out.lines().collect();
+            let at = lines.iter().position(|l| l.contains("usec/iter")).unwrap();
+            let value = |i: usize, name: &str| -> f64 {
+                let line = lines[at + i];
+                let prefix = format!("{name} receive completion clock cycles = ");
+                assert!(line.starts_with(&prefix), "{out}");
+                line[prefix.len()..].parse().unwrap()
+            };
+            let (max, min, avg) = (value(1, "Max"), value(2, "Min"), value(3, "Average"));
+            assert_eq!(lines.len(), at + 4, "{out}");
+            assert!(
+                lines[at + 3].split('.').nth(1).unwrap().len() == 6,
+                "%f: {out}"
+            );
+            assert!(0.0 < min && min <= avg && avg <= max, "{out}");
+            // 49 gaps, all inside the timed loop (the first receive may precede it by
+            // less than one round trip).
+            let elapsed = summary.elapsed.as_nanos() as f64;
+            assert!(
+                avg * 49.0 <= elapsed + max,
+                "{avg} x 49 vs {elapsed} ns: {out}"
+            );
+        }
+    }
+
+    #[test]
+    fn receive_gaps_are_ts_params_arithmetic() {
+        let mut g = ReceiveGaps::default();
+        g.record(1000);
+        assert_eq!(g.lines(), "", "one receive: no gap, no lines");
+        for at in [1300, 1400, 2000] {
+            g.record(at);
+        }
+        assert_eq!(
+            g.lines(),
+            "Max receive completion clock cycles = 600\n\
+             Min receive completion clock cycles = 100\n\
+             Average receive completion clock cycles = 333.333333\n"
+        );
+        // A clock that wrapped (mask all ones).
+        let mut g = ReceiveGaps::default();
+        g.record(u64::MAX - 1);
+        g.record(3);
+        assert!(
+            g.lines()
+                .starts_with("Max receive completion clock cycles = 5\n")
+        );
+    }
+
+    #[test]
+    fn ts_is_rc_pingpong_s_only() {
+        let (a, _b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
+        let mut rt = runtime(a, "10.0.0.1/24");
+        for (tool, srq) in [
+            (Tool::UdPingpong, None),
+            (Tool::UcPingpong, None),
+            (Tool::RcPingpong, Some(2)),
+        ] {
+            let mut opts = PingpongOptions::new(tool, None);
+            opts.timestamps = true;
+            opts.srq_qps = srq;
+            match run(&mut rt, &opts, &mut Vec::new()) {
+                Err(AppError::Usage(m)) => assert!(m.contains("-t is ibv_rc_pingpong's"), "{m}"),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     /// --srq: ibv_srq_pingpong's several QPs on one SRQ, each side printing every QP's

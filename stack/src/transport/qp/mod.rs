@@ -30,6 +30,9 @@ use crate::wire::{IbPacketRepr, Qpn, Transport};
 /// Everything of the engine a queue pair touches while it works, borrowed for one call.
 pub(crate) struct Ctx<'a> {
     pub now: Instant,
+    /// The latest time any input brought the engine: what completions are stamped with
+    /// (`now` is zero in a post, which may complete at once, flushed).
+    pub clock: Instant,
     pub mrs: &'a mut MrTable,
     pub cqs: &'a mut [CompletionQueue],
     pub stats: &'a mut Stats,
@@ -41,7 +44,7 @@ pub(crate) struct Ctx<'a> {
 impl Ctx<'_> {
     pub fn complete(&mut self, cq: CqId, wc: WorkCompletion) {
         if let Some(cq) = self.cqs.get_mut(cq.0 as usize) {
-            cq.push(wc);
+            cq.push(wc, self.clock);
         }
     }
 }

@@ -255,3 +255,53 @@ fn a_long_read_response_does_not_hold_back_the_responder_s_own_requests() {
         "A's WRITE finished while it streamed the READ"
     );
 }
+
+/// A CQ created with timestamps stamps each completion with the engine's time when it
+/// was queued (virtual time here): a receive when its SEND arrived, a send when its ACK
+/// did, and a flush made by a post with the latest time the engine has seen, not zero. A
+/// plain CQ's completions carry none.
+#[test]
+fn completions_on_a_timestamped_cq_carry_the_time_they_were_queued() {
+    let mut s = Setup::rc();
+    let (cq_a, cq_b) = (
+        s.pair.a.create_cq_with_timestamps(16),
+        s.pair.b.create_cq_with_timestamps(16),
+    );
+    let conn = s.pair.connect_with(
+        QpInit::new(QpType::Rc, cq_a),
+        QpInit::new(QpType::Rc, cq_b),
+        &ConnectOptions::default(),
+    );
+    let mut stamps = Vec::new();
+    for i in 0..3u64 {
+        let recv = RecvWr::new(i, vec![s.dst_b(0, 64)]);
+        s.pair.b.post_recv(conn.qp_b, recv).unwrap();
+        let send = SendWr::new(i, SendOp::Send, vec![s.src_a(0, 64)]);
+        s.pair.a.post_send(conn.qp_a, send).unwrap();
+        for (side, cq) in [(Side::B, cq_b), (Side::A, cq_a)] {
+            let mut got = None;
+            let limit = later(&s.pair, 1);
+            s.pair.run_until(limit, |p| {
+                got = p.engine(side).poll_completion(cq);
+                got.is_some()
+            });
+            let wc = got.expect("a completion");
+            assert_eq!(wc.completion_ts, Some(s.pair.now().as_nanos()), "{wc:?}");
+            stamps.push(wc.completion_ts.unwrap());
+        }
+    }
+    assert!(stamps.windows(2).all(|w| w[0] < w[1]), "{stamps:?}");
+    s.pair
+        .a
+        .modify_qp(conn.qp_a, &ModifyQp::to(QpState::Err))
+        .unwrap();
+    let send = SendWr::new(9, SendOp::Send, vec![s.src_a(0, 64)]);
+    s.pair.a.post_send(conn.qp_a, send).unwrap();
+    let wc = s.pair.a.poll_completion(cq_a).unwrap();
+    assert_eq!(wc.status, WcStatus::WrFlushErr);
+    assert!(wc.completion_ts >= stamps.last().copied(), "{wc:?}");
+    // The Setup's own CQs were created without timestamps.
+    let op = s.write_op(0);
+    s.post_a(1, op, 0, 64);
+    assert_eq!(s.completions_a(1)[0].completion_ts, None);
+}

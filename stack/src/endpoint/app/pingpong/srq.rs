@@ -179,5 +179,5 @@ pub fn run(
             pending[qp] = RECV_WRID | SEND_WRID;
         }
     }
-    super::finish(rt, opts, start, key, 0, out)
+    super::finish(rt, opts, start, (key, 0), "", out)
 }
