@@ -1,7 +1,9 @@
-//! Two hosts over an in-memory link in virtual time: the harness of the endpoint's tests.
+//! Two hosts over an in-memory link in virtual time: the library's one two-host harness.
 //! Time jumps from one event to the next (a frame falling due on the link, a host timer), so
-//! a run is fast and, with a seeded link, reproducible. `roce demo` and `roce gen` run on
-//! `scenario::net::Network` instead, which adds line rates, PAUSE and PFC, and a capture.
+//! a run is fast and, with a seeded link, reproducible. The endpoint's tests step it as it
+//! is, every frame moving at once; `scenario::net::Network`, on which `roce demo` and
+//! `roce gen` run, is a `VirtualNet` whose NICs send at a line rate and honour PAUSE and PFC,
+//! with a capture and a tap on the wire, and steps it its own way.
 
 use core::time::Duration;
 
@@ -20,9 +22,10 @@ pub struct VirtualNet {
     pub a: Host,
     /// Host B.
     pub b: Host,
-    dev_a: MemoryDevice,
-    dev_b: MemoryDevice,
-    buf: Vec<u8>,
+    pub(crate) dev_a: MemoryDevice,
+    pub(crate) dev_b: MemoryDevice,
+    /// Room for one frame a host sends.
+    pub(crate) buf: Vec<u8>,
 }
 
 impl VirtualNet {
@@ -50,6 +53,11 @@ impl VirtualNet {
     /// The virtual time reached.
     pub fn now(&self) -> Instant {
         self.clock.now()
+    }
+
+    /// Both hosts at once (`a`, `b`), for work that touches both.
+    pub fn hosts_mut(&mut self) -> (&mut Host, &mut Host) {
+        (&mut self.a, &mut self.b)
     }
 
     /// The two devices, for their link statistics.

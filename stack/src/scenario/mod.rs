@@ -167,11 +167,12 @@ fn demo_traffic<W: Write>(
     config: &DemoConfig,
 ) -> Result<Traffic, TrafficError> {
     let addrs = [net.addr(Side::A), net.addr(Side::B)];
+    let (a, b) = net.hosts_mut();
     Traffic::new(
         config.traffic,
         config.mtu,
-        net.a.engine_mut(),
-        net.b.engine_mut(),
+        a.engine_mut(),
+        b.engine_mut(),
         addrs,
     )
 }
@@ -197,7 +198,8 @@ pub fn run<W: Write>(
     let limit = Instant::ZERO + config.time_limit;
     loop {
         let now = net.now();
-        traffic.pump(now, net.a.engine_mut(), net.b.engine_mut())?;
+        let (a, b) = net.hosts_mut();
+        traffic.pump(now, a.engine_mut(), b.engine_mut())?;
         if traffic.finished() {
             break;
         }

@@ -3,12 +3,14 @@
 //! direction holds a bottleneck queue that drains more slowly and marks ECN CE above a
 //! threshold. One host's side of the wire can be recorded into a bounded capture.
 //!
-//! The endpoint's own tests use a simpler harness, [`crate::endpoint::virtual_net`], which
-//! moves every frame at once; this network, built separately, adds what the demo and the
-//! teaching captures need: NICs that send at a line rate rather than all at once (otherwise
-//! a requester's whole window lands in the bottleneck queue in one instant) and honour PAUSE
-//! and PFC, a capture point, a tap for scripted faults, and a guard against a run that stops
-//! making progress.
+//! A [`Network`] is the library's two-host harness, [`VirtualNet`] (its clock, hosts, devices
+//! and link; `net.a`, `net.b` and `net.now()` are the VirtualNet's), plus what the demo and
+//! the teaching captures need: NICs that send at a line rate rather than all at once
+//! (otherwise a requester's whole window lands in the bottleneck queue in one instant) and
+//! honour PAUSE and PFC, a capture point, a tap for scripted faults, and a guard against a
+//! run that stops making progress. It steps the VirtualNet with [`Network::step`], one event
+//! at a time; the VirtualNet's own `step` and `run_until`, which move every frame at once and
+//! know no line rate, are for the endpoint's tests.
 
 use core::time::Duration;
 use std::io::Write;
@@ -19,11 +21,12 @@ use thiserror::Error;
 use super::window::{CaptureSummary, WindowedCapture};
 use crate::cc::{CcError, DcqcnParams};
 use crate::endpoint::dcqcn::{DcqcnHook, DcqcnMonitor};
+use crate::endpoint::virtual_net::VirtualNet;
 use crate::endpoint::{Host, HostConfig, IpCidr};
 use crate::fault::{CeMarking, Delay, FaultConfig, FaultError, FaultStats};
-use crate::io::memory::{self, MAC_A, MAC_B, MemoryDevice, MemoryLinkConfig};
+use crate::io::memory::{MAC_A, MAC_B, MemoryLinkConfig};
 use crate::io::pause::{PauseGate, mac_control};
-use crate::io::{Clock, Device, DeviceError, VirtualClock};
+use crate::io::{Device, DeviceError};
 use crate::time::Instant;
 use crate::transport::TransportConfig;
 use crate::wire::Ecn;
@@ -136,14 +139,7 @@ pub trait WireTap {
 /// NICs that honour PAUSE and PFC, a fault model, an optional CE-marking bottleneck, and a
 /// capture of the wire.
 pub struct Network<W: Write> {
-    clock: VirtualClock,
-    /// Host A.
-    pub a: Host,
-    /// Host B.
-    pub b: Host,
-    buf: Vec<u8>,
-    dev_a: MemoryDevice,
-    dev_b: MemoryDevice,
+    net: VirtualNet,
     wire_free: [Instant; 2],
     /// Each NIC's transmitter: a PAUSE, or a PFC frame for [`HOST_PRIORITY`], from its link
     /// partner holds it (IEEE 802.3 Annex 31B, 802.1Qbb), as the endpoint's devices are held.
@@ -162,9 +158,23 @@ impl<W: Write> std::fmt::Debug for Network<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Network")
             .field("now", &self.now())
-            .field("a", self.a.stats())
-            .field("b", self.b.stats())
+            .field("a", self.net.a.stats())
+            .field("b", self.net.b.stats())
             .finish_non_exhaustive()
+    }
+}
+
+impl<W: Write> core::ops::Deref for Network<W> {
+    type Target = VirtualNet;
+
+    fn deref(&self) -> &VirtualNet {
+        &self.net
+    }
+}
+
+impl<W: Write> core::ops::DerefMut for Network<W> {
+    fn deref_mut(&mut self) -> &mut VirtualNet {
+        &mut self.net
     }
 }
 
@@ -210,8 +220,6 @@ impl<W: Write> Network<W> {
             b_to_a: base,
             seed: config.seed,
         };
-        let clock = VirtualClock::new(Instant::ZERO);
-        let (dev_a, dev_b) = memory::pair(link, clock.clone())?;
         let (addrs, prefix) = if config.ipv6 {
             ([IP6_A, IP6_B], 64)
         } else {
@@ -224,15 +232,10 @@ impl<W: Write> Network<W> {
             c.ecn = Ecn::Ect0;
             // Each side's comm IDs, transaction IDs and PSNs of rdma_cm from the seed.
             c.cm.seed = config.seed ^ u64::from(mac[5]) << 56;
-            Host::new(c)
+            c
         };
         Ok(Network {
-            clock,
-            a: host(MAC_A, addrs[0]),
-            b: host(MAC_B, addrs[1]),
-            buf: vec![0; Host::max_frame_len()],
-            dev_a,
-            dev_b,
+            net: VirtualNet::new(link, host(MAC_A, addrs[0]), host(MAC_B, addrs[1]))?,
             wire_free: [Instant::ZERO; 2],
             pause: [PauseGate::new((config.line_gbps * 1e9) as u64); 2],
             line_gbps: config.line_gbps,
@@ -253,16 +256,11 @@ impl<W: Write> Network<W> {
         }
     }
 
-    /// The virtual time the network has reached.
-    pub fn now(&self) -> Instant {
-        self.clock.now()
-    }
-
     /// The host on `side`.
     pub fn host(&mut self, side: Side) -> &mut Host {
         match side {
-            Side::A => &mut self.a,
-            Side::B => &mut self.b,
+            Side::A => &mut self.net.a,
+            Side::B => &mut self.net.b,
         }
     }
 
@@ -271,17 +269,17 @@ impl<W: Write> Network<W> {
     pub fn set_dcqcn(&mut self, params: DcqcnParams) -> Result<[DcqcnMonitor; 2], CcError> {
         let (hook_a, monitor_a) = DcqcnHook::new(params)?;
         let (hook_b, monitor_b) = DcqcnHook::new(params)?;
-        self.a.set_congestion_control(Box::new(hook_a));
-        self.b.set_congestion_control(Box::new(hook_b));
+        self.net.a.set_congestion_control(Box::new(hook_a));
+        self.net.b.set_congestion_control(Box::new(hook_b));
         Ok([monitor_a, monitor_b])
     }
 
     /// Puts a bottleneck in front of host B's port, or takes it away (`None`), for the
     /// frames A sends from now on: congestion that starts or ends mid-run.
     pub fn set_bottleneck(&mut self, bottleneck: Option<Bottleneck>) -> Result<(), NetError> {
-        let mut faults = self.dev_a.sent_faults();
+        let mut faults = self.net.dev_a.sent_faults();
         faults.ce_mark = ce_marking(bottleneck);
-        Ok(self.dev_a.set_sent_faults(faults)?)
+        Ok(self.net.dev_a.set_sent_faults(faults)?)
     }
 
     /// Puts `tap` on the link (see [`WireTap`]), replacing any earlier one.
@@ -320,8 +318,8 @@ impl<W: Write> Network<W> {
             .is_none_or(|t| t.on_frame(at, from, &frame));
         if carried {
             let dev = match from {
-                Side::A => &mut self.dev_a,
-                Side::B => &mut self.dev_b,
+                Side::A => &mut self.net.dev_a,
+                Side::B => &mut self.net.dev_b,
             };
             // The in-memory link always has room.
             dev.transmit(&frame)?;
@@ -342,7 +340,7 @@ impl<W: Write> Network<W> {
 
     /// What the link did to the frames each side sent: `(a_to_b, b_to_a)`.
     pub fn link_stats(&self) -> (FaultStats, FaultStats) {
-        (self.dev_a.sent_stats(), self.dev_b.sent_stats())
+        (self.net.dev_a.sent_stats(), self.net.dev_b.sent_stats())
     }
 
     /// Sends what the NICs may send now, moves time to the next event (a frame due, a timer,
@@ -356,13 +354,13 @@ impl<W: Write> Network<W> {
             .into_iter()
             .chain(self.pause.map(|g| g.paused_until(HOST_PRIORITY)))
             .filter(|&t| t > now);
-        let next = [self.a.poll_timeout(now), self.b.poll_timeout(now)]
+        let next = [self.net.a.poll_timeout(now), self.net.b.poll_timeout(now)]
             .into_iter()
             .flatten()
             .chain(wires)
             .chain(wake)
             .chain(
-                [self.dev_a.next_wakeup(), self.dev_b.next_wakeup()]
+                [self.net.dev_a.next_wakeup(), self.net.dev_b.next_wakeup()]
                     .into_iter()
                     .flatten(),
             )
@@ -370,7 +368,7 @@ impl<W: Write> Network<W> {
         let Some(next) = next else {
             return Ok(false);
         };
-        self.clock.advance_to(next);
+        self.net.clock.advance_to(next);
         let now = self.now();
         if now == self.last_now {
             self.steps_at_now += 1;
@@ -382,7 +380,7 @@ impl<W: Write> Network<W> {
             self.last_now = now;
         }
         self.deliver()?;
-        for host in [&mut self.a, &mut self.b] {
+        for host in [&mut self.net.a, &mut self.net.b] {
             if host.poll_timeout(now).is_some_and(|t| t <= now) {
                 host.handle_timeout(now);
             }
@@ -409,15 +407,16 @@ impl<W: Write> Network<W> {
             let i = side as usize;
             while self.wire_free[i] <= now && !self.pause[i].is_paused(HOST_PRIORITY, now) {
                 let Network {
+                    net, capture, tap, ..
+                } = self;
+                let VirtualNet {
                     a,
                     b,
                     dev_a,
                     dev_b,
                     buf,
-                    capture,
-                    tap,
                     ..
-                } = self;
+                } = net;
                 let (host, dev) = match side {
                     Side::A => (a, dev_a),
                     Side::B => (b, dev_b),
@@ -447,16 +446,16 @@ impl<W: Write> Network<W> {
         let at = CAPTURE_ORIGIN + (now - Instant::ZERO);
         let mut capture_error = None;
         let Network {
-            a,
-            b,
-            dev_a,
-            dev_b,
+            net,
             capture,
             capture_side,
             tap,
             pause,
             ..
         } = self;
+        let VirtualNet {
+            a, b, dev_a, dev_b, ..
+        } = net;
         let [paused_a, paused_b] = pause;
         for (side, host, dev, paused) in
             [(Side::A, a, dev_a, paused_a), (Side::B, b, dev_b, paused_b)]

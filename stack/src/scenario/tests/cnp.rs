@@ -63,9 +63,9 @@ fn run_capture() -> (Vec<u8>, Qpn) {
             net.set_bottleneck(None).unwrap();
             marking = false;
         }
-        traffic
-            .pump(net.now(), net.a.engine_mut(), net.b.engine_mut())
-            .unwrap();
+        let now = net.now();
+        let (a, b) = net.hosts_mut();
+        traffic.pump(now, a.engine_mut(), b.engine_mut()).unwrap();
         let wake = [traffic.next_wakeup(), Some(Instant::ZERO + MARKING_ENDS)]
             .into_iter()
             .flatten()

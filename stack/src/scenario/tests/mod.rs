@@ -93,15 +93,9 @@ fn undelivered_data_fails_verification() {
     let c = small(false);
     let mut net = Network::<Vec<u8>>::new(&c.net, c.transport, None, Side::B).unwrap();
     let addrs = [net.addr(Side::A), net.addr(Side::B)];
-    let mut t = Traffic::new(
-        c.traffic,
-        c.mtu,
-        net.a.engine_mut(),
-        net.b.engine_mut(),
-        addrs,
-    )
-    .unwrap();
-    t.pump(Instant::ZERO, net.a.engine_mut(), net.b.engine_mut())
+    let (a, b) = net.hosts_mut();
+    let mut t = Traffic::new(c.traffic, c.mtu, a.engine_mut(), b.engine_mut(), addrs).unwrap();
+    t.pump(Instant::ZERO, a.engine_mut(), b.engine_mut())
         .unwrap();
     let err = t
         .complete_first_unchecked(net.a.engine(), net.b.engine())
