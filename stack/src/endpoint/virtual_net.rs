@@ -77,15 +77,20 @@ impl VirtualNet {
             while dev.receive(&mut |f| host.handle_frame(now, f))? {
                 moved = true;
             }
-            if host.poll_timeout(now).is_some_and(|t| t <= now) {
-                host.handle_timeout(now);
-            }
+            fire_due_timer(host, now);
             while let Some(n) = host.poll_transmit(now, &mut self.buf) {
                 dev.transmit(&self.buf[..n])?;
                 moved = true;
             }
         }
         Ok(moved)
+    }
+
+    /// Fires each host's timer that is due at the time reached, A's first.
+    pub fn fire_due_timers(&mut self) {
+        let now = self.now();
+        fire_due_timer(&mut self.a, now);
+        fire_due_timer(&mut self.b, now);
     }
 
     /// The next time something is due, on the link or in a host.
@@ -123,5 +128,12 @@ impl VirtualNet {
                 _ => return Ok(false),
             }
         }
+    }
+}
+
+/// Fires `host`'s timer if it is due at `now`.
+fn fire_due_timer(host: &mut Host, now: Instant) {
+    if host.poll_timeout(now).is_some_and(|t| t <= now) {
+        host.handle_timeout(now);
     }
 }

@@ -354,16 +354,12 @@ impl<W: Write> Network<W> {
             .into_iter()
             .chain(self.pause.map(|g| g.paused_until(HOST_PRIORITY)))
             .filter(|&t| t > now);
-        let next = [self.net.a.poll_timeout(now), self.net.b.poll_timeout(now)]
+        let next = self
+            .net
+            .next_event()
             .into_iter()
-            .flatten()
             .chain(wires)
             .chain(wake)
-            .chain(
-                [self.net.dev_a.next_wakeup(), self.net.dev_b.next_wakeup()]
-                    .into_iter()
-                    .flatten(),
-            )
             .min();
         let Some(next) = next else {
             return Ok(false);
@@ -380,11 +376,7 @@ impl<W: Write> Network<W> {
             self.last_now = now;
         }
         self.deliver()?;
-        for host in [&mut self.net.a, &mut self.net.b] {
-            if host.poll_timeout(now).is_some_and(|t| t <= now) {
-                host.handle_timeout(now);
-            }
-        }
+        self.net.fire_due_timers();
         Ok(true)
     }
 
