@@ -1,25 +1,37 @@
 #!/usr/bin/env bash
-# Our endpoint to our endpoint over a veth pair between two network namespaces, beside
-# kernel TCP over the same pair. Needs root and ethtool. Prints one table of medians; the
-# namespaces are removed at the end (and on any failure or interrupt).
+# Our endpoint to our endpoint over a veth pair between two network namespaces, beside the
+# ceiling of the device (raw frames moved AF_XDP to AF_XDP, no RoCE work) and the kernel over
+# the same pair. Needs root and ethtool. Prints one table of medians (with --json: one JSON
+# object on stdout, the table on stderr); the namespaces are removed at the end (and on any
+# failure or interrupt).
 #
 #   goodput: RC WRITE of 64 KiB messages (`roce perf write`, 128 outstanding) over AF_XDP
-#            (the receiver sleeping in epoll, then busy polling) and over TAP, and one kernel TCP connection moving the same bytes
-#            (stack/examples/tcp_goodput.rs), twice: with the kernel's defaults (TSO/GSO on:
-#            64 KiB segments cross the veth whole) and with TSO, GSO and GRO off (every
-#            segment at most one MTU, as every one of our frames is)
-#   message rate: 64-byte RC SEND over AF_XDP (`roce perf send`)
-#   latency: 64-byte RC pingpong over AF_XDP (`roce pingpong`), ibv_rc_pingpong's lines
+#            (the receiver sleeping in epoll, then busy polling) and over TAP, beside
+#            - raw AF_XDP: frames of the size of our WRITE frames (RAW_BIG bytes: path MTU
+#              4096, so 4096 payload bytes each) sent from one AF_XDP socket and counted at
+#              the other (stack/examples/veth_rate.rs); their rate times 4096 payload bytes is
+#              the goodput the device allows at this frame size;
+#            - one kernel TCP connection moving the same bytes (stack/examples/tcp_goodput.rs),
+#              twice: with the kernel's defaults (TSO/GSO on: 64 KiB segments cross the veth
+#              whole) and with TSO, GSO and GRO off (every segment at most one MTU, as every one
+#              of our frames is)
+#   message rate: 64-byte RC SEND over AF_XDP (`roce perf send`), beside raw AF_XDP frames
+#            of the size of a 64-byte SEND (RAW_SMALL bytes)
+#   latency: 64-byte RC pingpong over AF_XDP (`roce pingpong`, ibv_rc_pingpong's lines),
+#            sleeping in epoll on both sides and busy polling on both sides, beside a 64-byte
+#            kernel UDP ping-pong between the same two addresses (stack/examples/udp_pingpong.rs,
+#            blocking recv on both sides)
 #
 # The machine is noisy (2 cores shared with builds and guests), so every measurement runs
-# ROUNDS times, the order of our endpoint and TCP alternating between rounds; the table
-# gives medians, and the ratios are the medians of each round's side-by-side ratio.
+# ROUNDS times, the order of our endpoint and its baselines alternating between rounds; the
+# table gives medians, and the ratios are the medians of each round's side-by-side ratio.
 #
-# Topologies (link MTU 4200 everywhere: RoCE's path MTU is 4096 in every case, frames of
-# 4174 bytes, which AF_XDP carries as two descriptors (multi-buffer, Linux 6.6); TCP's MSS
-# is 4148):
+# Topologies (link MTU 4200 everywhere: RoCE's path MTU is 4096 in every case, WRITE frames of
+# up to 4170 bytes, which AF_XDP carries as two descriptors (multi-buffer, Linux 6.6); TCP's
+# MSS is 4148):
 #
-#   xdp, tcp:  [roce-bench-a] va 10.88.0.1 <== veth ==> vb 10.88.0.2 [roce-bench-b]
+#   xdp, raw, tcp, udp:
+#              [roce-bench-a] va 10.88.0.1 <== veth ==> vb 10.88.0.2 [roce-bench-b]
 #              AF_XDP on va and vb (native XDP, copy mode); the kernel keeps the addresses,
 #              ARP and the TCP of both the out-of-band exchange and the baseline
 #   tap:       [a] tap ta (endpoint 10.88.0.11) - bridge bra (10.88.0.1) - va <== veth ==>
@@ -29,21 +41,46 @@
 #
 # Knobs: ROCE_BENCH_ROUNDS (default 5), ROCE_BENCH_ITERS (64 KiB WRITEs, default 20000),
 # ROCE_BENCH_MSGS (64-byte SENDs, default 200000), ROCE_BENCH_PINGS (round trips, default
-# 20000), ROCE_BENCH_BUSY_POLL=1 (pingpong polls instead of sleeping; on 2 shared cores two
-# spinning processes lose more to the scheduler than they gain, so off by default).
+# 20000), ROCE_BENCH_RAW_SECS (seconds counted per raw AF_XDP case, default 2),
+# ROCE_BENCH_NS (the namespaces' prefix, default roce-bench: NS-a and NS-b).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 roce=$here/target/release/roce
 tcp=$here/target/release/examples/tcp_goodput
-A="roce-bench-a"
-B="roce-bench-b"
+rate=$here/target/release/examples/veth_rate
+udp=$here/target/release/examples/udp_pingpong
+NS=${ROCE_BENCH_NS:-roce-bench}
+A="$NS-a"
+B="$NS-b"
 MTU=4200
 ROUNDS=${ROCE_BENCH_ROUNDS:-5}
 ITERS=${ROCE_BENCH_ITERS:-20000}
 MSGS=${ROCE_BENCH_MSGS:-200000}
 PINGS=${ROCE_BENCH_PINGS:-20000}
-BUSY=${ROCE_BENCH_BUSY_POLL:+--busy-poll}
+RAW_SECS=${ROCE_BENCH_RAW_SECS:-2}
 SIZE=65536
+# Our frames: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + payload + ICRC 4. A 64 KiB WRITE at path
+# MTU 4096 is 16 frames: the first with a 16-byte RETH (4170 bytes), 15 of 4154.
+PAYLOAD_BIG=4096
+RAW_BIG=4154
+RAW_SMALL=122 # SEND only, 64 bytes
+
+json=0
+case ${1:-} in
+  --json) json=1 ;;
+  "") ;;
+  -h | --help)
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+    echo "usage: $0 [--json]"
+    exit 0
+    ;;
+  *)
+    echo "veth_bench: error: unknown argument ${1} (usage: $0 [--json])" >&2
+    exit 2
+    ;;
+esac
+# With --json the table and the progress go to stderr, the object alone to stdout.
+if ((json)); then exec 3>&1 1>&2; fi
 
 die() { echo "veth_bench: error: $*" >&2; exit 1; }
 [[ $(id -u) -eq 0 ]] || die "needs root (namespaces, TAP, AF_XDP)"
@@ -59,7 +96,8 @@ trap 'kill $(jobs -p) 2>/dev/null || true; teardown; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
 (cd "$here" && cargo build --release --locked -p roce-tools &&
-  cargo build --release --locked -p roce --example tcp_goodput) >"$work/build.log" 2>&1 ||
+  cargo build --release --locked -p roce --example tcp_goodput --example veth_rate \
+    --example udp_pingpong) >"$work/build.log" 2>&1 ||
   die "build failed: $(tail -n 5 "$work/build.log")"
 
 plain() {
@@ -126,15 +164,32 @@ server: $(tail -n 3 "$work/$name.server.log")"
   wait $spid || die "$name server failed: $(tail -n 3 "$work/$name.server.log")"
 }
 
+# Starts `$@` in namespace B with stdout to $work/$name.log (stderr beside it) and waits until
+# it prints `ready`; its pid in $server.
+serve() {
+  local name=$1
+  shift
+  ip netns exec "$B" "$@" >"$work/$name.log" 2>"$work/$name.err" &
+  server=$!
+  until grep -q '^ready' "$work/$name.log" 2>/dev/null; do
+    kill -0 $server 2>/dev/null || die "$name server failed: $(tail -n 3 "$work/$name.err")"
+    sleep 0.05
+  done
+}
+
 # BW average (MiB/s, perftest's MB) of a perftest table in a log -> Gb/s.
 gbps() { awk -v s=$SIZE '$1 == s { printf "%.2f\n", $4 * 1048576 * 8 / 1e9 }' "$1"; }
 mpps() { awk '$1 == 64 { printf "%.3f\n", $5 }' "$1"; }
+usec() { awk '/iters in/ { print $(NF - 1) }' "$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", (b > 0 ? a / b : 0) }'; }
 # Median of the numbers in file $1, printed with format $2 (default %.2f).
 median() {
   sort -g "$1" | awk -v f="${2:-%.2f}" '{ v[NR] = $1 }
     END { printf f, (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
 }
+# Appends $2 to the figures of case $1 and keeps it as the case's figure of this round.
+note() { echo "$2" | tee -a "$work/$1" >"$work/$1.last"; }
+last() { cat "$work/$1.last"; }
 
 # RC WRITE over AF_XDP; $1 names the case, the rest are more arguments of the server.
 xdp_write() {
@@ -142,7 +197,17 @@ xdp_write() {
   shift
   pair xdp_write "perf write --iface xdp:vb --ip 10.88.0.2/24 -s $SIZE -n $ITERS $*" \
     "perf write --iface xdp:va --ip 10.88.0.1/24 -s $SIZE -n $ITERS"
-  gbps "$work/xdp_write.log" | tee -a "$work/$case" >"$work/$case.last"
+  note "$case" "$(gbps "$work/xdp_write.log")"
+}
+
+# Raw AF_XDP frames of $2 bytes from va to vb; case $1 gets frames/s, in millions.
+raw() {
+  local case=$1 size=$2
+  serve raw "$rate" recv xdp:vb "$RAW_SECS"
+  ip netns exec "$A" "$rate" send xdp:va "$size" $((RAW_SECS + 2)) 2>"$work/raw.send.err" ||
+    die "raw sender failed: $(tail -n 3 "$work/raw.send.err")"
+  wait $server || die "raw receiver failed: $(tail -n 3 "$work/raw.err")"
+  note "$case" "$(awk '!/ready/ { printf "%.4f\n", $1 / $3 / 1e6 }' "$work/raw.log")"
 }
 
 # One TCP connection; $1 names the case, "off" switches TSO, GSO and GRO off on both ends.
@@ -159,67 +224,130 @@ tcp_run() {
   done
   ip netns exec "$A" "$tcp" send 10.88.0.2:18600 $SIZE "$ITERS" || die "TCP sender failed"
   wait $tpid || die "TCP receiver failed"
-  awk '{ printf "%.2f\n", $1 * 8 / $2 / 1e9 }' "$work/tcp.log" | tee -a "$work/$case" >"$work/$case.last"
+  note "$case" "$(awk '{ printf "%.2f\n", $1 * 8 / $2 / 1e9 }' "$work/tcp.log")"
+}
+
+# Kernel UDP ping-pong of 64-byte datagrams, blocking recv on both sides.
+udp_run() {
+  serve udp "$udp" pong 18601
+  ip netns exec "$A" "$udp" ping 10.88.0.2:18601 64 "$PINGS" >"$work/udp.ping.log" ||
+    die "UDP ping failed"
+  wait $server || die "UDP pong failed: $(tail -n 3 "$work/udp.err")"
+  note udp "$(usec "$work/udp.ping.log")"
+}
+
+ours() {
+  xdp_write xdp
+  xdp_write xdp_busy --busy-poll
+  pair xdp_send "perf send --iface xdp:vb --ip 10.88.0.2/24 -s 64 -n $MSGS" \
+    "perf send --iface xdp:va --ip 10.88.0.1/24 -s 64 -n $MSGS"
+  note rate "$(mpps "$work/xdp_send.log")"
+  local busy
+  for busy in "" --busy-poll; do
+    pair xdp_ping "pingpong --iface xdp:vb --ip 10.88.0.2/24 -s 64 -n $PINGS $busy" \
+      "pingpong --iface xdp:va --ip 10.88.0.1/24 -s 64 -n $PINGS $busy"
+    note "ping${busy:+_busy}" "$(usec "$work/xdp_ping.log")"
+    cp "$work/xdp_ping.log" "$work/ping${busy:+_busy}.$(last "ping${busy:+_busy}")"
+  done
+}
+
+baselines() {
+  raw raw_big $RAW_BIG
+  raw raw_small $RAW_SMALL
+  udp_run
+  tcp_run tcp
+  tcp_run tcp_off
 }
 
 echo "veth_bench: $ROUNDS rounds of $ITERS RC WRITEs of $SIZE bytes (and the same bytes over TCP),"
-echo "  $MSGS SENDs of 64 bytes, $PINGS round trips; link MTU $MTU, RoCE path MTU 4096, TCP MSS $((MTU - 52))"
+echo "  $MSGS SENDs of 64 bytes, $PINGS round trips (and as many over UDP), raw AF_XDP frames of"
+echo "  $RAW_BIG and $RAW_SMALL bytes for ${RAW_SECS} s each; link MTU $MTU, RoCE path MTU 4096, TCP MSS $((MTU - 52))"
 
 for round in $(seq "$ROUNDS"); do
   plain
   if ((round % 2)); then
-    xdp_write xdp
-    xdp_write xdp_busy --busy-poll
-    tcp_run tcp
-    tcp_run tcp_off
+    ours
+    baselines
   else
-    tcp_run tcp_off
-    tcp_run tcp
-    xdp_write xdp_busy --busy-poll
-    xdp_write xdp
+    baselines
+    ours
   fi
+  # The goodput raw frames of RAW_BIG bytes would carry with PAYLOAD_BIG bytes each.
+  note raw_goodput "$(awk -v m="$(last raw_big)" -v p=$PAYLOAD_BIG \
+    'BEGIN { printf "%.2f\n", m * 1e6 * p * 8 / 1e9 }')"
   for case in xdp xdp_busy; do
-    ratio "$(cat "$work/$case.last")" "$(cat "$work/tcp.last")" >>"$work/${case}_tcp"
-    ratio "$(cat "$work/$case.last")" "$(cat "$work/tcp_off.last")" >>"$work/${case}_tcp_off"
+    ratio "$(last $case)" "$(last raw_goodput)" >>"$work/${case}_raw"
+    ratio "$(last $case)" "$(last tcp)" >>"$work/${case}_tcp"
+    ratio "$(last $case)" "$(last tcp_off)" >>"$work/${case}_tcp_off"
   done
-
-  pair xdp_send "perf send --iface xdp:vb --ip 10.88.0.2/24 -s 64 -n $MSGS" \
-    "perf send --iface xdp:va --ip 10.88.0.1/24 -s 64 -n $MSGS"
-  mpps "$work/xdp_send.log" >>"$work/rate"
-  # shellcheck disable=SC2086
-  pair xdp_ping "pingpong --iface xdp:vb --ip 10.88.0.2/24 -s 64 -n $PINGS $BUSY" \
-    "pingpong --iface xdp:va --ip 10.88.0.1/24 -s 64 -n $PINGS $BUSY"
-  usec=$(awk '/iters in/ { print $(NF - 1) }' "$work/xdp_ping.log")
-  echo "$usec" >>"$work/ping"
-  cp "$work/xdp_ping.log" "$work/ping.$usec"
+  ratio "$(last rate)" "$(last raw_small)" >>"$work/rate_raw"
+  ratio "$(last ping)" "$(last udp)" >>"$work/ping_udp"
+  ratio "$(last ping_busy)" "$(last udp)" >>"$work/ping_busy_udp"
 
   bridged
   pair tap_write "perf write --iface tap:tb --ip 10.88.0.12/24 -s $SIZE -n $ITERS" \
     "perf write --iface tap:ta --ip 10.88.0.11/24 -s $SIZE -n $ITERS"
-  tap=$(gbps "$work/tap_write.log")
-  echo "$tap" >>"$work/tap"
-  ratio "$tap" "$(cat "$work/tcp.last")" >>"$work/tap_tcp"
-  ratio "$tap" "$(cat "$work/tcp_off.last")" >>"$work/tap_tcp_off"
-  echo "  round $round: xdp $(cat "$work/xdp.last") xdp-busy $(cat "$work/xdp_busy.last") tap $tap tcp $(cat "$work/tcp.last")" \
-    "tcp-no-offload $(cat "$work/tcp_off.last") Gb/s, $(tail -n 1 "$work/rate") Mpps, $usec usec/iter"
+  note tap "$(gbps "$work/tap_write.log")"
+  ratio "$(last tap)" "$(last tcp)" >>"$work/tap_tcp"
+  ratio "$(last tap)" "$(last tcp_off)" >>"$work/tap_tcp_off"
+  echo "  round $round: write xdp $(last xdp) xdp-busy $(last xdp_busy) raw $(last raw_goodput)" \
+    "tap $(last tap) tcp $(last tcp) tcp-no-offload $(last tcp_off) Gb/s;" \
+    "send64 $(last rate) raw $(last raw_small) M/s; rtt $(last ping) busy $(last ping_busy)" \
+    "udp $(last udp) usec"
 done
 teardown
 
-row() { printf '%-46s %8s %10s %16s\n' "$@"; }
+row() { printf '%-50s %8s %8s %8s %16s\n' "$@"; }
 echo
-row "goodput, $SIZE-byte messages (median)" "Gb/s" "vs TCP" "vs TCP no-offload"
-row "kernel TCP, one connection (TSO/GSO on)" "$(median "$work/tcp")" "1.00" ""
-row "kernel TCP, TSO/GSO/GRO off" "$(median "$work/tcp_off")" "" "1.00"
-row "roce RC WRITE over AF_XDP" "$(median "$work/xdp")" "$(median "$work/xdp_tcp")" \
-  "$(median "$work/xdp_tcp_off")"
+row "goodput, $SIZE-byte messages (median)" "Gb/s" "vs raw" "vs TCP" "vs TCP no-offload"
+row "raw AF_XDP, $RAW_BIG-byte frames x $PAYLOAD_BIG payload" "$(median "$work/raw_goodput")" "1.00" "" ""
+row "kernel TCP, one connection (TSO/GSO on)" "$(median "$work/tcp")" "" "1.00" ""
+row "kernel TCP, TSO/GSO/GRO off" "$(median "$work/tcp_off")" "" "" "1.00"
+row "roce RC WRITE over AF_XDP" "$(median "$work/xdp")" "$(median "$work/xdp_raw")" \
+  "$(median "$work/xdp_tcp")" "$(median "$work/xdp_tcp_off")"
 row "roce RC WRITE over AF_XDP, receiver busy-polls" "$(median "$work/xdp_busy")" \
-  "$(median "$work/xdp_busy_tcp")" "$(median "$work/xdp_busy_tcp_off")"
-row "roce RC WRITE over TAP (bridged)" "$(median "$work/tap")" "$(median "$work/tap_tcp")" \
+  "$(median "$work/xdp_busy_raw")" "$(median "$work/xdp_busy_tcp")" \
+  "$(median "$work/xdp_busy_tcp_off")"
+row "roce RC WRITE over TAP (bridged)" "$(median "$work/tap")" "" "$(median "$work/tap_tcp")" \
   "$(median "$work/tap_tcp_off")"
 echo
-printf '%-46s %8s\n' "message rate, 64-byte RC SEND over AF_XDP" "$(median "$work/rate" %.3f) M msg/s"
+row "message rate (median)" "M/s" "vs raw" "" ""
+row "raw AF_XDP, $RAW_SMALL-byte frames" "$(median "$work/raw_small" %.3f)" "1.00" "" ""
+row "roce 64-byte RC SEND over AF_XDP" "$(median "$work/rate" %.3f)" "$(median "$work/rate_raw")" "" ""
 echo
-echo "latency, 64-byte RC pingpong over AF_XDP${BUSY:+ (busy polling)}, client, median run:"
-# The run whose usec/iter is the median (the lower middle one for an even count).
-mid=$(sort -g "$work/ping" | sed -n "$(((ROUNDS + 1) / 2))p")
-grep -E 'bytes in|iters in' "$work/ping.$mid"
+row "round trip, 64 bytes (median)" "usec" "vs UDP" "" ""
+row "kernel UDP ping-pong, blocking recv" "$(median "$work/udp")" "1.00" "" ""
+row "roce RC pingpong over AF_XDP, epoll" "$(median "$work/ping")" "$(median "$work/ping_udp")" "" ""
+row "roce RC pingpong over AF_XDP, busy polling" "$(median "$work/ping_busy")" \
+  "$(median "$work/ping_busy_udp")" "" ""
+for case in ping ping_busy; do
+  echo
+  echo "roce pingpong${case#ping}, client, median run:"
+  # The run whose usec/iter is the median (the lower middle one for an even count).
+  mid=$(sort -g "$work/$case" | sed -n "$(((ROUNDS + 1) / 2))p")
+  grep -E 'bytes in|iters in' "$work/$case.$mid"
+done
+
+if ((json)); then
+  {
+    printf '{"date":"%s","rounds":%d' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$ROUNDS"
+    printf ',"write_goodput_vs_raw":%s' "$(median "$work/xdp_raw")"
+    printf ',"write_busy_goodput_vs_raw":%s' "$(median "$work/xdp_busy_raw")"
+    printf ',"send64_rate_vs_raw":%s' "$(median "$work/rate_raw")"
+    printf ',"pingpong_rtt_vs_udp":%s' "$(median "$work/ping_udp")"
+    printf ',"pingpong_busy_rtt_vs_udp":%s' "$(median "$work/ping_busy_udp")"
+    printf ',"write_goodput_gbps":%s' "$(median "$work/xdp")"
+    printf ',"write_busy_goodput_gbps":%s' "$(median "$work/xdp_busy")"
+    printf ',"raw_frame_bytes":%d,"raw_frames_per_s":%s' $RAW_BIG \
+      "$(median "$work/raw_big" %.4f | awk '{ printf "%.0f", $1 * 1e6 }')"
+    printf ',"raw_goodput_gbps":%s' "$(median "$work/raw_goodput")"
+    printf ',"tap_write_goodput_gbps":%s' "$(median "$work/tap")"
+    printf ',"tcp_goodput_gbps":%s,"tcp_no_offload_goodput_gbps":%s' \
+      "$(median "$work/tcp")" "$(median "$work/tcp_off")"
+    printf ',"send64_mmsg_per_s":%s' "$(median "$work/rate" %.3f)"
+    printf ',"raw_small_frame_bytes":%d,"raw_small_mframes_per_s":%s' $RAW_SMALL \
+      "$(median "$work/raw_small" %.3f)"
+    printf ',"pingpong_rtt_us":%s,"pingpong_busy_rtt_us":%s,"udp_rtt_us":%s}\n' \
+      "$(median "$work/ping")" "$(median "$work/ping_busy")" "$(median "$work/udp")"
+  } >&3
+fi
