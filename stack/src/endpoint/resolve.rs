@@ -15,16 +15,13 @@ use crate::wire::encap::{
     ETHERNET_HEADER_LEN, ETHERNET_MIN_FRAME_LEN, ETHERTYPE_ARP, ETHERTYPE_IPV6, IP_PROTOCOL_ICMPV6,
     IPV6_HEADER_LEN, field_at,
 };
+use crate::wire::ndp::{
+    HOP_LIMIT, LinkLayerOption, NEIGHBOR_ADVERTISEMENT, NEIGHBOR_SOLICITATION, TARGET_LEN,
+};
+pub use crate::wire::ndp::{multicast_mac, solicited_node};
 
 /// The Ethernet broadcast address, where ARP requests go.
 pub const BROADCAST_MAC: [u8; 6] = [0xff; 6];
-/// RFC 4861 7.1: a node accepts NDP messages only with hop limit 255, which proves they
-/// were not forwarded by a router.
-const NDP_HOP_LIMIT: u8 = 255;
-const ICMPV6_NS: u8 = 135;
-const ICMPV6_NA: u8 = 136;
-const OPT_SOURCE_LL: u8 = 1;
-const OPT_TARGET_LL: u8 = 2;
 
 /// What an ARP or NDP message tells the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,10 +108,10 @@ fn parse_ndp(frame: &[u8], ip: &[u8]) -> Result<Resolution, Ignored> {
         .ok_or(Ignored::Malformed("IPv6: payload length beyond the frame"))?;
     let icmp = Icmpv6Slice::from_slice(icmp).map_err(|_| Ignored::Malformed("ICMPv6: short"))?;
     let kind = icmp.type_u8();
-    if kind != ICMPV6_NS && kind != ICMPV6_NA {
+    if kind != NEIGHBOR_SOLICITATION && kind != NEIGHBOR_ADVERTISEMENT {
         return Err(Ignored::Other);
     }
-    if header.hop_limit != NDP_HOP_LIMIT || icmp.code_u8() != 0 {
+    if header.hop_limit != HOP_LIMIT || icmp.code_u8() != 0 {
         return Err(Ignored::Malformed("NDP: hop limit not 255 or code not 0"));
     }
     if !icmp.is_checksum_valid(header.source, header.destination) {
@@ -122,18 +119,18 @@ fn parse_ndp(frame: &[u8], ip: &[u8]) -> Result<Resolution, Ignored> {
     }
     let payload = icmp.payload();
     let target = payload
-        .get(..16)
+        .get(..TARGET_LEN)
         .and_then(|t| <[u8; 16]>::try_from(t).ok())
         .map(Ipv6Addr::from)
         .ok_or(Ignored::Malformed("NDP: no target address"))?;
-    let wanted = if kind == ICMPV6_NS {
-        OPT_SOURCE_LL
+    let wanted = if kind == NEIGHBOR_SOLICITATION {
+        LinkLayerOption::Source
     } else {
-        OPT_TARGET_LL
+        LinkLayerOption::Target
     };
-    let option_mac = link_layer_option(&payload[16..], wanted)?;
+    let option_mac = link_layer_option(&payload[TARGET_LEN..], wanted)?;
     let source = Ipv6Addr::from(header.source);
-    if kind == ICMPV6_NS {
+    if kind == NEIGHBOR_SOLICITATION {
         if source.is_unspecified() {
             // Duplicate address detection (RFC 4862 5.4.3): nothing to learn or answer here.
             return Err(Ignored::Other);
@@ -162,7 +159,10 @@ fn mac_at(frame: &[u8], at: usize) -> [u8; 6] {
 
 /// Finds the link-layer address option `kind` (RFC 4861 4.6.1); options are in units of
 /// 8 bytes and a zero length is invalid.
-fn link_layer_option(mut options: &[u8], kind: u8) -> Result<Option<[u8; 6]>, Ignored> {
+fn link_layer_option(
+    mut options: &[u8],
+    kind: LinkLayerOption,
+) -> Result<Option<[u8; 6]>, Ignored> {
     while options.len() >= 2 {
         let len = usize::from(options[1]) * 8;
         if len == 0 || len > options.len() {
@@ -170,7 +170,7 @@ fn link_layer_option(mut options: &[u8], kind: u8) -> Result<Option<[u8; 6]>, Ig
                 "NDP: option length 0 or beyond the message",
             ));
         }
-        if options[0] == kind && len >= 8 {
+        if options[0] == kind.code() && len >= 8 {
             return Ok(Some(mac_at(options, 2)));
         }
         options = &options[len..];
@@ -208,38 +208,17 @@ pub fn arp_reply(mac: [u8; 6], addr: Ipv4Addr, to_mac: [u8; 6], to: Ipv4Addr) ->
     arp(ArpOperation::REPLY, (mac, addr), (to_mac, to))
 }
 
-/// The solicited-node multicast address of `addr`: `ff02::1:ff` and its low 24 bits
-/// (RFC 4291 2.7.1).
-pub fn solicited_node(addr: Ipv6Addr) -> Ipv6Addr {
-    let o = addr.octets();
-    Ipv6Addr::new(
-        0xff02,
-        0,
-        0,
-        0,
-        0,
-        1,
-        0xff00 | u16::from(o[13]),
-        u16::from_be_bytes([o[14], o[15]]),
-    )
-}
-
-/// The Ethernet address of an IPv6 multicast group: `33:33` and its low 32 bits (RFC 2464 7).
-pub fn multicast_mac(group: Ipv6Addr) -> [u8; 6] {
-    let o = group.octets();
-    [0x33, 0x33, o[12], o[13], o[14], o[15]]
-}
-
 fn ndp(
     src: ([u8; 6], Ipv6Addr),
     dst: ([u8; 6], Ipv6Addr),
     kind: Icmpv6Type,
     target: Ipv6Addr,
-    option: u8,
+    option: LinkLayerOption,
 ) -> Vec<u8> {
     let mut body = Vec::with_capacity(24);
     body.extend_from_slice(&target.octets());
-    body.extend_from_slice(&[option, 1]);
+    // The option's length, 1: 8 bytes, its type and length and the 6-byte MAC.
+    body.extend_from_slice(&[option.code(), 1]);
     body.extend_from_slice(&src.0);
     let icmp = kind
         .to_header(src.1.octets(), dst.1.octets(), &body)
@@ -253,7 +232,7 @@ fn ndp(
         flow_label: Ipv6FlowLabel::ZERO,
         payload_length: (icmp.len() + body.len()) as u16,
         next_header: IpNumber::IPV6_ICMP,
-        hop_limit: NDP_HOP_LIMIT,
+        hop_limit: HOP_LIMIT,
         source: src.1.octets(),
         destination: dst.1.octets(),
     };
@@ -274,7 +253,7 @@ pub fn neighbour_solicitation(mac: [u8; 6], addr: Ipv6Addr, target: Ipv6Addr) ->
         (multicast_mac(group), group),
         Icmpv6Type::NeighborSolicitation,
         target,
-        OPT_SOURCE_LL,
+        LinkLayerOption::Source,
     )
 }
 
@@ -296,7 +275,7 @@ pub fn neighbour_advertisement(
         (to_mac, to),
         Icmpv6Type::NeighborAdvertisement(flags),
         addr,
-        OPT_TARGET_LL,
+        LinkLayerOption::Target,
     )
 }
 

@@ -26,6 +26,7 @@ pub mod icrc;
 pub mod ieth;
 pub mod immdt;
 pub mod mad;
+pub mod ndp;
 pub mod opcode;
 pub mod packet;
 pub mod pause;
