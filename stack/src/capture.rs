@@ -414,6 +414,9 @@ impl FrameRef {
     }
 }
 
+/// The cache line of the CPUs this runs on (x86-64, and most others).
+const CACHE_LINE: usize = 64;
+
 /// A mapped capture file shared between threads: one reads records
 /// ([`CaptureReader::next_frame_ref`]), others look at the frames they name.
 #[derive(Clone)]
@@ -433,6 +436,21 @@ impl SharedFile {
     pub fn frame(&self, r: FrameRef) -> Option<Frame<'_>> {
         let data = self.0.bytes();
         (r.start + r.len <= data.len() && !self.0.shrunk()).then(|| r.frame_in(data))
+    }
+
+    /// Starts loading the headers of frame `r` (its first two cache lines) into this CPU's
+    /// caches: a hint, for a thread about to look at it some frames from now. The reading
+    /// thread read them last, on another core, and waiting for them was most of the time
+    /// the analysing thread spent slicing a frame.
+    #[inline]
+    pub fn prefetch(&self, r: FrameRef) {
+        let headers = r.len.min(2 * CACHE_LINE);
+        if let Some(bytes) = self.0.bytes().get(r.start..r.start + headers) {
+            sys::prefetch(bytes);
+            if let Some(rest) = bytes.get(CACHE_LINE..) {
+                sys::prefetch(rest);
+            }
+        }
     }
 }
 

@@ -290,9 +290,15 @@ impl Analyzer {
         if frame.is_cut() {
             return self.cut_frame(frame);
         }
-        // Used in place: moving the parsed packet out of its `Result` would copy it with
-        // loads wider than the stores that wrote it, a stall on every packet.
-        let parsed = frame.roce();
+        // A link type not read holds neither RoCE nor pause frames.
+        let Some(link) = frame.link_header() else {
+            return self.not_roce(frame);
+        };
+        // Used in place, and sliced straight into a `Result` of the slicer's own error type
+        // (`Frame::roce` wraps it in another, which copies the whole packet): moving the
+        // parsed packet out of its `Result` would copy it with loads wider than the stores
+        // that wrote it, a stall on every packet.
+        let parsed = RocePacket::parse_link(frame.data, link);
         match &parsed {
             Ok(p) => {
                 let icrc_ok = Some(icrc.unwrap_or_else(|| p.icrc_ok()));
@@ -301,11 +307,7 @@ impl Analyzer {
             Err(e) if e.is_not_roce() => {
                 if let Some(c) = pfc::mac_control(frame) {
                     self.pfc.mac_control(ts, &c);
-                } else if let FrameError::Packet(PacketError::NotRoce(NotRoce::RoceV1 {
-                    grh,
-                    eth,
-                })) = e
-                {
+                } else if let PacketError::NotRoce(NotRoce::RoceV1 { grh, eth }) = e {
                     return self.roce_v1(frame, (*grh, *eth), icrc, None);
                 }
                 self.not_roce(frame)
@@ -774,7 +776,10 @@ pub fn icrc_check(frame: &Frame<'_>) -> Option<bool> {
     if frame.is_cut() {
         return None;
     }
-    frame.roce().ok().map(|p| p.icrc_ok())
+    // Not through `Frame::roce`, for the copy it makes (see `Analyzer::frame_checked`).
+    RocePacket::parse_link(frame.data, frame.link_header()?)
+        .ok()
+        .map(|p| p.icrc_ok())
 }
 
 fn is_read_response(opcode: Opcode) -> bool {
