@@ -21,7 +21,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 n=${1:-100000}
 runs=3
-cargo build --release -q -p roce-tools -p roce-tests --example bench_capture
+cargo build --release -q -p roce-tools
+cargo build --release -q -p roce-tests --example bench_capture
 mkdir -p target/bench
 
 capture() { # MODE N -> path
