@@ -23,17 +23,27 @@
 //! - [`scenario`]: `roce demo`'s and `roce gen`'s two hosts over the in-memory link in virtual
 //!   time, shared with tests and benchmarks.
 //! - [`conform`]: the conformance suite, its agent protocol and peers.
+//!
+//! Feature `io` (default) builds `capture` and `io` and the layers above them; without it
+//! (`default-features = false`) the crate is the protocol alone, for embedding: `rng`,
+//! `time`, `wire`, `fault`, `cc`, `transport` and `sim`, without mio, libc and pcap-parser.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "io")]
 pub mod analysis;
+#[cfg(feature = "io")]
 pub mod capture;
 pub mod cc;
+#[cfg(feature = "io")]
 pub mod conform;
+#[cfg(feature = "io")]
 pub mod endpoint;
 pub mod fault;
+#[cfg(feature = "io")]
 pub mod io;
 pub mod rng;
+#[cfg(feature = "io")]
 pub mod scenario;
 pub mod sim;
 pub mod time;
