@@ -76,6 +76,12 @@ pub struct RuntimeConfig {
     /// Take IPv4 neighbours from the kernel's table for this interface (AF_XDP, where the
     /// kernel keeps ARP; see [`super::backend::kernel_neighbour`]).
     pub kernel_neighbours: Option<String>,
+    /// A turn whose received frames completed work returns before sending, so that what
+    /// the caller posts in answer leaves with the ACKs in one batch: one kick here, one
+    /// wake-up of the peer, instead of two of each per exchange. Only for callers that
+    /// turn the loop again right after each completion (a ping-pong), since the ACKs wait
+    /// for that turn. See [`Runtime::set_coalesce_replies`].
+    pub coalesce_replies: bool,
 }
 
 /// A host on a device, with a clock and an event loop.
@@ -320,6 +326,11 @@ impl Runtime {
         })
     }
 
+    /// Switches [`RuntimeConfig::coalesce_replies`]; a ping-pong's loop turns on it.
+    pub fn set_coalesce_replies(&mut self, on: bool) {
+        self.config.coalesce_replies = on;
+    }
+
     /// What the device offers (its MTU bounds the path MTU).
     pub fn capabilities(&self) -> crate::io::Capabilities {
         self.device.capabilities()
@@ -334,11 +345,17 @@ impl Runtime {
 
     /// One turn of the event loop; sleeps at most until `deadline`.
     pub fn turn(&mut self, deadline: Option<Instant>) -> Result<(), RuntimeError> {
+        let waiting = self.host.engine().completions_waiting();
         let mut busy = self.receive()?;
         let now = self.now();
         if self.host.poll_timeout(now).is_some_and(|t| t <= now) {
             self.host.handle_timeout(now);
             busy = true;
+        }
+        if self.config.coalesce_replies && self.host.engine().completions_waiting() > waiting {
+            // The caller answers the completion and turns again: the ACKs go then, with
+            // the answer.
+            return Ok(());
         }
         let blocked = match self.transmit(now)? {
             Transmitted::Some => {

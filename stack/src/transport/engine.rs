@@ -201,6 +201,11 @@ impl Engine {
         self.cqs.get(cq.0 as usize)
     }
 
+    /// Completions waiting in all completion queues.
+    pub fn completions_waiting(&self) -> usize {
+        self.cqs.iter().map(CompletionQueue::len).sum()
+    }
+
     /// The oldest completion of `cq` (`ibv_poll_cq` of one entry).
     pub fn poll_completion(&mut self, cq: CqId) -> Option<WorkCompletion> {
         self.cqs.get_mut(cq.0 as usize)?.pop()

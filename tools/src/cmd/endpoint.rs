@@ -205,6 +205,7 @@ pub fn open_runtime(o: &OpenEndpoint<'_>) -> anyhow::Result<Runtime> {
     let config = RuntimeConfig {
         busy_poll: o.busy_poll,
         kernel_neighbours: o.iface.kernel_neighbours().map(str::to_owned),
+        coalesce_replies: false,
     };
     let mut rt = Runtime::new(device, host, config).map_err(|e| anyhow::anyhow!("{e}"))?;
     if let Some((hook, _)) = hook {
