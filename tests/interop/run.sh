@@ -11,7 +11,8 @@
 # capture checked for 4096-byte payloads; write/read/send again with 2% loss on the bridge
 # (`softroce-lab loss 20`); write and send with DCQCN on at our end (ECT(0) data, which rxe
 # ignores); perftest's -a, -A CMP_AND_SWAP, -D (with --report_gbits), --use-srq, -q, -b; ib_write_lat,
-# ib_send_lat, ib_read_lat and ib_atomic_lat. rdma_cm cases: rping over IPv4 and IPv6,
+# ib_send_lat, ib_read_lat and ib_atomic_lat, and with -a (write as our client, send as our
+# server) and -D (send as our client, read as our server). rdma_cm cases: rping over IPv4 and IPv6,
 # ucmatose and udaddy with 4 connections, and a refused connection (no listener:
 # REJ reason 8 from rxe's CM or ours), both ways. A case passes when both sides exit 0 (and,
 # for the refused ones, the failing side said why).
@@ -267,10 +268,10 @@ for role in client server; do
   BW="-n 100 -s 16384 -b" CHECK=one_udp_port case_bw "ib_send_bw-bidir-$role" $role send ""
 done
 
-# case_lat NAME ROLE TEST: a perftest latency case (ib_TEST_lat -x 1 -F -n 200 against
+# case_lat NAME ROLE TEST: a perftest latency case (ib_TEST_lat -x 1 -F $LAT, default -n 200, against
 # `roce perf TEST --lat`).
 case_lat() {
-  local name=$1 role=$2 test=$3 args="-n 200"
+  local name=$1 role=$2 test=$3 args=${LAT:-"-n 200"}
   # shellcheck disable=SC2086
   if [[ $role == client ]]; then
     run_case "$name" client "" "ib_${test}_lat -x 1 -F $args" one_udp_port \
@@ -285,6 +286,13 @@ for role in client server; do
     case_lat "ib_${test}_lat-$role" $role $test
   done
 done
+# --lat -a: a row per size, 2 bytes to 8 MiB (ib_send_lat shaking hands before each; about
+# 50 s a case under TCG, so one test per role); -D: print_report_lat_duration's row, each
+# side on its own clock.
+LAT="-n 5 -a" case_lat "ib_write_lat-all-client" client write
+LAT="-n 5 -a" case_lat "ib_send_lat-all-server" server send
+LAT="-D 4" case_lat "ib_send_lat-duration-client" client send
+LAT="-D 4" case_lat "ib_read_lat-duration-server" server read
 
 # rdma_cm: the connection is made with CM MADs on QP1 (REQ, REP, RTU; DREQ, DREP at the
 # end), no TCP. Passes if the capture holds the handshake and the release, and every RC frame

@@ -92,7 +92,8 @@ fn perftest_flag_combinations_perftest_refuses_are_one_line() {
     assert!(perf(&["atomic", "-a"]).contains("cannot be changed for atomic"));
     assert!(perf(&["write", "-a", "-D", "5"]).contains("all sizes"));
     assert!(perf(&["send", "-s", "16777216"]).contains("above 8388608"));
-    assert!(perf(&["write", "--lat", "-D", "3"]).contains("--lat"));
+    assert!(perf(&["write", "--lat", "-a", "-D", "3"]).contains("all sizes"));
+    assert!(perf(&["write", "--lat", "-b"]).contains("-b"));
 }
 
 #[test]

@@ -47,6 +47,10 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
   roce perf write --lat --iface tap:roce0 --ip 10.77.0.2/24 -n 1000 10.77.0.11
       the client of `ib_write_lat -x 1 -F -n 1000`: t_min, t_max, t_typical, t_avg,
       t_stdev and the 99% and 99.9% percentiles
+  roce perf send --lat -a --iface tap:roce0 --ip 10.77.0.2/24 -n 100 10.77.0.11
+      against `ib_send_lat -x 1 -F -a -n 100`: a latency row per size, 2 bytes to 8 MiB
+  roce perf read --lat -D 10 --iface tap:roce0 --ip 10.77.0.2/24 10.77.0.11
+      against `ib_read_lat -x 1 -F -D 10`: the READs of the middle 6 s, t_avg and tps
   roce perf write -R --iface tap:roce0 --ip 10.77.0.2/24 -n 200 10.77.0.11
       the client of `ib_write_bw -R -x 1 -F -n 200`: connected through rdma_cm, no TCP
   roce perf send -R --iface tap:roce0 --ip 10.77.0.2/24
@@ -83,8 +87,9 @@ pub struct PerfArgs {
     /// Path MTU (default: the largest the device carries; the peers agree on the smaller).
     #[arg(short = 'm', long, value_parser = parse_mtu)]
     pub mtu: Option<Mtu>,
-    /// The latency test instead: ib_write_lat, ib_read_lat or ib_atomic_lat on the other
-    /// side (default size 2, as perftest), printing perftest's latency table.
+    /// The latency test instead: ib_write_lat, ib_send_lat, ib_read_lat or ib_atomic_lat
+    /// on the other side (default size 2, as perftest), printing perftest's latency table;
+    /// with -a a row per size, with -D its duration row (iterations, t_avg, tps).
     #[arg(long = "lat")]
     pub lat: bool,
     /// SEND's receives through a shared receive queue (perftest's --use-srq; --use_srq
@@ -101,7 +106,8 @@ pub struct PerfArgs {
     /// Every size from 2 bytes to 8 MiB, a row each (perftest's -a; not with atomics).
     #[arg(short = 'a', long = "all")]
     pub all: bool,
-    /// Run for SECONDS instead of -n operations, counting the middle half (perftest's -D).
+    /// Run for SECONDS instead of -n operations, counting what completes between margins
+    /// of a quarter of it, in whole seconds (perftest's -D; not with -a).
     #[arg(short = 'D', long = "duration", value_name = "SECONDS",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub duration: Option<u32>,

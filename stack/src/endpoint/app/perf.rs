@@ -12,7 +12,7 @@
 //! Also as perftest: `-a` runs every size from 2 bytes to 8 MiB (the passive server only
 //! needs its buffer that large; SEND servers take part size by size, a handshake before and
 //! after each), `-D SECONDS` posts for that long and counts the completions between the
-//! margins (a quarter of it at each end; no peak), `--report_gbits` reports Gb/s (10^9
+//! margins (a quarter of it in whole seconds at each end; no peak), `--report_gbits` reports Gb/s (10^9
 //! bits), and `-A CMP_AND_SWAP` measures compare-and-swap (compare 0, swap 0) instead of
 //! fetch-and-add (add 1).
 
@@ -37,7 +37,10 @@ use crate::transport::{
     SrqInit, WcOpcode,
 };
 use crate::wire::{Qpn, RnrTimer};
-pub use lat::{LatReport, lat_header, lat_report, lat_row};
+pub use lat::{
+    LatDurationReport, LatFigures, LatReport, lat_duration_header, lat_duration_row, lat_header,
+    lat_report, lat_row,
+};
 
 const LINE: &str =
     "---------------------------------------------------------------------------------------";
@@ -172,9 +175,6 @@ impl PerfOptions {
         if self.rdma_cm && self.latency {
             return usage("-R runs the bandwidth tests only (no --lat with -R yet)");
         }
-        if self.latency && (self.all_sizes || self.duration.is_some()) {
-            return usage("--lat runs one size for -n iterations (no -a, no -D yet)");
-        }
         if self.size > MAX_SIZE {
             return usage(&format!("message size {} is above {MAX_SIZE}", self.size));
         }
@@ -209,8 +209,11 @@ pub struct PerfResult {
     pub own: Option<BwReport>,
     /// The row printed: ours, or the client's on a passive server.
     pub printed: BwReport,
-    /// `--lat`: the latency figures this side printed (none on a passive server).
+    /// `--lat`: the latency figures this side printed (none on a passive server; `-a`:
+    /// the last size's).
     pub latency: Option<LatReport>,
+    /// `--lat -D`: the duration mode's figures this side printed.
+    pub latency_duration: Option<LatDurationReport>,
 }
 
 fn title(test: BwTest, atomic: AtomicType, latency: bool, duplex: bool) -> String {
@@ -301,17 +304,18 @@ pub fn run(
     };
     let (mut conn, mut s) = setup(rt, opts, size, out)?;
     if opts.latency {
-        let latency = lat::run(rt, opts, conn, &s, out)?;
+        let figures = lat::run(rt, opts, conn, &mut s, out)?;
         let _ = writeln!(out, "{LINE}");
         let printed = BwReport {
-            size: u64::from(size),
+            size: u64::from(s.size),
             iters: u64::from(opts.iters),
             ..BwReport::default()
         };
         return Ok(PerfResult {
             own: None,
             printed,
-            latency,
+            latency: figures.iterations,
+            latency_duration: figures.duration,
         });
     }
     if opts.duplex {
@@ -347,6 +351,7 @@ pub fn run(
         own,
         printed,
         latency: None,
+        latency_duration: None,
     })
 }
 
@@ -381,6 +386,7 @@ fn run_duplex(
         own: Some(mine),
         printed,
         latency: None,
+        latency_duration: None,
     })
 }
 
@@ -1129,9 +1135,9 @@ fn run_client(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<BwRepor
 }
 
 /// `-D`: posts for `duration`, at most `tx_depth` outstanding per QP, a completion every
-/// `cq_mod`, and counts the operations completed between the margins (a quarter of
-/// `duration` at each end, perftest's default); each QP's last request is signalled so
-/// that all are reaped before the end. No peak, as perftest's `noPeak`.
+/// `cq_mod`, and counts the operations completed between the margins ([`Window`]); each
+/// QP's last request is signalled so that all are reaped before the end. No peak, as
+/// perftest's `noPeak`.
 fn run_client_for(
     rt: &mut Runtime,
     opts: &PerfOptions,
@@ -1171,15 +1177,21 @@ fn run_client_for(
     Ok(window.report(s.size, opts.unit()))
 }
 
-/// `-D`'s measurement: the operations completed from a quarter of the duration to three
-/// quarters of it (perftest's margins, `duration / 4` each), over that time.
+/// perftest's default margin of `-D` (`duration / 4` in whole seconds, as its `int`s
+/// divide), at each end of the run: what completes inside them is not counted.
+fn margin(duration: Duration) -> Duration {
+    Duration::from_secs(duration.as_secs() / 4)
+}
+
+/// `-D`'s measurement, as perftest's `catch_alarm` takes it: the operations completed after
+/// the first margin and before the last ([`margin`]), over the time between.
 #[derive(Debug)]
 struct Window {
     start: Instant,
     duration: Duration,
-    /// (when, operations completed by then) at the start and at the end of the window.
-    first: Option<(Instant, u64)>,
-    last: Option<(Instant, u64)>,
+    /// Operations completed so far, and those of them inside the window.
+    seen: u64,
+    counted: u64,
 }
 
 impl Window {
@@ -1187,8 +1199,8 @@ impl Window {
         Window {
             start: Instant::now(),
             duration,
-            first: None,
-            last: None,
+            seen: 0,
+            counted: 0,
         }
     }
 
@@ -1199,27 +1211,21 @@ impl Window {
 
     /// `count` operations have completed by `now`.
     fn note(&mut self, now: Instant, count: u64) {
-        let margin = self.duration / 4;
-        if self.first.is_none() && now >= self.start + margin {
-            self.first = Some((now, count));
-        }
-        if self.last.is_none() && now >= self.start + self.duration - margin {
-            self.last = Some((now, count));
+        let margin = margin(self.duration);
+        let new = count.saturating_sub(self.seen);
+        self.seen = self.seen.max(count);
+        if now >= self.start + margin && now < self.start + self.duration - margin {
+            self.counted += new;
         }
     }
 
     fn report(&self, size: u32, unit: f64) -> BwReport {
-        let (Some((t0, c0)), Some((t1, c1))) = (self.first, self.last) else {
-            return BwReport {
-                size: u64::from(size),
-                ..BwReport::default()
-            };
-        };
-        let secs = t1.saturating_duration_since(t0).as_secs_f64().max(1e-9);
-        let n = (c1 - c0) as f64;
+        let window = self.duration - 2 * margin(self.duration);
+        let secs = window.as_secs_f64().max(1e-9);
+        let n = self.counted as f64;
         BwReport {
             size: u64::from(size),
-            iters: c1 - c0,
+            iters: self.counted,
             bw_peak: 0.0,
             bw_avg: f64::from(size) * n / secs / unit,
             msg_rate: n / secs / 1e6,
@@ -1397,14 +1403,22 @@ mod tests {
     }
 
     /// Our client against our server, both with `opts`; the client's output.
-    fn perf_with(mut opts: PerfOptions, seed: u64) -> (PerfResult, PerfResult, String) {
+    fn perf_with(opts: PerfOptions, seed: u64) -> (PerfResult, PerfResult, String) {
+        let (client, server, out, _) = perf_both(opts, seed);
+        (client, server, out)
+    }
+
+    /// Our client against our server, both with `opts`; both sides' output.
+    fn perf_both(mut opts: PerfOptions, seed: u64) -> (PerfResult, PerfResult, String, String) {
         let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
         let port = free_port();
         opts.port = port;
         let server_opts = opts.clone();
         let server = thread::spawn(move || {
             let mut rt = runtime(b, "10.0.0.2/24");
-            run(&mut rt, &server_opts, &mut Vec::new()).unwrap()
+            let mut out = Vec::new();
+            let r = run(&mut rt, &server_opts, &mut out).unwrap();
+            (r, String::from_utf8(out).unwrap())
         });
         wait_for_listener(port);
         let mut rt = runtime_seeded(a, "10.0.0.1/24", seed);
@@ -1412,11 +1426,8 @@ mod tests {
         let mut out = Vec::new();
         let client = run(&mut rt, &opts, &mut out)
             .unwrap_or_else(|e| panic!("{:?} lat {}: {e:?}", opts.test, opts.latency));
-        (
-            client,
-            server.join().unwrap(),
-            String::from_utf8(out).unwrap(),
-        )
+        let (server, server_out) = server.join().unwrap();
+        (client, server, String::from_utf8(out).unwrap(), server_out)
     }
 
     #[test]
@@ -1686,6 +1697,103 @@ mod tests {
         }
     }
 
+    /// The sizes of the rows under the first line starting with `header`.
+    fn row_sizes(out: &str, header: &str) -> Vec<u64> {
+        out.lines()
+            .skip_while(|l| !l.starts_with(header))
+            .skip(1)
+            .map_while(|l| l.split_whitespace().next()?.parse().ok())
+            .collect()
+    }
+
+    /// --lat -a: a row per size from 2 bytes to 8 MiB under one header, on both sides of
+    /// WRITE and SEND (SEND shaking hands before each size), on READ's client.
+    #[test]
+    fn latency_all_sizes_print_a_row_per_size() {
+        let want: Vec<u64> = (1..=23).map(|e| 1 << e).collect();
+        for test in [BwTest::Write, BwTest::Send, BwTest::Read] {
+            let mut opts = options(test, 2);
+            opts.latency = true;
+            opts.all_sizes = true;
+            opts.tx_depth = 1;
+            opts.iters = 4;
+            let (client, server, out, server_out) = perf_both(opts, 12);
+            assert_eq!(
+                row_sizes(&out, " #bytes #iterations"),
+                want,
+                "{test:?}\n{out}"
+            );
+            assert_eq!(out.matches(" #bytes").count(), 1, "{out}");
+            let lat = client.latency.unwrap();
+            assert_eq!((lat.size, lat.iters), (u64::from(MAX_SIZE), 4), "{test:?}");
+            assert!(lat.t_min > 0.0, "{lat:?}");
+            if test == BwTest::Read {
+                assert!(server.latency.is_none() && !server_out.contains(" #bytes"));
+            } else {
+                let rows = row_sizes(&server_out, " #bytes #iterations");
+                assert_eq!(rows, want, "{test:?}\n{server_out}");
+            }
+        }
+    }
+
+    /// --lat -D: print_report_lat_duration's header and row on each measuring side: the
+    /// operations counted in the window and the window's time per operation (halved for
+    /// WRITE and SEND), which multiply back to the window.
+    #[test]
+    fn latency_duration_counts_the_window() {
+        for test in [BwTest::Write, BwTest::Send, BwTest::Read, BwTest::Atomic] {
+            let mut opts = options(test, 64);
+            opts.latency = true;
+            opts.tx_depth = 1;
+            opts.duration = Some(Duration::from_secs(1));
+            let (client, server, out, server_out) = perf_both(opts, 13);
+            assert!(
+                out.contains(" #bytes        #iterations       t_avg[usec]    tps average\n"),
+                "{out}"
+            );
+            assert!(!out.contains("t_min"), "{out}");
+            let r = client.latency_duration.unwrap();
+            assert!(client.latency.is_none());
+            assert!(r.iters > 0, "{test:?} {r:?}");
+            let factor = if matches!(test, BwTest::Write | BwTest::Send) {
+                2.0
+            } else {
+                1.0
+            };
+            // -D 1: margins of 0 whole seconds, a window of 1 s.
+            assert!(
+                (r.t_avg * factor * r.iters as f64 - 1e6).abs() < 1.0,
+                "{r:?}"
+            );
+            assert!((r.tps - r.iters as f64).abs() < 1e-6, "{r:?}");
+            let row = lat_duration_row(&r);
+            assert!(out.contains(&row), "{out}");
+            let both = matches!(test, BwTest::Write | BwTest::Send);
+            assert_eq!(
+                server.latency_duration.is_some(),
+                both,
+                "{test:?}\n{server_out}"
+            );
+        }
+    }
+
+    #[test]
+    fn duration_margins_are_whole_quarter_seconds() {
+        assert_eq!(margin(Duration::from_secs(5)), Duration::from_secs(1));
+        assert_eq!(margin(Duration::from_secs(8)), Duration::from_secs(2));
+        assert_eq!(margin(Duration::from_secs(3)), Duration::ZERO);
+        let r = LatDurationReport {
+            size: 2,
+            iters: 41234,
+            t_avg: 24.25,
+            tps: 20617.0,
+        };
+        assert_eq!(
+            lat_duration_row(&r),
+            " 2             41234            24.25          20617.00\n"
+        );
+    }
+
     /// --use-srq: SEND's receives come from a shared receive queue, bandwidth and latency.
     #[test]
     fn send_through_a_shared_receive_queue() {
@@ -1852,6 +1960,23 @@ mod tests {
         );
         assert!(refused(&|o| o.iters = 0).contains("positive"));
         assert!(refused(&|o| o.use_srq = true).contains("send test only"));
+        // The latency tests run -a and -D (not both, as no perftest test does).
+        let m = refused(&|o| {
+            o.test = BwTest::Write;
+            o.latency = true;
+            o.all_sizes = true;
+            o.duration = Some(Duration::from_secs(2));
+        });
+        assert!(m.contains("-D") && m.contains("-a"), "{m}");
+        for test in [BwTest::Write, BwTest::Send, BwTest::Read] {
+            let mut o = options(test, 2);
+            o.latency = true;
+            o.all_sizes = true;
+            assert!(o.check().is_ok());
+            o.all_sizes = false;
+            o.duration = Some(Duration::from_secs(3));
+            assert!(o.check().is_ok());
+        }
         assert!(options(BwTest::Write, 8).check().is_ok());
     }
 }

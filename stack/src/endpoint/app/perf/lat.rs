@@ -14,14 +14,22 @@
 //! trip holds two writes), sorted, the two largest dropped (`LAT_MEASURE_TAIL`), printed as
 //! `print_report_lat` does: t_min, t_max, t_typical (the median), t_avg, t_stdev, and the
 //! 99% and 99.9% percentiles, in microseconds.
+//!
+//! `-a` runs every size from 2 bytes to 8 MiB, a row each under one header; WRITE, READ and
+//! atomics go from size to size without a word, ib_send_lat's sides post each size's
+//! receives and shake hands first. `-D SECONDS` runs each side on its own clock for that
+//! long: a margin of a quarter of it (whole seconds), the sample window, a margin, and
+//! `print_report_lat_duration`'s row, the operations completed in the window (SEND: the
+//! messages received), the window's time per operation (halved for WRITE and SEND) and
+//! operations per second. The side whose time is up stops waiting for the peer.
 
 use core::time::Duration;
 use std::io::Write;
 use std::time::Instant;
 
 use super::{
-    AppError, Dialogue, PerfOptions, Setup, check, client_op, client_sge, post_receive, recv_wr,
-    stalled,
+    AppError, Dialogue, MAX_SIZE, PerfOptions, Setup, check, client_op, client_sge, post_receive,
+    recv_wr, stalled,
 };
 use crate::endpoint::oob::perftest::BwTest;
 use crate::endpoint::runtime::Runtime;
@@ -111,25 +119,213 @@ pub fn lat_report(size: u32, posted: &[Instant], factor: f64) -> LatReport {
     }
 }
 
-/// Runs the latency test on a connected setup; returns the client's figures (`None` on a
-/// passive READ/atomic server). Ends the out-of-band dialogue as perftest does: READ and
-/// atomics close it (the server at once), WRITE just hangs up.
+/// `RESULT_FMT_LAT_DUR`, the line over the row in duration mode (`-D`).
+pub fn lat_duration_header() -> &'static str {
+    " #bytes        #iterations       t_avg[usec]    tps average\n"
+}
+
+/// `print_report_lat_duration`'s figures: the operations of the sample window (from one
+/// margin after the start to one margin before the end) and what they make.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LatDurationReport {
+    /// Message size in bytes.
+    pub size: u64,
+    /// Operations completed (WRITE, READ, atomics) or received (SEND) in the window.
+    pub iters: u64,
+    /// The window's time per operation in microseconds, halved for WRITE and SEND.
+    pub t_avg: f64,
+    /// Operations per second.
+    pub tps: f64,
+}
+
+/// `REPORT_FMT_LAT_DUR`.
+pub fn lat_duration_row(r: &LatDurationReport) -> String {
+    format!(
+        " {:<7}       {}            {:<7.2}        {:<7.2}\n",
+        r.size, r.iters, r.t_avg, r.tps
+    )
+}
+
+/// What one side's latency test printed: a row per size (`-a`: the last is kept).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LatFigures {
+    /// `-n` iterations: `print_report_lat`'s figures.
+    pub iterations: Option<LatReport>,
+    /// `-D`: `print_report_lat_duration`'s.
+    pub duration: Option<LatDurationReport>,
+}
+
+/// perftest's duration mode (`catch_alarm`): a margin of `duration / 4` whole seconds,
+/// the sample window, a margin, the end. Operations count when they complete inside the
+/// window; the window's length is the time they are divided by.
+#[derive(Debug, Clone, Copy)]
+struct Phases {
+    sample_from: Instant,
+    sample_to: Instant,
+    end: Instant,
+}
+
+impl Phases {
+    fn new(duration: Duration) -> Phases {
+        let start = Instant::now();
+        let margin = super::margin(duration);
+        Phases {
+            sample_from: start + margin,
+            sample_to: start + duration - margin,
+            end: start + duration,
+        }
+    }
+
+    fn sampling(&self, now: Instant) -> bool {
+        self.sample_from <= now && now < self.sample_to
+    }
+}
+
+/// One size's run: `-n` iterations (the time of each post kept) or `-D` (the operations
+/// completed inside the window counted).
+#[derive(Debug)]
+struct Run {
+    iters: u64,
+    phases: Option<Phases>,
+    posted: Vec<Instant>,
+    sampled: u64,
+}
+
+impl Run {
+    fn new(opts: &PerfOptions) -> Run {
+        let timed = opts.duration.map(Phases::new);
+        Run {
+            iters: u64::from(opts.iters),
+            phases: timed,
+            posted: Vec::with_capacity(if timed.is_some() {
+                0
+            } else {
+                opts.iters as usize
+            }),
+            sampled: 0,
+        }
+    }
+
+    /// Whether a count of `n` asks for more: below `-n`, or before the end of `-D`.
+    fn more(&self, n: u64) -> bool {
+        match self.phases {
+            Some(p) => Instant::now() < p.end,
+            None => n < self.iters,
+        }
+    }
+
+    fn timed(&self) -> bool {
+        self.phases.is_some()
+    }
+
+    /// When `-D` ends.
+    fn end(&self) -> Option<Instant> {
+        self.phases.map(|p| p.end)
+    }
+
+    /// An operation is about to be posted.
+    fn post(&mut self) {
+        if !self.timed() {
+            self.posted.push(Instant::now());
+        }
+    }
+
+    /// An operation completed (SEND: a message arrived).
+    fn completed(&mut self) {
+        if self.phases.is_some_and(|p| p.sampling(Instant::now())) {
+            self.sampled += 1;
+        }
+    }
+
+    /// The figures: `factor` is 2 for WRITE and SEND (two messages per round trip), 1 for
+    /// READ and atomics.
+    fn figures(self, size: u32, factor: f64) -> LatFigures {
+        match self.phases {
+            None => LatFigures {
+                iterations: Some(lat_report(size, &self.posted, factor)),
+                duration: None,
+            },
+            Some(p) => {
+                let secs = p
+                    .sample_to
+                    .saturating_duration_since(p.sample_from)
+                    .as_secs_f64();
+                let n = self.sampled as f64;
+                LatFigures {
+                    iterations: None,
+                    duration: Some(LatDurationReport {
+                        size: u64::from(size),
+                        iters: self.sampled,
+                        t_avg: secs * 1e6 / factor / n,
+                        tps: n / secs,
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// The sizes of one run: `-a`'s 2 to [`MAX_SIZE`], or the one size.
+fn sizes(opts: &PerfOptions, size: u32) -> Vec<u32> {
+    if opts.all_sizes {
+        (1..=MAX_SIZE.trailing_zeros()).map(|e| 1 << e).collect()
+    } else {
+        vec![size]
+    }
+}
+
+/// Runs the latency test on a connected setup: a row per size (`-a`) or one, of the `-n`
+/// table or `-D`'s; returns the last row's figures (none on a passive READ/atomic server).
+/// Ends the out-of-band dialogue as perftest does: READ, atomics and SEND close it (the
+/// passive server at once, waiting there through the client's test), WRITE just hangs up.
 pub(super) fn run(
     rt: &mut Runtime,
     opts: &PerfOptions,
-    conn: Dialogue,
-    s: &Setup,
+    mut conn: Dialogue,
+    s: &mut Setup,
     out: &mut dyn Write,
-) -> Result<Option<LatReport>, AppError> {
+) -> Result<LatFigures, AppError> {
     let client = opts.server.is_some();
-    let report = match opts.test {
-        BwTest::Write => Some(run_write(rt, opts, s)?),
-        BwTest::Read | BwTest::Atomic if client => Some(run_one_at_a_time(rt, opts, s)?),
-        BwTest::Read | BwTest::Atomic => None,
-        BwTest::Send => Some(run_send(rt, opts, s)?),
-    };
-    if let Some(r) = &report {
-        let _ = write!(out, "{}{}", lat_header(), lat_row(r));
+    let mut last = LatFigures::default();
+    if client || matches!(opts.test, BwTest::Write | BwTest::Send) {
+        let header = match opts.duration {
+            Some(_) => lat_duration_header(),
+            None => lat_header(),
+        };
+        let _ = write!(out, "{header}");
+        for size in sizes(opts, s.size) {
+            s.size = size;
+            if opts.all_sizes && opts.test == BwTest::Send {
+                // ib_send_lat posts each size's receives, then shakes hands.
+                for _ in 0..opts.rx_depth.min(opts.iters) {
+                    post_receive(rt, s.qpn, s.srq, recv_wr(s.key, s.va + s.recv_offset, size))?;
+                }
+                conn.sync(rt)?;
+            }
+            let mut run = Run::new(opts);
+            let factor = match opts.test {
+                BwTest::Write => {
+                    run_write(rt, opts, s, &mut run)?;
+                    2.0
+                }
+                BwTest::Send => {
+                    run_send(rt, opts, s, &mut run)?;
+                    2.0
+                }
+                BwTest::Read | BwTest::Atomic => {
+                    run_one_at_a_time(rt, opts, s, &mut run)?;
+                    1.0
+                }
+            };
+            last = run.figures(size, factor);
+            let row = match (&last.iterations, &last.duration) {
+                (Some(r), _) => lat_row(r),
+                (_, Some(r)) => lat_duration_row(r),
+                _ => String::new(),
+            };
+            let _ = write!(out, "{row}");
+            let _ = out.flush();
+        }
     }
     if opts.test == BwTest::Write {
         // No handshake ends ib_write_lat: the peer's last write is in our buffer, but its
@@ -137,74 +333,88 @@ pub(super) fn run(
         // acknowledges after the process exits; we linger on the wire instead.
         rt.serve_for(LINGER)?;
     } else {
-        // The server waits here through the client's whole test.
-        conn.close(rt, opts.timeout)?;
+        // The passive server waits here through the client's whole test.
+        conn.close(rt, opts.timeout + opts.duration.unwrap_or_default())?;
     }
-    Ok(report)
+    Ok(last)
 }
 
-/// `run_iter_lat_write`: write, wait for the peer's, `iters` times each way.
-fn run_write(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<LatReport, AppError> {
+/// `run_iter_lat_write`: write, wait for the peer's, `iters` times each way (or until
+/// `-D` ends, the writes completed inside its window counted).
+fn run_write(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    s: &Setup,
+    run: &mut Run,
+) -> Result<(), AppError> {
     let client = opts.server.is_some();
     let (op, sge) = (client_op(opts, s), client_sge(s));
     let size = s.size as usize;
     // Our last byte to send, and the peer's last byte as it lands in our receive half.
     let (post_at, poll_at) = (size - 1, s.recv_offset as usize + size - 1);
-    let iters = u64::from(opts.iters);
     let (mut scnt, mut ccnt, mut rcnt) = (0u64, 0u64, 0u64);
-    let mut posted = Vec::with_capacity(opts.iters as usize);
-    while scnt < iters || ccnt < iters || rcnt < iters {
+    while run.more(scnt) || run.more(ccnt) || run.more(rcnt) {
         // The server writes first (perftest: `!(scnt < 1 && machine == SERVER)`).
-        if rcnt < iters && (client || scnt >= 1) {
+        if run.more(rcnt) && (client || scnt >= 1) {
             rcnt += 1;
-            wait_for_byte(rt, opts, s.key, poll_at, rcnt as u8, rcnt)?;
+            if !wait_for_byte(rt, opts, (s.key, poll_at), rcnt as u8, rcnt, run.end())? {
+                break;
+            }
         }
-        if scnt < iters {
-            posted.push(Instant::now());
+        if run.more(scnt) {
+            run.post();
             scnt += 1;
             if let Some(b) = rt.mr_bytes_mut(s.key).and_then(|m| m.get_mut(post_at)) {
                 *b = scnt as u8;
             }
             rt.post_send(s.qpn, SendWr::new(scnt, op, sge.clone()))?;
         }
-        if ccnt < iters {
+        if run.more(ccnt) {
             let wc = rt
                 .wait_completion(s.cq, opts.timeout)
                 .map_err(|_| stalled(opts, ccnt as u32))?;
             check(&wc)?;
             ccnt += 1;
+            run.completed();
         }
     }
-    Ok(lat_report(s.size, &posted, 2.0))
+    Ok(())
 }
 
 /// `run_iter_lat_send`: receive (the client not before its first send), send, `iters`
-/// times each way; receives are posted again while more are to come.
-fn run_send(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<LatReport, AppError> {
+/// times each way (or until `-D` ends, the messages received inside its window counted);
+/// receives are posted again while more are to come.
+fn run_send(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    s: &Setup,
+    run: &mut Run,
+) -> Result<(), AppError> {
     let client = opts.server.is_some();
     let (op, sge) = (client_op(opts, s), client_sge(s));
     let iters = u64::from(opts.iters);
     let mut recvs_posted = u64::from(opts.rx_depth.min(opts.iters));
     let (mut scnt, mut rcnt) = (0u64, 0u64);
-    let mut posted = Vec::with_capacity(opts.iters as usize);
-    while scnt < iters || rcnt < iters {
-        if rcnt < iters && !(client && scnt < 1) {
-            let wc = rt
-                .wait_completion(s.recv_cq, opts.timeout)
-                .map_err(|_| stalled(opts, rcnt as u32))?;
+    while run.more(scnt) || run.more(rcnt) {
+        if run.more(rcnt) && !(client && scnt < 1) {
+            let Some(wc) = wait_before_end(rt, opts, s.recv_cq, run.end(), rcnt)? else {
+                break;
+            };
             check(&wc)?;
             rcnt += 1;
-            if recvs_posted < iters {
+            run.completed();
+            if run.timed() || recvs_posted < iters {
                 let at = s.va + s.recv_offset;
                 post_receive(rt, s.qpn, s.srq, recv_wr(s.key, at, s.size))?;
                 recvs_posted += 1;
             }
         }
-        if scnt < iters {
-            posted.push(Instant::now());
+        if run.more(scnt) {
+            run.post();
             scnt += 1;
             let mut wr = SendWr::new(scnt, op, sge.clone());
-            wr.signaled = scnt % u64::from(s.cq_mod) == 0 || scnt == iters;
+            wr.signaled =
+                scnt.is_multiple_of(u64::from(s.cq_mod)) || (!run.timed() && scnt == iters);
             let signaled = wr.signaled;
             rt.post_send(s.qpn, wr)?;
             if signaled {
@@ -215,46 +425,80 @@ fn run_send(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<LatReport
             }
         }
     }
-    Ok(lat_report(s.size, &posted, 2.0))
-}
-
-/// Turns the runtime until byte `at` of region `key` holds `want`.
-fn wait_for_byte(
-    rt: &mut Runtime,
-    opts: &PerfOptions,
-    key: u32,
-    at: usize,
-    want: u8,
-    count: u64,
-) -> Result<(), AppError> {
-    let deadline = Instant::now() + opts.timeout;
-    let step = Duration::from_millis(1);
-    while rt.mr_bytes(key).and_then(|m| m.get(at)) != Some(&want) {
-        if Instant::now() >= deadline {
-            return Err(stalled(opts, count.saturating_sub(1) as u32));
-        }
-        rt.turn(Some(Instant::now() + step))?;
-    }
     Ok(())
 }
 
-/// `run_iter_lat` (READ, atomics): one operation at a time, each signalled and waited for.
+/// The next completion of `cq`, or `None` if `end` (`-D`'s) comes first.
+fn wait_before_end(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    cq: crate::transport::CqId,
+    end: Option<Instant>,
+    count: u64,
+) -> Result<Option<crate::transport::WorkCompletion>, AppError> {
+    let Some(end) = end else {
+        let wc = rt
+            .wait_completion(cq, opts.timeout)
+            .map_err(|_| stalled(opts, count as u32))?;
+        return Ok(Some(wc));
+    };
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        if let Ok(wc) = rt.wait_completion(cq, left.min(opts.timeout)) {
+            return Ok(Some(wc));
+        }
+    }
+}
+
+/// Turns the runtime until byte `at` of region `key` holds `want`: true, or false if
+/// `end` (`-D`'s) comes first.
+fn wait_for_byte(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    (key, at): (u32, usize),
+    want: u8,
+    count: u64,
+    end: Option<Instant>,
+) -> Result<bool, AppError> {
+    let deadline = Instant::now() + opts.timeout;
+    let step = Duration::from_millis(1);
+    while rt.mr_bytes(key).and_then(|m| m.get(at)) != Some(&want) {
+        let now = Instant::now();
+        if end.is_some_and(|e| now >= e) {
+            return Ok(false);
+        }
+        if end.is_none() && now >= deadline {
+            return Err(stalled(opts, count.saturating_sub(1) as u32));
+        }
+        rt.turn(Some(now + step))?;
+    }
+    Ok(true)
+}
+
+/// `run_iter_lat` (READ, atomics): one operation at a time, each signalled and waited for
+/// (`-D`: until it ends, those completed inside its window counted).
 fn run_one_at_a_time(
     rt: &mut Runtime,
     opts: &PerfOptions,
     s: &Setup,
-) -> Result<LatReport, AppError> {
+    run: &mut Run,
+) -> Result<(), AppError> {
     let (op, sge) = (client_op(opts, s), client_sge(s));
-    let mut posted = Vec::with_capacity(opts.iters as usize);
-    for i in 0..opts.iters {
-        posted.push(Instant::now());
-        rt.post_send(s.qpn, SendWr::new(u64::from(i), op, sge.clone()))?;
+    let mut scnt = 0u64;
+    while run.more(scnt) {
+        run.post();
+        rt.post_send(s.qpn, SendWr::new(scnt, op, sge.clone()))?;
+        scnt += 1;
         let wc = rt
             .wait_completion(s.cq, opts.timeout)
-            .map_err(|_| stalled(opts, i))?;
+            .map_err(|_| stalled(opts, scnt as u32 - 1))?;
         check(&wc)?;
+        run.completed();
     }
-    Ok(lat_report(s.size, &posted, 1.0))
+    Ok(())
 }
 
 #[cfg(test)]
