@@ -167,6 +167,9 @@ pub struct Host {
     /// The next PSN of QP1's sends.
     gsi_psn: Psn,
     stats: HostStats,
+    /// RC FLUSH frames carry rdma_rxe's ICRC, and FLUSH frames with it are accepted
+    /// ([`Host::set_rxe_flush_icrc`]).
+    rxe_flush_icrc: bool,
 }
 
 impl Host {
@@ -193,6 +196,7 @@ impl Host {
             cm: ConnectionManager::new(cm),
             gsi_psn: gsi::GSI_FIRST_PSN,
             stats: HostStats::default(),
+            rxe_flush_icrc: false,
         }
     }
 
@@ -318,8 +322,10 @@ impl Host {
             self.stats.drops.not_for_us += 1;
             return;
         }
-        // Annex A17.6: a receiver discards a packet whose ICRC does not match.
-        if !packet.icrc_ok() {
+        // Annex A17.6: a receiver discards a packet whose ICRC does not match (rxe's FLUSH
+        // ICRC only where asked for).
+        let rxe_flush = self.rxe_flush_icrc && packet.icrc_is_rxe_flush();
+        if !packet.icrc_ok() && !rxe_flush {
             self.stats.drops.bad_icrc += 1;
             return;
         }
@@ -571,13 +577,35 @@ impl Host {
             t.dest_qp,
             self.flow_label(t.src_qp),
         );
+        let rxe_icrc = self.rxe_flush_icrc
+            && ib.bth.opcode == Opcode::new(Transport::Rc, crate::wire::opcode::op::FLUSH);
+        let ip_len = repr.ip_len();
+        let with_icrc = |frame: &mut [u8]| {
+            if rxe_icrc {
+                let n = frame.len();
+                crate::wire::icrc::fill_rxe_flush(&mut frame[n - ip_len..]).ok()?;
+            }
+            Some(())
+        };
         if next_hop.is_some() {
-            return repr.emit(buf).ok();
+            let n = repr.emit(buf).ok()?;
+            with_icrc(&mut buf[..n])?;
+            return Some(n);
         }
-        if let Ok(frame) = repr.to_vec() {
+        if let Ok(mut frame) = repr.to_vec()
+            && with_icrc(&mut frame).is_some()
+        {
             self.hold(now, t.dest, frame);
         }
         None
+    }
+
+    /// Interoperate with rdma_rxe's FLUSH (Linux 6.2 through at least 6.12), whose ICRC
+    /// hashes its headers twice ([`crate::wire::icrc::compute_rxe_flush`]): send RC FLUSH
+    /// with that ICRC and accept FLUSH frames carrying it (besides the spec's). Off by
+    /// default: a peer following the spec drops such FLUSH frames.
+    pub fn set_rxe_flush_icrc(&mut self, on: bool) {
+        self.rxe_flush_icrc = on;
     }
 
     // ---- timers ----

@@ -189,6 +189,36 @@ pub fn compute(covered: &[u8]) -> Result<u32> {
     Ok(hasher.finalize())
 }
 
+/// The ICRC rdma_rxe puts on (and expects of) an RC FLUSH, Linux 6.2 through at least 6.12:
+/// the ICRC of [`compute`] run on over the BTH, FETH and RETH a second time, unmasked. Its
+/// opcode table gives `IB_OPCODE_RC_FLUSH` no payload offset, so the payload it hashes after
+/// the headers starts at offset 0 of the BTH and runs to the ICRC (checked against the lab's
+/// captures, `tests/interop/iba15.sh`). Two rxe ends agree; a receiver that follows the spec
+/// drops rxe's FLUSH and rxe drops a FLUSH with the spec's ICRC. `covered` is as for
+/// [`compute`]; any opcode is hashed so (only RC FLUSH is sent so by rxe).
+pub fn compute_rxe_flush(covered: &[u8]) -> Result<u32> {
+    let spec = compute(covered)?;
+    let ib_start = ip_header_len(covered)? + UDP_LEN;
+    let mut hasher = Hasher::new_with_initial(spec);
+    hasher.update(&covered[ib_start..]);
+    Ok(hasher.finalize())
+}
+
+/// As [`fill`], with rxe's FLUSH ICRC ([`compute_rxe_flush`]).
+pub fn fill_rxe_flush(packet: &mut [u8]) -> Result<u32> {
+    fill_by(packet, compute_rxe_flush)
+}
+
+/// Computes the ICRC of `packet` without its last four bytes with `compute` and writes it
+/// there; returns it.
+fn fill_by(packet: &mut [u8], compute: fn(&[u8]) -> Result<u32>) -> Result<u32> {
+    check_len(NAME, packet, ICRC_LEN)?;
+    let at = packet.len() - ICRC_LEN;
+    let icrc = compute(&packet[..at])?;
+    packet[at..].copy_from_slice(&icrc.to_le_bytes());
+    Ok(icrc)
+}
+
 /// GRH bytes and BTH byte 4 masked in a RoCEv1 ICRC: the GRH's TClass and FlowLabel (after
 /// its version nibble) and HopLmt, then FECN, BECN and Resv6 (IBA 7.8.1; Annex A16).
 const ROCE_V1_MASKS: [(usize, u8); 6] = [
@@ -221,11 +251,7 @@ pub fn compute_roce_v1(covered: &[u8]) -> Result<u32> {
 /// Computes the ICRC of `packet` (a RoCEv1 GRH through its last four bytes, reserved for the
 /// ICRC) and writes it there; returns it.
 pub fn fill_roce_v1(packet: &mut [u8]) -> Result<u32> {
-    check_len(NAME, packet, ICRC_LEN)?;
-    let at = packet.len() - ICRC_LEN;
-    let icrc = compute_roce_v1(&packet[..at])?;
-    packet[at..].copy_from_slice(&icrc.to_le_bytes());
-    Ok(icrc)
+    fill_by(packet, compute_roce_v1)
 }
 
 /// Splits an IP packet ending in its ICRC into the covered bytes and the received ICRC.
@@ -251,17 +277,40 @@ pub fn verify(packet: &[u8]) -> Result<bool> {
 /// Computes the ICRC of `packet` (an IP packet whose last four bytes are reserved for the
 /// ICRC) and writes it there; returns it.
 pub fn fill(packet: &mut [u8]) -> Result<u32> {
-    check_len(NAME, packet, ICRC_LEN)?;
-    let at = packet.len() - ICRC_LEN;
-    let icrc = compute(&packet[..at])?;
-    packet[at..].copy_from_slice(&icrc.to_le_bytes());
-    Ok(icrc)
+    fill_by(packet, compute)
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// An RC FLUSH (global visibility, 2000 bytes at 0x55bc1bd12000, R_Key 0x2f3) as rdma_rxe
+    /// 6.12 sent it in the lab, IPv4 from 10.77.0.12 to 10.77.0.11, PSN 0xe02178, its ICRC last:
+    /// rxe's.
+    const RXE_FLUSH_V4: [u8; 64] = [
+        0x45, 0x00, 0x00, 0x40, 0x66, 0x3f, 0x40, 0x00, 0x40, 0x11, 0xbf, 0xbd, // IPv4
+        0x0a, 0x4d, 0x00, 0x0c, 0x0a, 0x4d, 0x00, 0x0b, //
+        0xc1, 0x21, 0x12, 0xb7, 0x00, 0x2c, 0x00, 0x00, // UDP
+        0x1c, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x80, 0xe0, 0x21, 0x78, // BTH
+        0x00, 0x00, 0x00, 0x01, // FETH: selectivity 0, placement 1 (global visibility)
+        0x00, 0x00, 0x55, 0xbc, 0x1b, 0xd1, 0x20, 0x00, 0x00, 0x00, 0x02, 0xf3, 0x00, 0x00, 0x07,
+        0xd0, // RETH
+        0x30, 0x2e, 0x2b, 0xb5, // rxe's ICRC
+    ];
+
+    #[test]
+    fn rxe_flush_icrc_hashes_the_transport_headers_twice() {
+        assert!(!verify(&RXE_FLUSH_V4).unwrap(), "not the spec's ICRC");
+        let (covered, icrc) = split(&RXE_FLUSH_V4).unwrap();
+        assert_eq!(compute(covered).unwrap(), 0xad62_d6f5);
+        assert_eq!(compute_rxe_flush(covered).unwrap(), icrc);
+        let mut refilled = RXE_FLUSH_V4;
+        fill(&mut refilled).unwrap();
+        assert!(verify(&refilled).unwrap());
+        assert_eq!(fill_rxe_flush(&mut refilled).unwrap(), icrc);
+        assert_eq!(refilled, RXE_FLUSH_V4);
+    }
 
     /// An RC ACKNOWLEDGE (QP 0x11, PSN 0x123456, MSN 5) from 192.168.122.10 to .11, IPv4 with
     /// DF and TTL 64 as rxe sends it.

@@ -305,6 +305,15 @@ impl<'a> RocePacket<'a> {
         self.computed_icrc() == self.icrc()
     }
 
+    /// Whether the packet is an RC FLUSH carrying the ICRC rdma_rxe gives one instead of the
+    /// spec's ([`icrc::compute_rxe_flush`]).
+    pub fn icrc_is_rxe_flush(&self) -> bool {
+        self.bth().opcode
+            == super::opcode::Opcode::new(super::opcode::Transport::Rc, super::opcode::op::FLUSH)
+            && icrc::compute_rxe_flush(&self.frame[self.ip_start..self.ip_end - ICRC_LEN])
+                .is_ok_and(|c| c == self.icrc())
+    }
+
     /// The IPv4 header checksum as received (0 for IPv6, which has none).
     pub fn ipv4_checksum(&self) -> u16 {
         self.ipv4_checksum
