@@ -12,7 +12,9 @@
 # (`softroce-lab loss 20`); write and send with DCQCN on at our end (ECT(0) data, which rxe
 # ignores); perftest's -a, -A CMP_AND_SWAP, -D (with --report_gbits), --use-srq, -q, -b; ib_write_lat,
 # ib_send_lat, ib_read_lat and ib_atomic_lat, and with -a (write as our client, send as our
-# server) and -D (send as our client, read as our server). rdma_cm cases: rping over IPv4 and IPv6,
+# server) and -D (send as our client, read as our server); ATOMIC WRITE, FLUSH (and FLUSH
+# without flush rights) and SEND with Invalidate of a memory window with lab_verbs on the
+# lab's trixie guest (Linux 6.12). rdma_cm cases: rping over IPv4 and IPv6,
 # ucmatose and udaddy with 4 connections, and a refused connection (no listener:
 # REJ reason 8 from rxe's CM or ours), both ways. A case passes when both sides exit 0 (and,
 # for the refused ones, the failing side said why).
@@ -432,6 +434,70 @@ for role in client server; do
   done
 done
 OURS=("${OURS_PLAIN[@]}")
+
+# IBA 1.5 (ATOMIC WRITE, FLUSH) and SEND with Invalidate, against rdma_rxe 6.12: the lab's
+# trixie guest (Debian 13's kernel and rdma-core 56; ROCE_LAB_GUEST=trixie), lab_verbs
+# (tests/lab/lab_verbs.c) on the guest and `roce lab-verbs` here, both roles. FLUSH needs
+# --rxe-flush-icrc at our end: rxe's FLUSH ICRC hashes its headers twice (README, "IBA 1.5
+# against rdma_rxe"). Each capture is read with our decoder (bookworm's tshark 4.0 names
+# neither opcode 0x1c nor 0x1d): the operations and their answers must be on the wire.
+# iba15_count CAPTURE REGEX: frames of our capture whose decode --json line matches REGEX.
+iba15_count() { "$roce" decode --json "$1" 2>/dev/null | grep -cE "$2"; }
+iba15_wire() {
+  local cap=$1 op=$2 n=$3 req resp
+  case $op in
+    atomic_write)
+      req=$(iba15_count "$cap" '"opcode":"RC_ATOMIC_WRITE".*"reth":\{.*"dma_len":8\}.*"payload_len":8,')
+      resp=$(iba15_count "$cap" '"opcode":"RC_RDMA_READ_RESPONSE_ONLY".*"payload_len":0,') ;;
+    flush)
+      req=$(iba15_count "$cap" '"opcode":"RC_FLUSH".*"feth":\{"raw":1\},"reth":')
+      resp=$(iba15_count "$cap" '"opcode":"RC_RDMA_READ_RESPONSE_ONLY".*"payload_len":0,') ;;
+    flush_denied)
+      req=$(iba15_count "$cap" '"opcode":"RC_FLUSH".*"feth":\{"raw":1\}')
+      resp=$(iba15_count "$cap" '"nak":"REMOTE_ACCESS_ERROR"') ;;
+    send_inv)
+      req=$(iba15_count "$cap" '"opcode":"RC_SEND_(LAST|ONLY)_WITH_INVALIDATE".*"ieth":')
+      resp=$(iba15_count "$cap" '"nak":"REMOTE_ACCESS_ERROR"') ;;
+  esac
+  ((req >= n && resp >= 1)) && return 0
+  echo "$op on the wire: $req requests (want $n or more), $resp answers (want 1 or more)"
+  return 1
+}
+iba15_atomic_write() { iba15_wire "$1" atomic_write 8; }
+iba15_flush() { iba15_wire "$1" flush 4; }
+iba15_flush_denied() { iba15_wire "$1" flush_denied 1; }
+iba15_send_inv() { iba15_wire "$1" send_inv 1; }
+export ROCE_LAB_GUEST=trixie
+want_trixie=0
+for name in iba15-{atomic_write,flush,flush_denied,send_inv}-{client,server}; do
+  [[ -z ${ROCE_INTEROP_ONLY:-} || $name =~ $ROCE_INTEROP_ONLY ]] && want_trixie=1
+done
+if ((want_trixie)); then
+  ts=$SECONDS
+  if "$lab" setup >"$logs/setup-trixie.log" 2>&1; then
+    echo "interop: trixie guest (Linux 6.12, rdma-core 56) ready in $((SECONDS - ts)) s"
+  else
+    echo "interop: FAIL: ROCE_LAB_GUEST=trixie tools/softroce-lab setup (see $logs/setup-trixie.log)"
+    failed=$((failed + 1))
+    failures+=(trixie-setup)
+  fi
+fi
+for op in atomic_write flush flush_denied send_inv; do
+  case $op in
+    atomic_write) args="-n 8" ;;
+    flush) args="-n 4 -s 3000" ;;
+    *) args="-s 3000" ;;
+  esac
+  extra=()
+  [[ $op == flush* ]] && extra=(--rxe-flush-icrc)
+  # shellcheck disable=SC2086  # $args is several words
+  run_case "iba15-$op-client" client "" "lab_verbs server $op $args" "iba15_$op" \
+    lab-verbs "$op" $PEER "${OURS[@]}" "${extra[@]}" $args
+  # shellcheck disable=SC2086
+  READY='listening on port' run_case "iba15-$op-server" server "" "lab_verbs client $op $KERNEL $args" \
+    "iba15_$op" lab-verbs "$op" "${OURS[@]}" "${extra[@]}" $args
+done
+unset ROCE_LAB_GUEST
 
 # Loss: 2% of the RoCE frames the bridge forwards, both directions.
 "$lab" loss 20 || fatal "cannot set loss on the bridge"

@@ -35,6 +35,7 @@ commands! {
     Rping(cmd::rping::RpingArgs) => cmd::rping::run,
     Ucmatose(cmd::ucmatose::UcmatoseArgs) => cmd::ucmatose::run,
     Udaddy(cmd::udaddy::UdaddyArgs) => cmd::udaddy::run,
+    LabVerbs(cmd::lab_verbs::LabVerbsArgs) => cmd::lab_verbs::run,
     Gen(cmd::teach::GenArgs) => cmd::teach::run,
     View(cmd::view::ViewArgs) => cmd::view::run,
     Conform(cmd::conform::ConformArgs) => cmd::conform::run_cmd,

@@ -6,6 +6,7 @@ pub mod conform_agent;
 pub mod decode;
 pub mod demo;
 pub mod endpoint;
+pub mod lab_verbs;
 pub mod ladder;
 pub mod perf;
 pub mod pingpong;

@@ -16,6 +16,7 @@ use crate::transport::{CqId, Mtu, WcStatus, WorkCompletion};
 
 pub mod cm_app;
 pub mod cmatose;
+pub mod lab_verbs;
 pub mod perf;
 pub mod pingpong;
 pub mod rping;

@@ -12,6 +12,8 @@
 //!   (LID, outstanding reads, QPN, PSN, R_Key, VA, GID, SRQN), the repeated handshakes that
 //!   synchronise the two sides around the test, the result exchange and the closing
 //!   `"done"` (perftest 4.5-0.17, Debian 12's `perftest`, which reports version 6.06).
+//! - [`lab_verbs`]: the lab's own verbs program (tests/lab/lab_verbs.c): a packed
+//!   `conn_info` each way, then one-byte `R` (ready) and `D` (done) messages.
 //!
 //! Each module documents the sequence of messages, with sizes, and the C function it mirrors.
 //! The exchanges are blocking, each bounded by one deadline (a timeout for the whole
@@ -25,6 +27,7 @@ mod net;
 mod script;
 mod text;
 
+pub mod lab_verbs;
 pub mod perftest;
 pub mod pingpong;
 
