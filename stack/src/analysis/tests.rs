@@ -40,20 +40,10 @@ impl Scenario {
         self
     }
 
-    fn frame(
-        &mut self,
-        from: Host,
-        to: Host,
-        low: u8,
-        psn: u32,
-        aeth: Option<Syndrome>,
-        len: usize,
-    ) -> Vec<u8> {
-        self.frame_with(from, to, Opcode(low), psn, aeth, &vec![0x5a; len], |_| {})
-    }
-
+    /// Adds a frame at the time reached: `payload` in a packet of `opcode` and `psn` from
+    /// `from` to `to`, its AETH `aeth`, its headers then changed by `adjust`.
     #[allow(clippy::too_many_arguments)]
-    fn frame_with(
+    fn send_with(
         &mut self,
         from: Host,
         to: Host,
@@ -62,7 +52,7 @@ impl Scenario {
         aeth: Option<Syndrome>,
         payload: &[u8],
         adjust: impl FnOnce(&mut RoceRepr<'_>),
-    ) -> Vec<u8> {
+    ) -> &mut Self {
         let (mut ext, _) = ExtHeaders::parse(opcode, &[0u8; 64]).unwrap();
         if let (Some(a), Some(s)) = (&mut ext.aeth, aeth) {
             *a = AethRepr {
@@ -77,7 +67,8 @@ impl Scenario {
         let mac = [0x52, 0x54, 0, 0, 0, 1];
         let mut repr = RoceRepr::rxe(mac, mac, from.ip, to.ip, from.qpn, ib).unwrap();
         adjust(&mut repr);
-        repr.to_vec().unwrap()
+        self.frames.push((self.now, repr.to_vec().unwrap()));
+        self
     }
 
     fn send(
@@ -89,9 +80,7 @@ impl Scenario {
         aeth: Option<Syndrome>,
         len: usize,
     ) -> &mut Self {
-        let f = self.frame(from, to, low, psn, aeth, len);
-        self.frames.push((self.now, f));
-        self
+        self.send_with(from, to, Opcode(low), psn, aeth, &vec![0x5a; len], |_| {})
     }
 
     fn ack(&mut self, from: Host, to: Host, psn: u32) -> &mut Self {
@@ -146,6 +135,11 @@ fn flow(r: &Report, from: Host, to: Host) -> &FlowReport {
         .expect("flow present")
 }
 
+/// Payload bytes the flow delivered, all buckets together.
+fn goodput(f: &FlowReport) -> u64 {
+    f.goodput.iter().sum()
+}
+
 fn count(list: &[(&'static str, u64)], name: &str) -> u64 {
     list.iter().find(|(n, _)| *n == name).map_or(0, |(_, c)| *c)
 }
@@ -180,7 +174,7 @@ fn pingpong_pairs_flows_and_measures_rtt() {
     let ba = flow(&r, b, a).requester.as_ref().unwrap().rtt.unwrap();
     assert!((38_000..=42_000).contains(&ba.median_ns), "{ba:?}");
     assert_eq!(req.episodes, 0);
-    assert_eq!(ab.goodput.iter().sum::<u64>(), 5 * 64);
+    assert_eq!(goodput(ab), 5 * 64);
 }
 
 /// A WRITE of PSNs 0..=7 whose PSN 3 is lost; `seen` says whether the capture saw it.
@@ -228,11 +222,7 @@ fn go_back_n_after_a_loss_before_the_capture_point() {
     assert_eq!(req.messages, vec![(MessageKind::Write, 1)]);
     assert_eq!(req.messages_acknowledged, 1);
     assert_eq!(req.rtt, None, "a resent message gives no RTT sample");
-    assert_eq!(
-        ab.goodput.iter().sum::<u64>(),
-        8 * 1024,
-        "resent data is not goodput"
-    );
+    assert_eq!(goodput(ab), 8 * 1024, "resent data is not goodput");
 }
 
 #[test]
@@ -316,7 +306,7 @@ fn a_read_response_out_of_order_is_an_implied_nak() {
     );
     let ba = flow(&r, b, a);
     assert_eq!(
-        ba.goodput.iter().sum::<u64>(),
+        goodput(ba),
         4 * 1024,
         "the out-of-order response is not goodput"
     );
@@ -361,7 +351,7 @@ fn a_cnp_slows_the_marked_flow_and_the_change_is_measured() {
     let mut s = Scenario::default();
     let mut psn = 0;
     for _ in 0..20 {
-        let f = s.frame_with(
+        s.send_with(
             a,
             b,
             Opcode(op::RDMA_WRITE_MIDDLE),
@@ -372,7 +362,6 @@ fn a_cnp_slows_the_marked_flow_and_the_change_is_measured() {
                 r.ip.set_ecn(if psn == 19 { Ecn::Ce } else { Ecn::Ect0 });
             },
         );
-        s.frames.push((s.now, f));
         s.wait(1);
         psn += 1;
     }
@@ -426,8 +415,7 @@ fn rdma_cm_ties_qps_that_psns_could_not() {
         (server, client, &rep),
         (client, server, &rtu),
     ] {
-        let f = s.frame_with(from, to, Opcode(0x64), 0, None, mad, |_| {});
-        s.frames.push((s.now, f));
+        s.send_with(from, to, Opcode(0x64), 0, None, mad, |_| {});
         s.wait(100);
     }
     // A second, busier QP on the client: without CM it would win the pairing.

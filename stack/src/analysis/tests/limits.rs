@@ -123,8 +123,7 @@ fn cnp_flood(n: u32, bad_icrc: bool) -> (Analyzer, Report) {
         );
     }
     for i in 0..n {
-        let f = s.frame(host(2, 0x9000 + i), host(1, 0x9000 + i), 0x81, 0, None, 0);
-        s.frames.push((s.now, f));
+        s.send(host(2, 0x9000 + i), host(1, 0x9000 + i), 0x81, 0, None, 0);
         if bad_icrc {
             let last = s.frames.last_mut().unwrap();
             let end = last.1.len() - 1;
