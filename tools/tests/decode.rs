@@ -374,3 +374,30 @@ fn broken_and_foreign_encapsulations_are_reported_per_frame() {
         "{text}"
     );
 }
+
+/// An RC FLUSH as rdma_rxe 6.12 sent it in the lab (raw IP): its ICRC is not the spec's, and
+/// the explanation says whose it is.
+#[test]
+fn rxe_flush_icrc_is_named_as_rxes() {
+    let ip = "45000040663f40004011bfbd0a4d000c0a4d000bc12112b7002c00001c00ffff0000001180e02178\
+              00000001000055bc1bd12000000002f3000007d0302e2bb5";
+    let bytes: Vec<u8> = (0..ip.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&ip[i..i + 2], 16).unwrap())
+        .collect();
+    let path = temp_file("rxe_flush.pcap", &pcap_bytes_with_link(&[bytes], 101));
+    let (out, lines) = decode_json(&path);
+    assert!(out.status.success());
+    assert_eq!(lines[0]["opcode"], "RC_FLUSH");
+    assert_eq!(lines[0]["icrc"], "bad");
+    let text = roce(&["decode", path.to_str().unwrap()]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("WRONG: should be 0xad62d6f5; it is rdma_rxe's FLUSH ICRC"),
+        "{text}"
+    );
+    assert!(
+        text.contains("FETH: FLUSH Extended Transport Header"),
+        "{text}"
+    );
+}

@@ -310,6 +310,8 @@ pub(crate) struct Tail<'a> {
     pub mad: Option<&'a [u8]>,
     pub icrc: u32,
     pub computed_icrc: u32,
+    /// The ICRC is rdma_rxe's FLUSH ICRC (`wire::icrc::compute_rxe_flush`), not the spec's.
+    pub rxe_flush: bool,
     /// What the ICRC covers, in a sentence, and the annex that says so.
     pub icrc_note: &'static str,
     pub annex: &'static str,
@@ -326,6 +328,7 @@ fn rocev2_tail<'a>(p: &RocePacket<'a>) -> Tail<'a> {
         mad: super::mad::mad_payload(p),
         icrc: p.icrc(),
         computed_icrc: p.computed_icrc(),
+        rxe_flush: p.icrc_is_rxe_flush(),
         icrc_note: "CRC-32 over 8 bytes of 0xFF, then IP header through pad with the fields \
                     marked 'masked' (and all of BTH byte 4) replaced by ones; sent \
                     least-significant byte first",
@@ -383,6 +386,12 @@ pub(crate) fn tail_sections(t: &Tail<'_>, out: &mut Vec<Section>) {
     }
     let verdict = if t.icrc == t.computed_icrc {
         "correct".to_string()
+    } else if t.rxe_flush {
+        format!(
+            "WRONG: should be {:#010x}; it is rdma_rxe's FLUSH ICRC (Linux 6.2-6.12), which \
+             hashes BTH, FETH and RETH twice",
+            t.computed_icrc
+        )
     } else {
         format!("WRONG: should be {:#010x}", t.computed_icrc)
     };

@@ -105,6 +105,7 @@ pub fn sections(p: &RoceV1Packet<'_>) -> Vec<Section> {
             mad: None,
             icrc: p.icrc(),
             computed_icrc: p.computed_icrc(),
+            rxe_flush: false,
             icrc_note: "CRC-32 over 8 bytes of 0xFF (the LRH RoCEv1 does not carry), then GRH \
                         through pad with TClass, FlowLabel, HopLmt and all of BTH byte 4 \
                         replaced by ones; sent least-significant byte first",
