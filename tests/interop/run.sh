@@ -10,7 +10,8 @@
 # ibv_rc_pingpong over IPv6; path MTU 4096 (guest MTU 9000) besides the default 1024, the
 # capture checked for 4096-byte payloads; write/read/send again with 2% loss on the bridge
 # (`softroce-lab loss 20`); write and send with DCQCN on at our end (ECT(0) data, which rxe
-# ignores); perftest's -a, -A CMP_AND_SWAP, -D (with --report_gbits), --use-srq, -q, -b; ib_write_lat,
+# ignores); perftest's -a, -A CMP_AND_SWAP, -D (with --report_gbits), --use-srq, -q, -b (also with
+# -a: send as our client, write as our server; and -D: write as client, send as server); ib_write_lat,
 # ib_send_lat, ib_read_lat and ib_atomic_lat, and with -a (write as our client, send as our
 # server) and -D (send as our client, read as our server); ATOMIC WRITE, FLUSH (and FLUSH
 # without flush rights) and SEND with Invalidate of a memory window with lab_verbs on the
@@ -269,6 +270,12 @@ for role in client server; do
   BW="-n 100 -s 16384 -b" CHECK=one_udp_port case_bw "ib_write_bw-bidir-$role" $role write ""
   BW="-n 100 -s 16384 -b" CHECK=one_udp_port case_bw "ib_send_bw-bidir-$role" $role send ""
 done
+# -b with -a (a summed row per size; about a minute a case under TCG, so one test per role)
+# and -D (WRITE's rows summed, SEND's each side's own, counting its sends and receives).
+BW="-n 5 -a -b" case_bw "ib_send_bw-bidir-all-client" client send ""
+BW="-n 5 -a -b" case_bw "ib_write_bw-bidir-all-server" server write ""
+BW="-D 4 -s 4096 -b" case_bw "ib_write_bw-bidir-duration-client" client write ""
+BW="-D 4 -s 4096 -b" case_bw "ib_send_bw-bidir-duration-server" server send ""
 
 # case_lat NAME ROLE TEST: a perftest latency case (ib_TEST_lat -x 1 -F $LAT, default -n 200, against
 # `roce perf TEST --lat`).

@@ -100,7 +100,8 @@ pub struct PerfArgs {
     #[arg(short = 'q', long = "qp", value_name = "N")]
     pub num_qps: Option<u32>,
     /// Bidirectional: both sides run the test and print the sum of both (perftest's -b;
-    /// both sides give it).
+    /// both sides give it); with -a a summed row per size; with -D SEND prints each
+    /// side's own row (its sends and receives in the window), as perftest does.
     #[arg(short = 'b', long = "bidirectional")]
     pub duplex: bool,
     /// Every size from 2 bytes to 8 MiB, a row each (perftest's -a; not with atomics).

@@ -7,7 +7,8 @@
 //! bandwidth from the first post to the last completion. For WRITE, READ and atomics the
 //! server is passive: it waits in the handshake that follows the test (answering the wire
 //! meanwhile) and prints the client's results. For SEND the server keeps receives posted and
-//! measures what arrives. With `-b` both sides run the test and print the sum of both.
+//! measures what arrives. With `-b` both sides run the test and print the sum of both (also
+//! per size with `-a`, and with `-D` but for SEND, where each side prints its own row).
 //!
 //! Also as perftest: `-a` runs every size from 2 bytes to 8 MiB (the passive server only
 //! needs its buffer that large; SEND servers take part size by size, a handshake before and
@@ -29,7 +30,7 @@ use crate::endpoint::oob::perftest::{
     Agreed, BwReport, BwTest, Connected, IbMtu, Keys, Negotiated, Negotiation, Role, Session,
     SysData,
 };
-use crate::endpoint::oob::{OobError, accept, connect, listen};
+use crate::endpoint::oob::{accept, connect, listen};
 use crate::endpoint::runtime::Runtime;
 use crate::endpoint::runtime::RuntimeError;
 use crate::transport::{
@@ -181,8 +182,8 @@ impl PerfOptions {
         if !(1..=MAX_QPS).contains(&self.num_qps) {
             return usage(&format!("-q takes 1 to {MAX_QPS} QPs"));
         }
-        if self.duplex && (self.latency || self.all_sizes || self.duration.is_some()) {
-            return usage("-b runs -n iterations of one size (not with --lat, -a or -D yet)");
+        if self.duplex && self.latency {
+            return usage("-b is for the bandwidth tests (perftest's latency tests run no -b)");
         }
         if self.latency && self.num_qps > 1 {
             return usage("--lat runs one QP (perftest's latency tests take no -q)");
@@ -319,7 +320,7 @@ pub fn run(
         });
     }
     if opts.duplex {
-        return run_duplex(rt, opts, conn, &s, out);
+        return run_duplex(rt, opts, conn, &mut s, out);
     }
     let own = match (opts.server.is_some(), opts.test) {
         _ if opts.all_sizes => run_all_sizes(rt, opts, &mut conn, &mut s, out)?,
@@ -360,34 +361,149 @@ pub fn run(
 /// `run_iter_bi` on both (the server sends from its first arrival on). Neither side is
 /// passive: each measures its own requests, the two swap results, and each prints the sum
 /// of both (`print_full_bw_report` with the remote report), its own size and count.
+///
+/// With `-a`, per size: SEND posts its receives and shakes hands, runs, swaps the results
+/// and shakes hands again; the others shake hands, run, shake hands (perftest 4.6 and
+/// later, as the 6.06 peers are) and swap. With `-D` each side posts on its own clock
+/// ([`Window`]); SEND swaps nothing then and each side prints its own row, which counts
+/// its sends and receives in the window (`run_iter_bi`'s `iters`).
 fn run_duplex(
     rt: &mut Runtime,
     opts: &PerfOptions,
     mut conn: Dialogue,
-    s: &Setup,
+    s: &mut Setup,
     out: &mut dyn Write,
 ) -> Result<PerfResult, AppError> {
-    let mine = if opts.test == BwTest::Send {
-        run_bidirectional_send(rt, opts, s)?
-    } else {
-        conn.sync(rt)?;
-        run_client(rt, opts, s)?
-    };
+    let send = opts.test == BwTest::Send;
     // The peer may still be finishing its half.
-    let theirs = conn.exchange_reports_and_close(rt, &mine, opts.timeout)?;
-    let printed = BwReport {
-        bw_peak: mine.bw_peak + theirs.bw_peak,
-        bw_avg: mine.bw_avg + theirs.bw_avg,
-        msg_rate: mine.msg_rate + theirs.msg_rate,
-        ..mine
+    let wait = opts.timeout + opts.duration.unwrap_or_default();
+    let sizes: Vec<u32> = if opts.all_sizes {
+        let _ = write!(out, "{}", report_header(opts.gbits));
+        (1..=MAX_SIZE.trailing_zeros()).map(|e| 1 << e).collect()
+    } else {
+        vec![s.size]
     };
-    let _ = write!(out, "{}", report_table(&printed, opts.gbits));
+    let mut last = None;
+    for size in sizes {
+        s.size = size;
+        let mine = if send {
+            if opts.all_sizes {
+                post_receives(rt, opts, s)?;
+                conn.sync(rt)?;
+            }
+            match opts.duration {
+                Some(d) => run_bidirectional_send_for(rt, opts, s, d)?,
+                None => run_bidirectional_send(rt, opts, s)?,
+            }
+        } else {
+            conn.sync(rt)?;
+            let mine = match opts.duration {
+                Some(d) => run_client_for(rt, opts, s, d)?,
+                None => run_client(rt, opts, s)?,
+            };
+            if opts.all_sizes {
+                conn.sync(rt)?;
+            }
+            mine
+        };
+        let printed = if send && opts.duration.is_some() {
+            mine
+        } else {
+            let theirs = conn.exchange_reports(rt, &mine, wait)?;
+            BwReport {
+                bw_peak: mine.bw_peak + theirs.bw_peak,
+                bw_avg: mine.bw_avg + theirs.bw_avg,
+                msg_rate: mine.msg_rate + theirs.msg_rate,
+                ..mine
+            }
+        };
+        if send && opts.all_sizes {
+            conn.sync(rt)?;
+        }
+        let _ = match opts.all_sizes {
+            true => write!(out, "{}", report_row(&printed, opts.gbits)),
+            false => write!(out, "{}", report_table(&printed, opts.gbits)),
+        };
+        let _ = out.flush();
+        last = Some((mine, printed));
+    }
+    if opts.all_sizes {
+        let _ = writeln!(out, "{LINE}");
+    }
+    conn.close(rt, wait)?;
+    let (mine, printed) = last.unwrap_or_default();
     Ok(PerfResult {
         own: Some(mine),
         printed,
         latency: None,
         latency_duration: None,
     })
+}
+
+/// Posts each QP's receives (or the SRQ's) for the next size of `-a`: `-r`, at most `-n`.
+fn post_receives(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<(), AppError> {
+    let queues = if s.srq.is_some() { 1 } else { s.lanes.len() };
+    for lane in 0..queues {
+        for _ in 0..opts.rx_depth.min(opts.iters) {
+            post_lane_receive(rt, s, lane)?;
+        }
+    }
+    Ok(())
+}
+
+/// `-b -D` SEND (`run_iter_bi` in duration mode): sends and receives for `duration`,
+/// reposting every receive; the client's clock starts at once, the server's (and its
+/// sending) at the first arrival. Counts the messages received and the sends completed
+/// inside [`Window`]; whatever is outstanding at the end is left, as perftest leaves it.
+fn run_bidirectional_send_for(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    s: &Setup,
+    duration: Duration,
+) -> Result<BwReport, AppError> {
+    let ops = lane_ops(opts, s);
+    let mut window = opts.server.is_some().then(|| Window::new(duration));
+    let mut n = Counts::new(s.lanes.len());
+    let mut received = 0u64;
+    loop {
+        let wait = match &window {
+            Some(w) if w.ended(Instant::now()) => break,
+            Some(w) => (w.start + duration).saturating_duration_since(Instant::now()),
+            None => opts.timeout,
+        };
+        if window.is_some() {
+            for (i, lane) in s.lanes.iter().enumerate() {
+                while n.posted[i] - n.completed[i] < u64::from(s.tx_depth) {
+                    let seq = n.posted[i];
+                    let (op, sge) = &ops[i];
+                    let mut wr = SendWr::new(wr_id(i, seq), *op, sge.clone());
+                    wr.signaled = (seq + 1).is_multiple_of(u64::from(s.cq_mod));
+                    rt.post_send(lane.qpn, wr)?;
+                    n.posted[i] += 1;
+                    n.total_posted += 1;
+                }
+            }
+        }
+        let wc = match rt.wait_completion(s.cq, wait) {
+            Ok(wc) => wc,
+            // The top of the loop sees whether the time is up.
+            Err(_) if window.is_some() => continue,
+            Err(_) => return Err(stalled(opts, 0)),
+        };
+        check(&wc)?;
+        if wc.opcode == WcOpcode::Recv {
+            received += 1;
+            window.get_or_insert_with(|| Window::new(duration));
+            post_lane_receive(rt, s, recv_lane(s, wc.qp_num))?;
+        } else {
+            n.complete(wc.wr_id);
+        }
+        if let Some(w) = &mut window {
+            w.note(Instant::now(), received + n.total_completed);
+        }
+    }
+    let w = window.unwrap_or_else(|| Window::new(duration));
+    Ok(w.report(s.size, opts.unit()))
 }
 
 /// `-b` SEND (perftest's `run_iter_bi`): sends `iters` per QP as [`run_client`] does while
@@ -458,12 +574,7 @@ fn run_all_sizes(
         s.size = 1 << exp;
         let r = if send {
             if !client {
-                let queues = if s.srq.is_some() { 1 } else { s.lanes.len() };
-                for lane in 0..queues {
-                    for _ in 0..opts.rx_depth.min(opts.iters) {
-                        post_lane_receive(rt, s, lane)?;
-                    }
-                }
+                post_receives(rt, opts, s)?;
             }
             conn.sync(rt)?;
             let r = if client {
@@ -764,25 +875,19 @@ impl Dialogue {
         }
     }
 
-    /// `-b`'s end: the results swapped (the peer's returned), then the close; `wait`
-    /// bounds each wait.
-    fn exchange_reports_and_close(
-        self,
+    /// `-b`: the results swapped (the peer's returned); `wait` bounds the wait.
+    fn exchange_reports(
+        &mut self,
         rt: &mut Runtime,
         mine: &BwReport,
         wait: Duration,
     ) -> Result<BwReport, AppError> {
         match self {
-            Dialogue::Tcp(mut c) => {
+            Dialogue::Tcp(c) => {
                 c.set_timeout(Some(wait))?;
-                let mine = *mine;
-                Ok(rt.serve_while(move || {
-                    let theirs = c.exchange_reports(&mine)?;
-                    c.close()?;
-                    Ok::<_, OobError>(theirs)
-                })??)
+                Ok(rt.serve_while(|| c.exchange_reports(mine))??)
             }
-            Dialogue::Cm(d) => d.exchange_reports_and_close(rt, mine),
+            Dialogue::Cm(d) => d.exchange_reports(rt, mine),
         }
     }
 
@@ -1869,6 +1974,69 @@ mod tests {
             assert!(out.contains("Bidirectional BW Test"), "{out}");
             assert!(out.contains(" TX depth"), "{out}");
             assert_eq!(out.contains(" RX depth"), test == BwTest::Send, "{out}");
+        }
+    }
+
+    /// -b -a: a row per size on both sides under one header, each the sum of both sides'
+    /// figures (SEND posting and shaking hands around each size).
+    #[test]
+    fn bidirectional_all_sizes_sum_each_size() {
+        let want: Vec<u64> = (1..=23).map(|e| 1 << e).collect();
+        for test in [BwTest::Write, BwTest::Send] {
+            let mut opts = options(test, 4096);
+            opts.duplex = true;
+            opts.all_sizes = true;
+            opts.iters = 3;
+            let (client, server, out, server_out) = perf_both(opts, 14);
+            for o in [&out, &server_out] {
+                assert_eq!(
+                    row_sizes(o, " #bytes     #iterations"),
+                    want,
+                    "{test:?}\n{o}"
+                );
+                assert_eq!(o.matches(" #bytes").count(), 1, "{o}");
+                assert!(o.contains("Bidirectional BW Test"), "{o}");
+            }
+            let (mine, theirs) = (client.own.unwrap(), server.own.unwrap());
+            assert_eq!((mine.size, theirs.size), (1 << 23, 1 << 23));
+            assert_eq!((mine.iters, theirs.iters), (3, 3));
+            assert!((client.printed.bw_avg - (mine.bw_avg + theirs.bw_avg)).abs() < 1e-9);
+            assert!((server.printed.bw_avg - client.printed.bw_avg).abs() < 1e-9);
+        }
+    }
+
+    /// -b -D: WRITE swaps the results and each side prints the sum; SEND swaps nothing
+    /// and each side prints its own row, which counts its sends and receives in the window
+    /// (run_iter_bi's iters), so about twice one direction's messages.
+    #[test]
+    fn bidirectional_duration_mode() {
+        for test in [BwTest::Write, BwTest::Send] {
+            let mut opts = options(test, 4096);
+            opts.duplex = true;
+            opts.duration = Some(Duration::from_secs(1));
+            let (client, server, out, server_out) = perf_both(opts, 15);
+            let (mine, theirs) = (client.own.unwrap(), server.own.unwrap());
+            assert!(
+                mine.iters > 0 && theirs.iters > 0,
+                "{test:?} {mine:?} {theirs:?}"
+            );
+            assert_eq!((mine.bw_peak, theirs.bw_peak), (0.0, 0.0));
+            // -D 1: margins of 0 whole seconds, a window of 1 s.
+            assert!(
+                (mine.msg_rate * 1e6 - mine.iters as f64).abs() < 1e-6,
+                "{mine:?}"
+            );
+            if test == BwTest::Write {
+                assert!((client.printed.bw_avg - (mine.bw_avg + theirs.bw_avg)).abs() < 1e-9);
+                assert!((server.printed.bw_avg - client.printed.bw_avg).abs() < 1e-9);
+            } else {
+                assert_eq!((client.printed, server.printed), (mine, theirs));
+                assert!(out.contains(&report_row(&mine, false)), "{out}");
+                assert!(
+                    server_out.contains(&report_row(&theirs, false)),
+                    "{server_out}"
+                );
+            }
         }
     }
 

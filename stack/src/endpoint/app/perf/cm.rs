@@ -300,15 +300,16 @@ impl CmDialogue {
         Ok(peer_report)
     }
 
-    /// `-b`'s end: `xchg_bw_reports` (the peer's report returned), then [`Self::close`].
-    pub fn exchange_reports_and_close(
-        mut self,
+    /// `-b`: `xchg_bw_reports` (the peer's report returned).
+    pub fn exchange_reports(
+        &mut self,
         rt: &mut Runtime,
         mine: &BwReport,
     ) -> Result<BwReport, AppError> {
-        let theirs = exchange_reports_over(&mut |m, t, s| self.exchange(rt, m, t, s), mine)?;
-        self.close(rt)?;
-        Ok(theirs)
+        Ok(exchange_reports_over(
+            &mut |m, t, s| self.exchange(rt, m, t, s),
+            mine,
+        )?)
     }
 
     /// `ctx_close_connection` (a last sync), then the client disconnects the test's
