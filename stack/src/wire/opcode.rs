@@ -172,6 +172,9 @@ pub mod op {
     pub const ATOMIC_WRITE: u8 = 0x1d;
 }
 
+/// The payload of an ATOMIC WRITE: one 8-byte word (IBA 1.5), whatever its RETH's DMA length.
+pub const ATOMIC_WRITE_LEN: usize = 8;
+
 const fn info(operation: &'static str, headers: Headers, payload: bool) -> Option<OpcodeInfo> {
     Some(OpcodeInfo {
         operation,

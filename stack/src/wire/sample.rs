@@ -100,7 +100,7 @@ pub fn ext_headers(opcode: Opcode, rng: &mut Rng) -> Option<ExtHeaders> {
 pub fn payload_len(opcode: Opcode, len: usize) -> usize {
     match opcode.info() {
         Some(info) if !info.payload => 0,
-        _ if opcode.low() == super::opcode::op::ATOMIC_WRITE => 8,
+        _ if opcode.low() == super::opcode::op::ATOMIC_WRITE => super::opcode::ATOMIC_WRITE_LEN,
         _ => len,
     }
 }

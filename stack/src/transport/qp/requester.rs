@@ -13,14 +13,11 @@ use crate::transport::config::Transmit;
 use crate::transport::cq::WcStatus;
 use crate::transport::mr::{Access, MrError};
 use crate::transport::wr::{SendOp, SendWr};
-use crate::wire::opcode::op;
+use crate::wire::opcode::{ATOMIC_WRITE_LEN, op};
 use crate::wire::{
     AtomicEthRepr, BthRepr, DethRepr, ExtHeaders, FethRepr, FixedHeader, IethRepr, ImmDtRepr,
     Opcode, Psn, RethRepr, Transport, pad_for,
 };
-
-/// ATOMIC WRITE carries one 8-byte word.
-const ATOMIC_WRITE_LEN: usize = 8;
 
 /// The largest message: 2^31 bytes (IBA 9.4.1 / `max_msg_sz` of rxe).
 pub(crate) const MAX_MESSAGE: u64 = 1 << 31;

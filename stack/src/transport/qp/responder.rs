@@ -33,7 +33,7 @@ use crate::transport::cq::{WcOpcode, WcStatus, WorkCompletion};
 use crate::transport::error::DropReason;
 use crate::transport::mr::{Access, Accessor};
 use crate::transport::wr::RecvWr;
-use crate::wire::opcode::op;
+use crate::wire::opcode::{ATOMIC_WRITE_LEN, op};
 use crate::wire::{IbPacketRepr, Msn, NakCode, Psn, Syndrome, feth};
 pub use responses::QpUsage;
 use responses::{Reply, Resource, ResourceKind, RespItem, protect_reads, reads_queued};
@@ -693,17 +693,19 @@ impl QueuePair {
             .mrs
             .remote(who, reth.rkey, (reth.va, len), Access::REMOTE_WRITE)
             .map_err(|_| RespError::Nak(NakCode::RemoteAccessError))?;
-        let Some(span) = target.filter(|_| len == 8 && pkt.payload.len() == 8) else {
+        let word = ATOMIC_WRITE_LEN as u64;
+        let Some(span) = target.filter(|_| len == word && pkt.payload.len() == ATOMIC_WRITE_LEN)
+        else {
             return Err(RespError::Nak(NakCode::InvalidRequest));
         };
-        if reth.va % 8 != 0 {
+        if reth.va % word != 0 {
             return Err(RespError::Nak(NakCode::InvalidRequest));
         }
         if self.resp.has_reads() {
             protect_reads(&mut self.resp.queue, ctx.mrs, who, &span);
         }
         ctx.mrs.slice_mut(&span).copy_from_slice(pkt.payload);
-        ctx.stats.payload_bytes_delivered += 8;
+        ctx.stats.payload_bytes_delivered += word;
         self.reply(ctx, pkt.bth.psn, Reply::EmptyRead);
         Ok(())
     }
