@@ -421,3 +421,18 @@ fn summary_never_panics_on_truncations_of_a_roce_frame() {
         assert_eq!(s.bth.is_some(), len >= 14 + 20 + 8 + 12, "{len}");
     }
 }
+
+#[test]
+fn summary_ethertype_is_the_one_after_a_vlan_tag() {
+    use crate::wire::encap::{ETHERTYPE_IPV4, ETHERTYPE_VLAN, VlanTag};
+    let frame = roce_v4(20);
+    let mut tagged = Vec::new();
+    VlanTag::from_tci(0x2005).tag(&frame, &mut tagged);
+    assert_eq!(tagged[12..14], ETHERTYPE_VLAN.to_be_bytes());
+    let plain = FrameSummary::of(&frame);
+    let s = FrameSummary::of(&tagged);
+    assert_eq!(plain.ethertype, Some(ETHERTYPE_IPV4));
+    assert_eq!(s.ethertype, Some(ETHERTYPE_IPV4));
+    assert_eq!((s.ecn, s.bth), (plain.ecn, plain.bth));
+    assert_eq!(FrameSummary::of(&tagged[..17]).ethertype, None);
+}

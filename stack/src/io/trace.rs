@@ -4,7 +4,7 @@
 
 use tracing::{Level, enabled, event};
 
-use crate::wire::ce::{ecn, ip_offset};
+use crate::wire::ce::{ecn, ip_offset, payload_ethertype};
 use crate::wire::encap::{
     IP_PROTOCOL_UDP, IPV6_HEADER_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN, field_at, ipv4_header_len,
 };
@@ -18,7 +18,7 @@ use super::{Device, DeviceError};
 pub struct FrameSummary {
     /// The frame's length in bytes.
     pub len: usize,
-    /// The EtherType after any VLAN tag.
+    /// The EtherType after any (one) 802.1Q tag: what the frame carries, not the tag's TPID.
     pub ethertype: Option<u16>,
     /// The IP ECN field, for IPv4 and IPv6 frames.
     pub ecn: Option<u8>,
@@ -31,9 +31,7 @@ impl FrameSummary {
     pub fn of(frame: &[u8]) -> FrameSummary {
         FrameSummary {
             len: frame.len(),
-            ethertype: frame
-                .get(field_at::ETHERTYPE..field_at::ETHERTYPE + 2)
-                .map(|b| u16::from_be_bytes([b[0], b[1]])),
+            ethertype: payload_ethertype(frame).map(|(_, ethertype)| ethertype),
             ecn: ecn(frame),
             bth: roce_bth(frame),
         }

@@ -28,9 +28,9 @@ pub enum CeOutcome {
     NotIp,
 }
 
-/// Where the IP header starts in an Ethernet frame (after at most one 802.1Q tag), and its
-/// version.
-pub fn ip_offset(frame: &[u8]) -> Option<(usize, u8)> {
+/// The EtherType of an Ethernet frame's payload, after at most one 802.1Q tag, and where
+/// that payload starts.
+pub fn payload_ethertype(frame: &[u8]) -> Option<(usize, u16)> {
     let ethertype_at = |at: usize| {
         frame
             .get(at..at + 2)
@@ -42,9 +42,15 @@ pub fn ip_offset(frame: &[u8]) -> Option<(usize, u8)> {
         offset += VLAN_TAG_LEN;
         ethertype = ethertype_at(offset - 2)?;
     }
-    match ethertype {
-        ETHERTYPE_IPV4 => Some((offset, 4)),
-        ETHERTYPE_IPV6 => Some((offset, 6)),
+    Some((offset, ethertype))
+}
+
+/// Where the IP header starts in an Ethernet frame (after at most one 802.1Q tag), and its
+/// version.
+pub fn ip_offset(frame: &[u8]) -> Option<(usize, u8)> {
+    match payload_ethertype(frame)? {
+        (offset, ETHERTYPE_IPV4) => Some((offset, 4)),
+        (offset, ETHERTYPE_IPV6) => Some((offset, 6)),
         _ => None,
     }
 }
