@@ -1,7 +1,7 @@
 //! Address resolution messages: ARP for IPv4 (RFC 826) and IPv6 neighbour discovery's
 //! solicitations and advertisements (RFC 4861 4.3, 4.4, 7.1), parsed and built as whole
-//! Ethernet frames. etherparse parses ARP and checks ICMPv6 checksums; the two NDP messages
-//! are small enough to lay out here.
+//! Ethernet frames. etherparse parses ARP and checks ICMPv6 checksums; `wire::ndp` lays out
+//! the NDP message bodies.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -16,7 +16,7 @@ use crate::wire::encap::{
     IPV6_HEADER_LEN, field_at,
 };
 use crate::wire::ndp::{
-    HOP_LIMIT, LinkLayerOption, NEIGHBOR_ADVERTISEMENT, NEIGHBOR_SOLICITATION, TARGET_LEN,
+    self, HOP_LIMIT, LinkLayerOption, NEIGHBOR_ADVERTISEMENT, NEIGHBOR_SOLICITATION, TARGET_LEN,
 };
 pub use crate::wire::ndp::{multicast_mac, solicited_node};
 
@@ -128,7 +128,8 @@ fn parse_ndp(frame: &[u8], ip: &[u8]) -> Result<Resolution, Ignored> {
     } else {
         LinkLayerOption::Target
     };
-    let option_mac = link_layer_option(&payload[TARGET_LEN..], wanted)?;
+    let option_mac =
+        ndp::find_link_layer_option(&payload[TARGET_LEN..], wanted).map_err(Ignored::Malformed)?;
     let source = Ipv6Addr::from(header.source);
     if kind == NEIGHBOR_SOLICITATION {
         if source.is_unspecified() {
@@ -155,27 +156,6 @@ fn mac_at(frame: &[u8], at: usize) -> [u8; 6] {
     let mut mac = [0u8; 6];
     mac.copy_from_slice(&frame[at..at + 6]);
     mac
-}
-
-/// Finds the link-layer address option `kind` (RFC 4861 4.6.1); options are in units of
-/// 8 bytes and a zero length is invalid.
-fn link_layer_option(
-    mut options: &[u8],
-    kind: LinkLayerOption,
-) -> Result<Option<[u8; 6]>, Ignored> {
-    while options.len() >= 2 {
-        let len = usize::from(options[1]) * 8;
-        if len == 0 || len > options.len() {
-            return Err(Ignored::Malformed(
-                "NDP: option length 0 or beyond the message",
-            ));
-        }
-        if options[0] == kind.code() && len >= 8 {
-            return Ok(Some(mac_at(options, 2)));
-        }
-        options = &options[len..];
-    }
-    Ok(None)
 }
 
 fn arp(op: ArpOperation, src: ([u8; 6], Ipv4Addr), dst: ([u8; 6], Ipv4Addr)) -> Vec<u8> {
@@ -215,16 +195,12 @@ fn ndp(
     target: Ipv6Addr,
     option: LinkLayerOption,
 ) -> Vec<u8> {
-    let mut body = Vec::with_capacity(24);
-    body.extend_from_slice(&target.octets());
-    // The option's length, 1: 8 bytes, its type and length and the 6-byte MAC.
-    body.extend_from_slice(&[option.code(), 1]);
-    body.extend_from_slice(&src.0);
+    let body = ndp::body(target, option, src.0);
     let icmp = kind
         .to_header(src.1.octets(), dst.1.octets(), &body)
         .map(|h| h.to_bytes());
     let Ok(icmp) = icmp else {
-        // Cannot happen: a 24-byte body is far below the length limit.
+        // Cannot happen: the body is far below the length limit.
         return Vec::new();
     };
     let ip = Ipv6Header {
@@ -236,7 +212,8 @@ fn ndp(
         source: src.1.octets(),
         destination: dst.1.octets(),
     };
-    let mut frame = Vec::with_capacity(ETHERNET_HEADER_LEN + IPV6_HEADER_LEN + 32);
+    let mut frame =
+        Vec::with_capacity(ETHERNET_HEADER_LEN + IPV6_HEADER_LEN + icmp.len() + body.len());
     frame.extend_from_slice(&ethernet(src.0, dst.0, ETHERTYPE_IPV6));
     frame.extend_from_slice(&ip.to_bytes());
     frame.extend_from_slice(&icmp);
