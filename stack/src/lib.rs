@@ -12,23 +12,35 @@
 //! - [`transport`]: the sans-IO RC, UC and UD engine: memory regions, completion queues,
 //!   queue pairs, retransmission; and [`transport::engine_pair`], two engines over the fault
 //!   model's link.
-//! - [`capture`]: the one pcap/pcapng reader, mapped or streamed.
-//! - [`io`]: the `Device` trait and its backends (TAP, AF_XDP, pcap, in-memory) and
-//!   middleware (faults, pcap writer, tracer).
-//! - [`endpoint`]: the sans-IO host on a device, ARP and the GID table, rdma_cm, the only
-//!   real clock and sockets, the out-of-band TCP exchanges of the rdma-core tools.
-//! - [`analysis`]: replay analysis of captures, per flow, in one streaming pass.
 //! - [`sim`]: deterministic simulations running the real congestion control code: DCQCN's
 //!   single bottleneck and a packet-level fabric.
-//! - [`scenario`]: `roce demo`'s and `roce gen`'s two hosts over the in-memory link in virtual
-//!   time, shared with tests and benchmarks.
-//! - [`conform`]: the conformance suite, its agent protocol and peers.
+//!
+//! With feature `io`:
+#![cfg_attr(
+    feature = "io",
+    doc = "- [`capture`]: the one pcap/pcapng reader, mapped or streamed.
+- [`io`]: the `Device` trait and its backends (TAP, AF_XDP, pcap, in-memory) and
+  middleware (faults, pcap writer, tracer).
+- [`endpoint`]: the sans-IO host on a device, ARP and the GID table, rdma_cm, the only
+  real clock and sockets, the out-of-band TCP exchanges of the rdma-core tools.
+- [`analysis`]: replay analysis of captures, per flow, in one streaming pass.
+- [`scenario`]: `roce demo`'s and `roce gen`'s two hosts over the in-memory link in virtual
+  time, shared with tests and benchmarks.
+- [`conform`]: the conformance suite, its agent protocol and peers."
+)]
+#![cfg_attr(
+    not(feature = "io"),
+    doc = "`capture`, `io`, `endpoint`, `analysis`, `scenario` and `conform` (not in this build)."
+)]
 //!
 //! Feature `io` (default) builds `capture` and `io` and the layers above them; without it
 //! (`default-features = false`) the crate is the protocol alone, for embedding: `rng`,
 //! `time`, `wire`, `fault`, `cc`, `transport` and `sim`, without mio, libc and pcap-parser.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+// Module docs name private items on purpose, for readers of the source; they resolve under
+// `cargo doc --document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
 
 #[cfg(feature = "io")]
 pub mod analysis;

@@ -3,7 +3,7 @@
 //!
 //! Nothing below the endpoint reads a clock: the transport engine, the fault model, the
 //! devices and the hosts take every `now` as an [`Instant`]. A test harness passes virtual
-//! time, the endpoint a monotonic clock, the io layer's [`crate::io::SystemClock`] nanoseconds
+//! time, the endpoint a monotonic clock, the io layer's `SystemClock` (feature `io`) nanoseconds
 //! since the Unix epoch (so that capture timestamps are dates). Arithmetic saturates, so no
 //! input can overflow or panic. Congestion control counts picoseconds inside `cc` and meets
 //! this time base through one conversion there ([`crate::cc::Time`]).
