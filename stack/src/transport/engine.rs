@@ -393,32 +393,25 @@ impl Engine {
         ready: bool,
         f: impl FnOnce(&mut QueuePair, &mut Ctx<'_>) -> R,
     ) -> Result<R, TransportError> {
-        let Engine {
-            qps,
-            mrs,
-            cqs,
-            stats,
-            config,
-            events,
-            srqs,
-            sched,
-            clock,
-        } = self;
-        let qp = qps.get_mut(qpn).ok_or(TransportError::UnknownQp(qpn))?;
-        *clock = (*clock).max(now);
+        // Field by field: the QP and the context borrow disjoint parts of the engine.
+        let qp = self
+            .qps
+            .get_mut(qpn)
+            .ok_or(TransportError::UnknownQp(qpn))?;
+        self.clock = self.clock.max(now);
         let mut ctx = Ctx {
             now,
-            clock: *clock,
-            mrs,
-            cqs,
-            stats,
-            config,
-            events,
-            srqs,
+            clock: self.clock,
+            mrs: &mut self.mrs,
+            cqs: &mut self.cqs,
+            stats: &mut self.stats,
+            config: &self.config,
+            events: &mut self.events,
+            srqs: &mut self.srqs,
         };
         let r = f(qp, &mut ctx);
         let deadline = qp.next_deadline();
-        sched.update(qpn, &mut qp.sched, deadline, ready);
+        self.sched.update(qpn, &mut qp.sched, deadline, ready);
         Ok(r)
     }
 
