@@ -16,7 +16,8 @@
 # server) and -D (send as our client, read as our server); ATOMIC WRITE, FLUSH (and FLUSH
 # without flush rights) and SEND with Invalidate of a memory window with lab_verbs on the
 # lab's trixie guest (Linux 6.12). rdma_cm cases: rping over IPv4 and IPv6,
-# ucmatose and udaddy with 4 connections, and a refused connection (no listener:
+# ucmatose and udaddy with 4 connections, perftest's -R (ib_*_bw, ib_send_bw -b, and
+# ib_write_lat / ib_send_lat), and a refused connection (no listener:
 # REJ reason 8 from rxe's CM or ours), both ways. A case passes when both sides exit 0 (and,
 # for the refused ones, the failing side said why).
 #
@@ -402,18 +403,20 @@ case_cmatest udaddy sidr_four
 # QP connected by rdma_cm on the same port (no TCP). Passes if the capture holds two
 # connections' handshakes (REQ, REP, RTU twice) and their release (DREQ, DREP).
 cm_perf() { cm_connections 2 "$1"; }
-# case_bw_cm NAME ROLE TEST: ib_TEST_bw -R against `roce perf TEST -R`; the guest's client
-# connects to our address (rdma_cm), not the namespace's kernel address.
+# case_bw_cm NAME ROLE TEST [lat]: ib_TEST_bw -R (with lat: ib_TEST_lat -R -n 200) against
+# `roce perf TEST -R` (--lat); the guest's client connects to our address (rdma_cm), not the
+# namespace's kernel address.
 case_bw_cm() {
-  local name=$1 role=$2 test=$3 args=$BW
+  local name=$1 role=$2 test=$3 kind=bw args=$BW ours=(-R)
   [[ $test == atomic ]] && args="-n 200"
+  [[ ${4:-} == lat ]] && { kind=lat args="-n 200" ours=(-R --lat); }
   # shellcheck disable=SC2086
   if [[ $role == client ]]; then
-    SETTLE=3 run_case "$name" client "" "ib_${test}_bw -R -x 1 -F $args" cm_perf \
-      perf "$test" -R "${OURS[@]}" $args $PEER
+    SETTLE=3 run_case "$name" client "" "ib_${test}_${kind} -R -x 1 -F $args" cm_perf \
+      perf "$test" "${ours[@]}" "${OURS[@]}" $args $PEER
   else
     READY='Waiting for client' run_case "$name" server "" \
-      "ib_${test}_bw -R -x 1 -F $args 10.77.0.2" cm_perf perf "$test" -R "${OURS[@]}" $args
+      "ib_${test}_${kind} -R -x 1 -F $args 10.77.0.2" cm_perf perf "$test" "${ours[@]}" "${OURS[@]}" $args
   fi
 }
 for role in client server; do
@@ -423,6 +426,10 @@ for role in client server; do
   # -b over -R: both sides measured, the results swapped over the dialogue's connection.
   BW="-n 100 -s 16384 -b" case_bw_cm "ib_send_bw-R-bidir-$role" $role send
 done
+# --lat over -R: WRITE (no closing sync, the connections torn down at once) as our client,
+# SEND as our server.
+case_bw_cm "ib_write_lat-R-client" client write lat
+case_bw_cm "ib_send_lat-R-server" server send lat
 
 # DCQCN on at our end: our data goes out ECT(0); rxe neither sends nor heeds CNPs, and the
 # transfers must finish all the same.

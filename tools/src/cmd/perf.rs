@@ -126,8 +126,8 @@ pub struct PerfArgs {
     pub sl: Option<u8>,
     /// perftest's rdma_cm mode: the dialogue over an RC connection rdma_cm sets up on the
     /// port (18515; no TCP) and the test's QP connected through rdma_cm too, against
-    /// `ib_*_bw -R` (also with -b). SERVER must be an IP address; one QP (no -q above 1)
-    /// and no --lat.
+    /// `ib_*_bw -R` (also with -b) or `ib_*_lat -R` (--lat). SERVER must be an IP
+    /// address; one QP (no -q above 1).
     #[arg(short = 'R', long = "rdma_cm")]
     pub rdma_cm: bool,
     /// Accepted for perftest compatibility (no CPU frequency check is ever made).

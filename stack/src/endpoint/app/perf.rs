@@ -173,9 +173,6 @@ impl PerfOptions {
         if self.use_srq && self.test != BwTest::Send {
             return usage("--use-srq applies to the send test only (its receives)");
         }
-        if self.rdma_cm && self.latency {
-            return usage("-R runs the bandwidth tests only (no --lat with -R yet)");
-        }
         if self.size > MAX_SIZE {
             return usage(&format!("message size {} is above {MAX_SIZE}", self.size));
         }
@@ -909,14 +906,22 @@ impl Dialogue {
         }
     }
 
-    /// The closing sync alone (the latency tests).
+    /// The closing sync alone (the latency tests, `-b`); `wait` bounds it.
     fn close(self, rt: &mut Runtime, wait: Duration) -> Result<(), AppError> {
         match self {
             Dialogue::Tcp(mut c) => {
                 c.set_timeout(Some(wait))?;
                 Ok(rt.serve_while(move || c.close())??)
             }
-            Dialogue::Cm(d) => d.close(rt),
+            Dialogue::Cm(d) => d.close(rt, wait),
+        }
+    }
+
+    /// No closing sync (ib_write_lat): TCP just hangs up, `-R` tears its connections down.
+    fn hang_up(self, rt: &mut Runtime) -> Result<(), AppError> {
+        match self {
+            Dialogue::Tcp(_) => Ok(()),
+            Dialogue::Cm(d) => d.hang_up(rt),
         }
     }
 }
@@ -1648,13 +1653,31 @@ mod tests {
         }
     }
 
+    /// -R --lat: the latency tests over rdma_cm, both connections made and released (the
+    /// WRITE test without a closing sync), the figures as without -R.
+    #[test]
+    fn rdma_cm_mode_latency() {
+        for test in [BwTest::Write, BwTest::Send, BwTest::Read, BwTest::Atomic] {
+            let mut opts = options(test, 64);
+            opts.latency = true;
+            opts.tx_depth = 1;
+            opts.iters = 100;
+            let (client, server, out, server_out, established) = perf_cm(opts);
+            let lat = client.latency.unwrap();
+            assert_eq!(lat.iters, 100, "{test:?}");
+            assert!(lat.t_min > 0.0, "{lat:?}");
+            assert!(out.contains(" #bytes #iterations    t_min[usec]"), "{out}");
+            assert!(out.contains("Data ex. method : rdma_cm"), "{out}");
+            let both = matches!(test, BwTest::Write | BwTest::Send);
+            assert_eq!(server.latency.is_some(), both, "{test:?}\n{server_out}");
+            assert_eq!(established, [2, 2], "{test:?}");
+        }
+    }
+
     #[test]
     fn rdma_cm_mode_refuses_what_it_does_not_run() {
         let mut o = options(BwTest::Write, 64);
         o.rdma_cm = true;
-        o.latency = true;
-        assert!(matches!(o.check(), Err(AppError::Usage(m)) if m.contains("-R")));
-        o.latency = false;
         o.num_qps = 2;
         assert!(matches!(o.check(), Err(AppError::Usage(m)) if m.contains("-q above 1")));
         let (a, _b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();

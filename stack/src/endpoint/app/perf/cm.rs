@@ -296,7 +296,8 @@ impl CmDialogue {
         } else {
             None
         };
-        self.close(rt)?;
+        let wait = self.timeout;
+        self.close(rt, wait)?;
         Ok(peer_report)
     }
 
@@ -312,10 +313,20 @@ impl CmDialogue {
         )?)
     }
 
-    /// `ctx_close_connection` (a last sync), then the client disconnects the test's
-    /// connection and the dialogue's; the server waits for those disconnects a moment.
-    pub fn close(mut self, rt: &mut Runtime) -> Result<(), AppError> {
+    /// `ctx_close_connection` (a last sync, waiting up to `wait`: a passive server waits
+    /// there through the client's test), then [`Self::hang_up`].
+    pub fn close(mut self, rt: &mut Runtime, wait: Duration) -> Result<(), AppError> {
+        let normal = self.timeout;
+        self.timeout = wait;
         self.sync(rt)?;
+        self.timeout = normal;
+        self.hang_up(rt)
+    }
+
+    /// The teardown: the client disconnects the test's connection and the dialogue's; the
+    /// server waits for those disconnects a moment (ib_write_lat -R goes straight here,
+    /// without a last sync).
+    pub fn hang_up(mut self, rt: &mut Runtime) -> Result<(), AppError> {
         match self.role {
             Role::Client => {
                 // perftest's server may have closed first (it destroys its IDs at once).

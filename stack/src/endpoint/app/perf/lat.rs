@@ -332,6 +332,7 @@ pub(super) fn run(
         // acknowledgement may not have left yet, and the peer waits for it. A NIC (or rxe)
         // acknowledges after the process exits; we linger on the wire instead.
         rt.serve_for(LINGER)?;
+        conn.hang_up(rt)?;
     } else {
         // The passive server waits here through the client's whole test.
         conn.close(rt, opts.timeout + opts.duration.unwrap_or_default())?;
