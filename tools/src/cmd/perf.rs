@@ -130,6 +130,11 @@ pub struct PerfArgs {
     /// address; one QP (no -q above 1).
     #[arg(short = 'R', long = "rdma_cm")]
     pub rdma_cm: bool,
+    /// Local ACK timeout of the test's QPs, 4.096 us x 2^TIMEOUT (perftest's -u; default
+    /// 14, about 67 ms). With -R the QP takes rdma_cm's, 14.
+    #[arg(short = 'u', long = "qp-timeout", value_name = "TIMEOUT",
+          value_parser = clap::value_parser!(u8).range(0..=31))]
+    pub qp_timeout: Option<u8>,
     /// Accepted for perftest compatibility (no CPU frequency check is ever made).
     #[arg(short = 'F', long = "CPU-freq")]
     pub cpu_freq: bool,
@@ -151,6 +156,7 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     opts.num_qps = args.num_qps.unwrap_or(opts.num_qps);
     opts.duplex = args.duplex;
     opts.rdma_cm = args.rdma_cm;
+    opts.qp_timeout = args.qp_timeout.unwrap_or(opts.qp_timeout);
     if args.lat {
         // perftest's DEF_SIZE_LAT and one operation at a time.
         opts.size = 2;

@@ -120,6 +120,9 @@ pub struct PerfOptions {
     pub duplex: bool,
     /// `-R`: the dialogue and the test's QP both connected through rdma_cm ([`cm`]).
     pub rdma_cm: bool,
+    /// `-u`: the local ACK timeout exponent of the test's QPs, 4.096 us x 2^u (perftest's
+    /// default 14, about 67 ms; 0-31, the field's five bits).
+    pub qp_timeout: u8,
 }
 
 impl PerfOptions {
@@ -143,6 +146,7 @@ impl PerfOptions {
             gbits: false,
             latency: false,
             use_srq: false,
+            qp_timeout: 14,
             num_qps: 1,
             duplex: false,
             rdma_cm: false,
@@ -172,6 +176,9 @@ impl PerfOptions {
         }
         if self.use_srq && self.test != BwTest::Send {
             return usage("--use-srq applies to the send test only (its receives)");
+        }
+        if self.qp_timeout > 31 {
+            return usage("the QP timeout (-u) is an exponent of 0 to 31");
         }
         if self.size > MAX_SIZE {
             return usage(&format!("message size {} is above {MAX_SIZE}", self.size));
@@ -680,6 +687,7 @@ fn setup(
         path.access = Access::ALL;
         path.max_dest_rd_atomic = out_reads;
         path.min_rnr_timer = RnrTimer::new(12);
+        path.timeout = opts.qp_timeout;
         match &mut opening {
             Opening::Tcp(_) => rt.init_qp(qpn, &path)?,
             // -R has one QP (`PerfOptions::check`); rdma_cm takes it to RTS here.
@@ -1509,6 +1517,10 @@ mod tests {
         opts.tx_depth = 32;
         opts.rx_depth = 64;
         opts.timeout = Duration::from_secs(20);
+        // Nothing is lost on the in-memory link, so an ACK timeout only ever means a side
+        // was not scheduled: about 1 s each, 8 of them, lets a loaded machine starve a
+        // thread for seconds where perftest's 67 ms failed RETRY_EXC_ERR now and then.
+        opts.qp_timeout = 18;
         opts
     }
 
@@ -2150,6 +2162,7 @@ mod tests {
             .contains("above")
         );
         assert!(refused(&|o| o.iters = 0).contains("positive"));
+        assert!(refused(&|o| o.qp_timeout = 32).contains("0 to 31"));
         assert!(refused(&|o| o.use_srq = true).contains("send test only"));
         // The latency tests run -a and -D (not both, as no perftest test does).
         let m = refused(&|o| {
