@@ -15,8 +15,9 @@
 //! `tests/bench/veth_bench.sh` runs the two halves in its own namespaces, beside our endpoint
 //! and with its frame sizes: `veth_rate recv xdp:IF SECONDS` prints `ready` once its socket
 //! is bound, then counts frames for SECONDS from the first and prints `FRAMES BYTES SECONDS`;
-//! `veth_rate send xdp:IF SIZE SECONDS` sends SIZE-byte frames (multi-buffer above a chunk,
-//! where the link's MTU allows) as fast as the device takes them.
+//! `veth_rate send xdp:IF SIZE SECONDS [WINDOW]` sends SIZE-byte frames (multi-buffer above a
+//! chunk, where the link's MTU allows) as fast as the device takes them, at most WINDOW
+//! (default 256) beyond the receiver's credits.
 
 use std::error::Error;
 use std::io::{Read, Write};
@@ -30,16 +31,18 @@ use roce::io::xdp::{XdpConfig, XdpDevice, XdpFilter};
 
 type Result<T> = std::result::Result<T, Box<dyn Error>>;
 
-/// Frames the sender may have sent beyond the receiver's last credit: veth's ring
-/// (VETH_RING_SIZE), so that the sender never overruns the receive path. Open loop, the
-/// sender's core builds most frames only for veth to drop them, its receive softirq starved
-/// (measured: 2.2 M 122-byte frames sent in 4 s, 1.6 M of them dropped at the ring), which
-/// measures the drops, not the device; any reliable protocol, ours too, runs a window.
+/// Frames the sender may have sent beyond the receiver's last credit, unless told: so that
+/// the sender never runs far ahead of the receive path. Open loop, the sender's core builds
+/// most frames only for veth to drop them, its receive softirq starved (measured: 2.2 M
+/// 122-byte frames sent in 4 s, 1.6 M of them dropped at veth's ring), which measures the
+/// drops, not the device; any reliable protocol, ours too, runs a window. The bench gives
+/// the window our endpoint runs (128 messages outstanding: 2048 frames of a 64 KiB WRITE,
+/// 128 SENDs).
 const WINDOW: u64 = 256;
 /// Data frames per credit the receiver sends back (and one whenever it runs dry).
 const CREDIT_EVERY: u64 = 32;
 /// How long the sender waits for a credit before writing the window off as dropped.
-const CREDIT_PATIENCE: Duration = Duration::from_millis(20);
+const CREDIT_PATIENCE: Duration = Duration::from_millis(1);
 const DATA_ETHERTYPE: [u8; 2] = [0x88, 0xb5];
 const CREDIT_ETHERTYPE: [u8; 2] = [0x88, 0xb6];
 const SENDER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xaa];
@@ -53,7 +56,16 @@ fn main() -> Result<()> {
     let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
     match arg(0) {
         "recv" => receive(arg(1), arg(2).parse()?),
-        "send" => send(arg(1), arg(2).parse()?, arg(3).parse()?),
+        "send" => send(
+            arg(1),
+            arg(2).parse()?,
+            arg(3).parse()?,
+            if arg(4).is_empty() {
+                WINDOW
+            } else {
+                arg(4).parse()?
+            },
+        ),
         "tcp-recv" => tcp_receive(arg(1), arg(2).parse()?),
         "tcp-send" => tcp_send(arg(1), arg(2).parse()?),
         "" => orchestrate(3),
@@ -180,8 +192,11 @@ fn credit_frame(seen: u64) -> [u8; 60] {
 }
 
 /// Sends `size`-byte frames as fast as the device takes them for `secs` seconds, at most
-/// [`WINDOW`] beyond the receiver's last credit.
-fn send(backend: &str, size: usize, secs: f64) -> Result<()> {
+/// `window` beyond the receiver's last credit.
+fn send(backend: &str, size: usize, secs: f64, window: u64) -> Result<()> {
+    if window == 0 {
+        return Err("the window must be at least one frame".into());
+    }
     let mut dev = open(backend)?;
     let (mut poll, mut events) = waiter(&dev)?;
     let mut frame = vec![0x5a; size];
@@ -196,7 +211,7 @@ fn send(backend: &str, size: usize, secs: f64) -> Result<()> {
         if now >= end {
             break;
         }
-        while sent - acked < WINDOW && dev.transmit(&frame)? {
+        while sent - acked < window && dev.transmit(&frame)? {
             sent += 1;
         }
         dev.flush()?;
@@ -208,7 +223,7 @@ fn send(backend: &str, size: usize, secs: f64) -> Result<()> {
                 last_credit = now;
             }
         })? {}
-        if sent - acked >= WINDOW {
+        if sent - acked >= window {
             if now - last_credit > CREDIT_PATIENCE {
                 // Frames the receiver dropped (or its credits lost): stop waiting for them.
                 written_off += sent - acked;

@@ -169,6 +169,8 @@ server: $(tail -n 3 "$work/$name.server.log")"
 serve() {
   local name=$1
   shift
+  # Not the last round's `ready`: the background job may truncate the log after we look.
+  rm -f "$work/$name.log"
   ip netns exec "$B" "$@" >"$work/$name.log" 2>"$work/$name.err" &
   server=$!
   until grep -q '^ready' "$work/$name.log" 2>/dev/null; do
@@ -200,11 +202,13 @@ xdp_write() {
   note "$case" "$(gbps "$work/xdp_write.log")"
 }
 
-# Raw AF_XDP frames of $2 bytes from va to vb; case $1 gets frames/s, in millions.
+# Raw AF_XDP frames of $2 bytes from va to vb, at most $3 beyond the receiver's credits (the
+# frames our endpoint has outstanding); case $1 gets frames/s, in millions.
 raw() {
-  local case=$1 size=$2
+  local case=$1 size=$2 window=$3
   serve raw "$rate" recv xdp:vb "$RAW_SECS"
-  ip netns exec "$A" "$rate" send xdp:va "$size" $((RAW_SECS + 2)) 2>"$work/raw.send.err" ||
+  ip netns exec "$A" "$rate" send xdp:va "$size" $((RAW_SECS + 2)) "$window" \
+    2>"$work/raw.send.err" ||
     die "raw sender failed: $(tail -n 3 "$work/raw.send.err")"
   wait $server || die "raw receiver failed: $(tail -n 3 "$work/raw.err")"
   note "$case" "$(awk '!/ready/ { printf "%.4f\n", $1 / $3 / 1e6 }' "$work/raw.log")"
@@ -252,8 +256,8 @@ ours() {
 }
 
 baselines() {
-  raw raw_big $RAW_BIG
-  raw raw_small $RAW_SMALL
+  raw raw_big $RAW_BIG $((128 * SIZE / PAYLOAD_BIG))
+  raw raw_small $RAW_SMALL 128
   udp_run
   tcp_run tcp
   tcp_run tcp_off
