@@ -16,9 +16,9 @@
 # server) and -D (send as our client, read as our server); ATOMIC WRITE, FLUSH (and FLUSH
 # without flush rights) and SEND with Invalidate of a memory window with lab_verbs on the
 # lab's trixie guest (Linux 6.12). rdma_cm cases: rping over IPv4 and IPv6,
-# ucmatose and udaddy with 4 connections, perftest's -R (ib_*_bw, ib_send_bw -b, and
-# ib_write_lat / ib_send_lat), and a refused connection (no listener:
-# REJ reason 8 from rxe's CM or ours), both ways. A case passes when both sides exit 0 (and,
+# ucmatose and udaddy with 4 connections, perftest's -R (ib_*_bw, ib_send_bw -b,
+# ib_write_lat / ib_send_lat, ib_write_bw -q 4 / ib_send_bw -q 2), and a refused connection
+# (no listener: REJ reason 8 from rxe's CM or ours), both ways. A case passes when both sides exit 0 (and,
 # for the refused ones, the failing side said why).
 #
 # Needs root and QEMU (tools/softroce-lab setup installs the rest). Prints each case's command
@@ -403,20 +403,23 @@ case_cmatest udaddy sidr_four
 # QP connected by rdma_cm on the same port (no TCP). Passes if the capture holds two
 # connections' handshakes (REQ, REP, RTU twice) and their release (DREQ, DREP).
 cm_perf() { cm_connections 2 "$1"; }
+# -R -q 4 / -q 2: one connection per QP and the dialogue's.
+cm_perf_q4() { cm_connections 5 "$1"; }
+cm_perf_q2() { cm_connections 3 "$1"; }
 # case_bw_cm NAME ROLE TEST [lat]: ib_TEST_bw -R (with lat: ib_TEST_lat -R -n 200) against
 # `roce perf TEST -R` (--lat); the guest's client connects to our address (rdma_cm), not the
 # namespace's kernel address.
 case_bw_cm() {
-  local name=$1 role=$2 test=$3 kind=bw args=$BW ours=(-R)
+  local name=$1 role=$2 test=$3 kind=bw args=$BW ours=(-R) check=${CHECK:-cm_perf}
   [[ $test == atomic ]] && args="-n 200"
   [[ ${4:-} == lat ]] && { kind=lat args="-n 200" ours=(-R --lat); }
   # shellcheck disable=SC2086
   if [[ $role == client ]]; then
-    SETTLE=3 run_case "$name" client "" "ib_${test}_${kind} -R -x 1 -F $args" cm_perf \
+    SETTLE=3 run_case "$name" client "" "ib_${test}_${kind} -R -x 1 -F $args" $check \
       perf "$test" "${ours[@]}" "${OURS[@]}" $args $PEER
   else
     READY='Waiting for client' run_case "$name" server "" \
-      "ib_${test}_${kind} -R -x 1 -F $args 10.77.0.2" cm_perf perf "$test" "${ours[@]}" "${OURS[@]}" $args
+      "ib_${test}_${kind} -R -x 1 -F $args 10.77.0.2" $check perf "$test" "${ours[@]}" "${OURS[@]}" $args
   fi
 }
 for role in client server; do
@@ -430,6 +433,10 @@ done
 # SEND as our server.
 case_bw_cm "ib_write_lat-R-client" client write lat
 case_bw_cm "ib_send_lat-R-server" server send lat
+# -R -q N: one rdma_cm connection per QP (the server pairing the requests with its QPs as
+# they come).
+BW="-n 100 -s 16384 -q 4" CHECK=cm_perf_q4 case_bw_cm "ib_write_bw-R-q4-client" client write
+BW="-n 100 -s 16384 -q 2" CHECK=cm_perf_q2 case_bw_cm "ib_send_bw-R-q2-server" server send
 
 # DCQCN on at our end: our data goes out ECT(0); rxe neither sends nor heeds CNPs, and the
 # transfers must finish all the same.

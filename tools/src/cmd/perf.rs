@@ -126,8 +126,8 @@ pub struct PerfArgs {
     pub sl: Option<u8>,
     /// perftest's rdma_cm mode: the dialogue over an RC connection rdma_cm sets up on the
     /// port (18515; no TCP) and the test's QP connected through rdma_cm too, against
-    /// `ib_*_bw -R` (also with -b) or `ib_*_lat -R` (--lat). SERVER must be an IP
-    /// address; one QP (no -q above 1).
+    /// `ib_*_bw -R` (also with -b and -q N, a connection per QP) or `ib_*_lat -R`
+    /// (--lat). SERVER must be an IP address.
     #[arg(short = 'R', long = "rdma_cm")]
     pub rdma_cm: bool,
     /// Local ACK timeout of the test's QPs, 4.096 us x 2^TIMEOUT (perftest's -u; default

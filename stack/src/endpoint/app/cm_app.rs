@@ -7,7 +7,8 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use super::AppError;
-use crate::endpoint::cm::{CmEvent, ConnId, TimedOutStage};
+use crate::endpoint::cm::{CmError, CmEvent, ConnId, TimedOutStage};
+use crate::endpoint::host::HostCmError;
 use crate::endpoint::runtime::{Runtime, RuntimeError};
 use crate::io::DeviceError;
 use crate::transport::{CqId, WorkCompletion};
@@ -105,10 +106,35 @@ pub fn wait_established(
 /// retry; a peer that already left is no error.
 pub fn disconnect(rt: &mut Runtime, id: ConnId, timeout: Duration) -> Result<(), AppError> {
     rt.cm_disconnect(id)?;
+    wait_disconnected(rt, vec![id], timeout)
+}
+
+/// [`disconnect`] of several connections at once (perftest's `-R -q`: the peer may close
+/// some of them itself meanwhile, which is no error either).
+pub fn disconnect_all(rt: &mut Runtime, ids: &[ConnId], timeout: Duration) -> Result<(), AppError> {
+    let mut open = Vec::with_capacity(ids.len());
+    for &id in ids {
+        match rt.cm_disconnect(id) {
+            Ok(()) => open.push(id),
+            Err(RuntimeError::Cm(HostCmError::Cm(
+                CmError::UnknownConnection(_) | CmError::WrongState { .. },
+            ))) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    wait_disconnected(rt, open, timeout)
+}
+
+/// Waits (at most `timeout`) until each of `open` is reported disconnected.
+fn wait_disconnected(
+    rt: &mut Runtime,
+    mut open: Vec<ConnId>,
+    timeout: Duration,
+) -> Result<(), AppError> {
     let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
+    while !open.is_empty() && Instant::now() < deadline {
         match rt.wait_cm_event(deadline.saturating_duration_since(Instant::now())) {
-            Ok(CmEvent::Disconnected { id: got }) if got == id => return Ok(()),
+            Ok(CmEvent::Disconnected { id }) => open.retain(|&o| o != id),
             Ok(_) => {}
             // The peer gone (its DREP lost, or an in-memory peer's end closed) is closed too.
             Err(

@@ -192,9 +192,6 @@ impl PerfOptions {
         if self.latency && self.num_qps > 1 {
             return usage("--lat runs one QP (perftest's latency tests take no -q)");
         }
-        if self.rdma_cm && self.num_qps > 1 {
-            return usage("-R connects one QP (no -q above 1 with -R yet)");
-        }
         let per_qp = buffer_per_qp(self, self.size, 4096);
         if per_qp.saturating_mul(self.num_qps as usize) > MAX_BUFFER {
             return usage(&format!(
@@ -688,22 +685,10 @@ fn setup(
         path.max_dest_rd_atomic = out_reads;
         path.min_rnr_timer = RnrTimer::new(12);
         path.timeout = opts.qp_timeout;
-        match &mut opening {
-            Opening::Tcp(_) => rt.init_qp(qpn, &path)?,
-            // -R has one QP (`PerfOptions::check`); rdma_cm takes it to RTS here.
-            Opening::Cm(d) => d.connect_data(rt, qpn, out_reads, mtu)?,
+        if let Opening::Tcp(_) = opening {
+            rt.init_qp(qpn, &path)?;
         }
         let base = va + (i * per_qp) as u64;
-        // An SRQ is filled once, for every QP.
-        if receiving && (srq.is_none() || i == 0) {
-            let posted = match opts.duration {
-                Some(_) => opts.rx_depth,
-                None => opts.rx_depth.min(opts.iters),
-            };
-            for _ in 0..posted {
-                post_receive(rt, qpn, srq, recv_wr(key, base + recv_offset, size))?;
-            }
-        }
         paths.push((qpn, path));
         keys.push(Keys {
             lid: 0,
@@ -716,12 +701,31 @@ fn setup(
             srqn: 0,
         });
     }
+    if let Opening::Cm(d) = &mut opening {
+        // rdma_cm takes the QPs to RTS here, one connection each.
+        let qpns: Vec<Qpn> = paths.iter().map(|(qpn, _)| *qpn).collect();
+        d.connect_data(rt, &qpns, out_reads, mtu)?;
+    }
+    if receiving {
+        let posted = match opts.duration {
+            Some(_) => opts.rx_depth,
+            None => opts.rx_depth.min(opts.iters),
+        };
+        // An SRQ is filled once, for every QP.
+        let queues = if srq.is_some() { 1 } else { n_qps };
+        for (i, (qpn, _)) in paths.iter().enumerate().take(queues) {
+            let base = va + (i * per_qp) as u64;
+            for _ in 0..posted {
+                post_receive(rt, *qpn, srq, recv_wr(key, base + recv_offset, size))?;
+            }
+        }
+    }
     let mut conn = match opening {
         Opening::Tcp(negotiated) => {
             Dialogue::Tcp(rt.serve_while(move || negotiated.exchange_all_keys(keys))??)
         }
         Opening::Cm(mut d) => {
-            d.exchange_keys(rt, keys[0])?;
+            d.exchange_keys(rt, keys)?;
             Dialogue::Cm(Box::new(d))
         }
     };
@@ -848,11 +852,11 @@ pub(super) enum Dialogue {
 }
 
 impl Dialogue {
-    /// Our keys, one per QP (one with `-R`).
+    /// Our keys, one per QP.
     fn locals(&self) -> &[Keys] {
         match self {
             Dialogue::Tcp(c) => c.locals(),
-            Dialogue::Cm(d) => std::slice::from_ref(d.local()),
+            Dialogue::Cm(d) => d.locals(),
         }
     }
 
@@ -860,7 +864,7 @@ impl Dialogue {
     fn peers(&self) -> &[Keys] {
         match self {
             Dialogue::Tcp(c) => c.peers(),
-            Dialogue::Cm(d) => std::slice::from_ref(d.peer()),
+            Dialogue::Cm(d) => d.peers(),
         }
     }
 
@@ -872,11 +876,11 @@ impl Dialogue {
         }
     }
 
-    /// One handshake per QP ([`Connected::sync_each`]); `-R` has one QP.
+    /// One handshake per QP ([`Connected::sync_each`]).
     fn sync_each(&mut self, rt: &mut Runtime) -> Result<(), AppError> {
         match self {
             Dialogue::Tcp(c) => Ok(rt.serve_while(|| c.sync_each())??),
-            Dialogue::Cm(d) => d.sync(rt),
+            Dialogue::Cm(d) => d.sync_each(rt),
         }
     }
 
@@ -1686,12 +1690,25 @@ mod tests {
         }
     }
 
+    /// -R -q 3: one rdma_cm connection per QP besides the dialogue's, every QP's keys
+    /// exchanged and printed, -n operations on each.
+    #[test]
+    fn rdma_cm_mode_many_qps() {
+        for test in [BwTest::Write, BwTest::Send, BwTest::Read] {
+            let mut opts = options(test, 2048);
+            opts.num_qps = 3;
+            opts.iters = 100;
+            let (client, server, out, server_out, established) = perf_cm(opts);
+            assert_eq!(client.own.unwrap().iters, 300, "{test:?}\n{out}");
+            assert_eq!(server.printed.iters, 300, "{test:?}\n{server_out}");
+            assert_eq!(out.matches("local address").count(), 3, "{out}");
+            assert_eq!(out.matches("remote address").count(), 3, "{out}");
+            assert_eq!(established, [4, 4], "{test:?}");
+        }
+    }
+
     #[test]
     fn rdma_cm_mode_refuses_what_it_does_not_run() {
-        let mut o = options(BwTest::Write, 64);
-        o.rdma_cm = true;
-        o.num_qps = 2;
-        assert!(matches!(o.check(), Err(AppError::Usage(m)) if m.contains("-q above 1")));
         let (a, _b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
         let mut rt = runtime(a, "10.0.0.1/24");
         let mut o = options(BwTest::Write, 64);

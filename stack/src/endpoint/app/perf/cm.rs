@@ -4,9 +4,9 @@
 //!
 //! `-R` turns on both of perftest's rdma_cm switches: the dialogue runs over an RC
 //! connection of its own that rdma_cm sets up on the port (18515; RDMA_PS_TCP) instead of
-//! TCP, and the test's QP is connected by rdma_cm too, to the same port, the server
-//! listening again after the first connection. Every message of the TCP dialogue is one
-//! SEND of the same size, but the key handshakes carry `struct pingpong_dest` in binary
+//! TCP, and the test's QPs (one, or `-q N`) are connected by rdma_cm too, one connection
+//! each, to the same port, the server listening again after the first connection. Every
+//! message of the TCP dialogue is one SEND of the same size, but the key handshakes carry `struct pingpong_dest` in binary
 //! ([`Keys::to_binary`]) and there is no closing `"done"`:
 //!
 //! | step | what |
@@ -14,10 +14,10 @@
 //! | comm connection | REQ/REP/RTU on port 18515; each side posts one 56-byte receive first |
 //! | negotiation | version, sys data, MTU: the TCP messages, one SEND each way |
 //! | sync | a key handshake with zeroed keys: the server is about to listen again |
-//! | data connection | REQ/REP/RTU on the same port for the test's QP (the client retries a REJ 10 times, 100 ms apart, as `rdma_cm_client_connection`) |
+//! | data connections | REQ/REP/RTU on the same port for each of the test's QPs, in order (the client retries a REJ 10 times, 100 ms apart, as `rdma_cm_client_connection`; the server pairs the requests with its QPs as they come) |
 //! | sync | zeroed keys again |
 //! | keys, syncs, test, results, close | as over TCP (QPN, R_Key, VA from the keys; PSNs from the CM) |
-//! | teardown | the client disconnects the data connection, then the dialogue's |
+//! | teardown | the client disconnects the data connections, then the dialogue's |
 //!
 //! Each side keeps one receive posted and reposts it after each message, so a SEND may
 //! arrive before the acknowledgement of ours: the first completion of either kind is kept.
@@ -62,7 +62,8 @@ pub(in crate::endpoint::app) struct CmDialogue {
     timeout: Duration,
     comm: ConnId,
     listener: Option<ListenerId>,
-    data: Option<ConnId>,
+    /// The test's connections, one per QP (`-q`), in our QPs' order.
+    data: Vec<ConnId>,
     qpn: Qpn,
     cq: CqId,
     key: u32,
@@ -72,8 +73,9 @@ pub(in crate::endpoint::app) struct CmDialogue {
     /// Connection manager events met while waiting for completions (the data
     /// connection's REQ on a server).
     events: VecDeque<CmEvent>,
-    local: Keys,
-    remote: Keys,
+    /// Our keys and the peer's, one per QP (before the key handshakes: zero keys).
+    local: Vec<Keys>,
+    remote: Vec<Keys>,
 }
 
 /// Keys all zero, what both sides send in the two syncs around the data connection.
@@ -116,15 +118,15 @@ impl CmDialogue {
             timeout: opts.timeout,
             comm: ConnId(0),
             listener: None,
-            data: None,
+            data: Vec::new(),
             qpn,
             cq,
             key,
             va,
             early: None,
             events: VecDeque::new(),
-            local: zero_keys(),
-            remote: zero_keys(),
+            local: vec![zero_keys()],
+            remote: vec![zero_keys()],
         };
         d.post_recv(rt)?;
         match &opts.server {
@@ -183,12 +185,15 @@ impl CmDialogue {
         )?)
     }
 
-    /// `create_rdma_cm_connection`: a sync, the test QP `qpn` connected through rdma_cm on
-    /// the same port (the QP ends in RTS with the peer's QPN and PSN), a sync.
+    /// `create_rdma_cm_connection`: a sync, the test's QPs `qpns` connected through
+    /// rdma_cm on the same port, one connection each (each QP ends in RTS with its peer's
+    /// QPN and PSN), a sync. The client connects them in order; the server accepts the
+    /// requests in the order they come, pairing them with its QPs in order, as perftest's
+    /// `rdma_cm_connection_request_handler` does.
     pub fn connect_data(
         &mut self,
         rt: &mut Runtime,
-        qpn: Qpn,
+        qpns: &[Qpn],
         out_reads: u8,
         mtu: Mtu,
     ) -> Result<(), AppError> {
@@ -197,19 +202,21 @@ impl CmDialogue {
             zero_keys(),
             "syncing before the rdma_cm connection of the test QP",
         )?;
-        rt.cm_init_qp(qpn, QpType::Rc)?;
-        let id = match self.role {
-            Role::Client => self.connect_data_client(rt, qpn, out_reads, mtu)?,
-            Role::Server => {
-                let (id, _) = self.next_request(rt)?;
-                let mut accept = AcceptParams::new(qpn);
-                accept.responder_resources = out_reads.max(1);
-                accept.initiator_depth = out_reads.max(1);
-                rt.cm_accept(id, accept)?;
-                id
-            }
-        };
-        self.data = Some(id);
+        for &qpn in qpns {
+            rt.cm_init_qp(qpn, QpType::Rc)?;
+            let id = match self.role {
+                Role::Client => self.connect_data_client(rt, qpn, out_reads, mtu)?,
+                Role::Server => {
+                    let (id, _) = self.next_request(rt)?;
+                    let mut accept = AcceptParams::new(qpn);
+                    accept.responder_resources = out_reads.max(1);
+                    accept.initiator_depth = out_reads.max(1);
+                    rt.cm_accept(id, accept)?;
+                    id
+                }
+            };
+            self.data.push(id);
+        }
         self.hand_shake(
             rt,
             zero_keys(),
@@ -246,27 +253,43 @@ impl CmDialogue {
         }
     }
 
-    /// The first key handshake (the keys the test uses).
-    pub fn exchange_keys(&mut self, rt: &mut Runtime, local: Keys) -> Result<(), AppError> {
-        self.remote = self.hand_shake(rt, local, "exchanging QP keys")?;
-        self.local = local;
+    /// The key handshakes, one per QP (the keys the test uses).
+    pub fn exchange_keys(&mut self, rt: &mut Runtime, local: Vec<Keys>) -> Result<(), AppError> {
+        let mut remote = Vec::with_capacity(local.len());
+        for keys in &local {
+            remote.push(self.hand_shake(rt, *keys, "exchanging QP keys")?);
+        }
+        (self.local, self.remote) = (local, remote);
         Ok(())
     }
 
-    pub fn local(&self) -> &Keys {
+    /// Our keys, one per QP.
+    pub fn locals(&self) -> &[Keys] {
         &self.local
     }
 
-    pub fn peer(&self) -> &Keys {
+    /// The peer's keys, in the order of [`Self::locals`].
+    pub fn peers(&self) -> &[Keys] {
         &self.remote
     }
 
-    /// One more `ctx_hand_shake`; the peer must send its keys unchanged.
+    /// One more `ctx_hand_shake` with the first QP's keys; the peer must send its keys
+    /// unchanged.
     pub fn sync(&mut self, rt: &mut Runtime) -> Result<(), AppError> {
-        let again = self.hand_shake(rt, self.local, "synchronising with the peer")?;
-        if again != self.remote {
+        self.sync_qp(rt, 0)
+    }
+
+    /// One handshake per QP, each with that QP's keys.
+    pub fn sync_each(&mut self, rt: &mut Runtime) -> Result<(), AppError> {
+        (0..self.local.len()).try_for_each(|i| self.sync_qp(rt, i))
+    }
+
+    fn sync_qp(&mut self, rt: &mut Runtime, i: usize) -> Result<(), AppError> {
+        let (local, first) = (self.local[i], self.remote[i]);
+        let again = self.hand_shake(rt, local, "synchronising with the peer")?;
+        if again != first {
             return Err(OobError::KeysChanged {
-                first: self.remote.to_string(),
+                first: first.to_string(),
                 now: again.to_string(),
             }
             .into());
@@ -338,11 +361,13 @@ impl CmDialogue {
                         _ => None,
                     })
                     .collect();
-                for id in self.data.into_iter().chain([self.comm]) {
-                    if !gone.contains(&id) {
-                        cm_app::disconnect(rt, id, self.timeout)?;
-                    }
-                }
+                let open: Vec<ConnId> = self
+                    .data
+                    .into_iter()
+                    .chain([self.comm])
+                    .filter(|id| !gone.contains(id))
+                    .collect();
+                cm_app::disconnect_all(rt, &open, self.timeout)?;
             }
             Role::Server => {
                 if let Some(l) = self.listener {
@@ -460,18 +485,8 @@ impl CmDialogue {
     fn completion(&mut self, rt: &mut Runtime, step: &'static str) -> Result<bool, OobError> {
         let deadline = Instant::now() + self.timeout;
         loop {
-            while let Some(e) = rt.host_mut().poll_cm_event() {
-                match e {
-                    CmEvent::Disconnected { id } if id == self.comm => {
-                        return Err(OobError::Closed {
-                            step,
-                            got: 0,
-                            expected: 1,
-                        });
-                    }
-                    other => self.events.push_back(other),
-                }
-            }
+            // The queue first: the peer's last message may arrive with its disconnect (the
+            // client tears every connection down at once after its last sync).
             if let Some(wc) = rt.poll_cq(self.cq) {
                 if wc.status != WcStatus::Success {
                     return Err(io_error(
@@ -488,6 +503,18 @@ impl CmDialogue {
                     return Ok(false);
                 }
                 return Ok(wc.wr_id == SEND_WRID);
+            }
+            while let Some(e) = rt.host_mut().poll_cm_event() {
+                match e {
+                    CmEvent::Disconnected { id } if id == self.comm => {
+                        return Err(OobError::Closed {
+                            step,
+                            got: 0,
+                            expected: 1,
+                        });
+                    }
+                    other => self.events.push_back(other),
+                }
             }
             if Instant::now() >= deadline {
                 return Err(OobError::Timeout {
