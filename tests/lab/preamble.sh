@@ -3,7 +3,8 @@
 # the checks each makes before it starts. The caller sets `suite`, its name in messages.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 lab=$here/tools/softroce-lab
-roce=$here/target/release/roce
+# Where `cargo build --release` puts it: CARGO_TARGET_DIR when set (a worktree sharing a build).
+roce=${CARGO_TARGET_DIR:-$here/target}/release/roce
 
 # Says why on stderr, then the suite's tally of one failure, and exits 1.
 fatal() {
