@@ -33,12 +33,63 @@ pub struct Insn {
     imm: i32,
 }
 
-const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+/// The eBPF registers the program uses (r0-r6 of r0-r10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Reg {
+    /// The return value.
+    R0,
+    /// The context on entry; the helper's first argument (the map).
+    R1,
+    /// The packet's data pointer; the helper's key (the receive queue index).
+    R2,
+    /// The packet's data_end; the helper's flags (the action when the slot is empty).
+    R3,
+    /// The bound a load needs: data plus its length.
+    R4,
+    /// The field under test.
+    R5,
+    /// The context, kept across the helper call (callee-saved).
+    R6,
+}
+
+/// An instruction with registers `dst` and `src`.
+const fn insn(code: u8, dst: Reg, src: Reg, off: i16, imm: i32) -> Insn {
     Insn {
         code,
-        regs: (src << 4) | (dst & 0x0f),
+        regs: ((src as u8) << 4) | dst as u8,
         off,
         imm,
+    }
+}
+
+/// An instruction on `dst` and an immediate (src_reg 0).
+const fn insn_k(code: u8, dst: Reg, imm: i32) -> Insn {
+    Insn {
+        code,
+        regs: dst as u8,
+        off: 0,
+        imm,
+    }
+}
+
+/// An instruction without registers (call, exit, jump always, LD_IMM64's second slot).
+const fn insn_no_regs(code: u8, imm: i32) -> Insn {
+    Insn {
+        code,
+        regs: 0,
+        off: 0,
+        imm,
+    }
+}
+
+/// The first slot of LD_IMM64 loading map `fd` into `dst` (src_reg PSEUDO_MAP_FD).
+const fn ld_map_fd(dst: Reg, fd: i32) -> Insn {
+    Insn {
+        code: LD_IMM64,
+        regs: (PSEUDO_MAP_FD << 4) | dst as u8,
+        off: 0,
+        imm: fd,
     }
 }
 
@@ -84,23 +135,12 @@ const IPV6_LEN: i16 = encap::IPV6_HEADER_LEN as i16;
 /// The UDP ports: what the filter reads of the UDP header.
 const UDP_PORTS_LEN: i16 = field_at::UDP_DST_PORT as i16 + 2;
 
-/// Registers: r1 context on entry, r6 context kept, r2 data, r3 data_end, r4 bound, r5 field.
-const R0: u8 = 0;
-const R1: u8 = 1;
-const R2: u8 = 2;
-const R3: u8 = 3;
-const R4: u8 = 4;
-const R5: u8 = 5;
-const R6: u8 = 6;
-
 /// A conditional or plain jump to a label, resolved once the program is laid out.
 enum Item {
     Insn(Insn),
+    /// A jump whose offset is filled in when `to` is laid out.
     Jump {
-        code: u8,
-        reg: u8,
-        imm: i32,
-        src: u8,
+        insn: Insn,
         to: Label,
     },
     Label(Label),
@@ -119,11 +159,9 @@ enum Label {
 /// index (falling back to XDP_PASS when that slot is empty).
 pub fn program(map_fd: RawFd, filter: XdpFilter) -> Vec<Insn> {
     use Item::{Insn as I, Jump, Label as L};
+    use Reg::*;
     let jne = |reg, imm, to| Jump {
-        code: JNE_K,
-        reg,
-        imm,
-        src: 0,
+        insn: insn_k(JNE_K, reg, imm),
         to,
     };
     // Packet bytes up to data + `len` must exist before any load from them (the verifier
@@ -131,28 +169,19 @@ pub fn program(map_fd: RawFd, filter: XdpFilter) -> Vec<Insn> {
     let need = |len: i32| {
         [
             I(insn(MOV64_X, R4, R2, 0, 0)),
-            I(insn(ADD64_K, R4, 0, 0, len)),
+            I(insn_k(ADD64_K, R4, len)),
             Jump {
-                code: JGT_X,
-                reg: R4,
-                imm: 0,
-                src: R3,
+                insn: insn(JGT_X, R4, R3, 0, 0),
                 to: Label::Pass,
             },
         ]
     };
     let ja = |to| Jump {
-        code: JA,
-        reg: 0,
-        imm: 0,
-        src: 0,
+        insn: insn_no_regs(JA, 0),
         to,
     };
     let jeq = |reg, imm, to| Jump {
-        code: JEQ_K,
-        reg,
-        imm,
-        src: 0,
+        insn: insn_k(JEQ_K, reg, imm),
         to,
     };
     // The checks of an IP header at `l3`, `len` bytes long with its protocol (next header)
@@ -228,18 +257,18 @@ pub fn program(map_fd: RawFd, filter: XdpFilter) -> Vec<Insn> {
     items.extend([
         L(Label::Redirect),
         I(insn(LDX_W, R2, R6, MD_RX_QUEUE_INDEX, 0)),
-        I(insn(LD_IMM64, R1, PSEUDO_MAP_FD, 0, map_fd)),
-        I(insn(0, 0, 0, 0, 0)),
-        I(insn(MOV64_K, R3, 0, 0, XDP_PASS)),
-        I(insn(CALL, 0, 0, 0, HELPER_REDIRECT_MAP)),
-        I(insn(EXIT, 0, 0, 0, 0)),
+        I(ld_map_fd(R1, map_fd)),
+        I(insn_no_regs(0, 0)),
+        I(insn_k(MOV64_K, R3, XDP_PASS)),
+        I(insn_no_regs(CALL, HELPER_REDIRECT_MAP)),
+        I(insn_no_regs(EXIT, 0)),
     ]);
     // The verifier refuses unreachable instructions, so the pass block only when jumped to.
     if filter == XdpFilter::RoceV2 {
         items.extend([
             L(Label::Pass),
-            I(insn(MOV64_K, R0, 0, 0, XDP_PASS)),
-            I(insn(EXIT, 0, 0, 0, 0)),
+            I(insn_k(MOV64_K, R0, XDP_PASS)),
+            I(insn_no_regs(EXIT, 0)),
         ]);
     }
     assemble(&items)
@@ -263,15 +292,9 @@ fn assemble(items: &[Item]) -> Vec<Insn> {
     for item in items {
         match *item {
             Item::Insn(i) => out.push(i),
-            Item::Jump {
-                code,
-                reg,
-                imm,
-                src,
-                to,
-            } => {
+            Item::Jump { insn, to } => {
                 let off = target(to) - (out.len() as i16 + 1);
-                out.push(insn(code, reg, src, off, imm));
+                out.push(Insn { off, ..insn });
             }
             Item::Label(_) => {}
         }
@@ -297,7 +320,7 @@ mod tests {
             let map = prog.iter().position(|i| i.code == LD_IMM64).unwrap();
             assert_eq!(
                 (prog[map].imm, prog[map].regs),
-                (7, (PSEUDO_MAP_FD << 4) | R1)
+                (7, (PSEUDO_MAP_FD << 4) | Reg::R1 as u8)
             );
         }
         // The IPv4 port check falls through to the redirect block; mismatches go to pass.
