@@ -7,13 +7,38 @@ use roce::wire::{Syndrome, Transport};
 
 use crate::cmd::analyze::text::duration;
 
-const WIDTH: u32 = 980;
-const LEFT_X: u32 = 250;
-const RIGHT_X: u32 = 850;
-const TOP: u32 = 110;
-const ROW: u32 = 30;
-/// How far an arrow drops while it crosses: time passes in flight.
-const DROP: u32 = 16;
+/// The diagram's geometry in pixels: two lifelines, one row per packet from `top` down.
+struct Layout {
+    width: u32,
+    /// The lifelines: the flow's source on the left, its destination on the right.
+    left_x: u32,
+    right_x: u32,
+    /// The first row's y, and the distance between rows.
+    top: u32,
+    row: u32,
+    /// How far an arrow drops while it crosses: time passes in flight.
+    drop: u32,
+}
+
+const LAYOUT: Layout = Layout {
+    width: 980,
+    left_x: 250,
+    right_x: 850,
+    top: 110,
+    row: 30,
+    drop: 16,
+};
+
+impl Layout {
+    /// The y of row `i`.
+    const fn row_y(&self, i: usize) -> u32 {
+        self.top + i as u32 * self.row
+    }
+    /// Half-way between the lifelines, where labels go.
+    const fn mid_x(&self) -> u32 {
+        (self.left_x + self.right_x) / 2
+    }
+}
 
 /// How a packet is drawn.
 struct Style {
@@ -90,18 +115,19 @@ const PAUSE_COLOR: &str = "c25e00";
 /// Where time `ts` falls on the rows' axis: rows are evenly spaced, so time between two rows
 /// is placed in proportion between them (clamped half a row beyond the first and last).
 fn y_at(rows: &[(u64, PacketNote)], ts: u64) -> f64 {
-    let y = |i: usize| f64::from(TOP) + (i as f64) * f64::from(ROW);
+    let y = |i: usize| f64::from(LAYOUT.row_y(i));
+    let half_row = f64::from(LAYOUT.row) / 2.0;
     let after = rows.partition_point(|(_, n)| n.ts <= ts);
     if after == 0 {
-        return y(0) - f64::from(ROW) / 2.0;
+        return y(0) - half_row;
     }
     if after == rows.len() {
         let last = rows[after - 1].1.ts;
-        return y(after - 1) + if ts > last { f64::from(ROW) / 2.0 } else { 0.0 };
+        return y(after - 1) + if ts > last { half_row } else { 0.0 };
     }
     let (t0, t1) = (rows[after - 1].1.ts, rows[after].1.ts);
     let share = (ts - t0) as f64 / (t1 - t0).max(1) as f64;
-    y(after - 1) + share * f64::from(ROW)
+    y(after - 1) + share * f64::from(LAYOUT.row)
 }
 
 /// The pauses in force between the first and last packet drawn, as shaded bands.
@@ -129,12 +155,13 @@ fn pauses(o: &mut String, report: &Report, rows: &[(u64, PacketNote)]) {
             duration(p.end_ts - p.start_ts)
         );
         let bar_x = 200 + (lane % 5) as u32 * 9;
+        let left_x = LAYOUT.left_x;
         let _ = writeln!(
             o,
-            r##"<g><title>{}</title><rect x="{LEFT_X}" y="{top:.1}" width="{}" height="{height:.1}" fill="#{PAUSE_COLOR}" fill-opacity="0.10"/><rect x="{bar_x}" y="{top:.1}" width="6" height="{height:.1}" fill="#{PAUSE_COLOR}"/><text x="{}" y="{:.1}" fill="#{PAUSE_COLOR}" font-size="11">{}</text></g>"##,
+            r##"<g><title>{}</title><rect x="{left_x}" y="{top:.1}" width="{}" height="{height:.1}" fill="#{PAUSE_COLOR}" fill-opacity="0.10"/><rect x="{bar_x}" y="{top:.1}" width="6" height="{height:.1}" fill="#{PAUSE_COLOR}"/><text x="{}" y="{:.1}" fill="#{PAUSE_COLOR}" font-size="11">{}</text></g>"##,
             escape(&label),
-            RIGHT_X - LEFT_X,
-            LEFT_X + 6,
+            LAYOUT.right_x - left_x,
+            left_x + 6,
             top + 11.0,
             escape(&label)
         );
@@ -147,12 +174,13 @@ pub fn ladder(report: &Report, flow: usize, from: u64, rows: &[(u64, PacketNote)
     let f = &report.flows[flow];
     let reverse = f.reverse.map(|r| &report.flows[r]);
     let left_qp = reverse.map_or("?".to_string(), |r| format!("{:#x}", r.dest_qp.value()));
-    let height = TOP + rows.len() as u32 * ROW + 90;
+    let height = LAYOUT.row_y(rows.len()) + 90;
+    let width = LAYOUT.width;
     let start = report.first_ts.unwrap_or(0);
     let mut o = String::new();
     let _ = writeln!(
         o,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="monospace" font-size="12">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="monospace" font-size="12">"#
     );
     let _ = writeln!(o, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(
@@ -172,13 +200,13 @@ pub fn ladder(report: &Report, flow: usize, from: u64, rows: &[(u64, PacketNote)
     let _ = writeln!(
         o,
         r#"<text x="{}" y="24" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#,
-        WIDTH / 2,
+        width / 2,
         escape(&title)
     );
     for (x, ip, qp) in [
-        (LEFT_X, f.src.to_string(), left_qp),
+        (LAYOUT.left_x, f.src.to_string(), left_qp),
         (
-            RIGHT_X,
+            LAYOUT.right_x,
             f.dst.to_string(),
             format!("{:#x}", f.dest_qp.value()),
         ),
@@ -201,18 +229,18 @@ pub fn ladder(report: &Report, flow: usize, from: u64, rows: &[(u64, PacketNote)
     let _ = writeln!(o, r##"<text x="10" y="78" fill="#555">frame  time</text>"##);
     pauses(&mut o, report, rows);
     for (i, (number, n)) in rows.iter().enumerate() {
-        let y = TOP + i as u32 * ROW;
+        let y = LAYOUT.row_y(i);
         let (x1, x2) = if n.flow == flow {
-            (LEFT_X, RIGHT_X)
+            (LAYOUT.left_x, LAYOUT.right_x)
         } else {
-            (RIGHT_X, LEFT_X)
+            (LAYOUT.right_x, LAYOUT.left_x)
         };
         let s = style(n);
         let color = &s.color[1..];
         let _ = writeln!(
             o,
             r##"<line x1="{x1}" y1="{y}" x2="{x2}" y2="{}" stroke="#{color}" stroke-width="{}"{} marker-end="url(#a{color})"/>"##,
-            y + DROP,
+            y + LAYOUT.drop,
             if s.bold { 2.2 } else { 1.2 },
             if s.dashed {
                 r#" stroke-dasharray="6,4""#
@@ -224,7 +252,7 @@ pub fn ladder(report: &Report, flow: usize, from: u64, rows: &[(u64, PacketNote)
         let _ = writeln!(
             o,
             r##"<text x="{}" y="{}" text-anchor="middle" fill="#{color}"{}>{}</text>"##,
-            (LEFT_X + RIGHT_X) / 2,
+            LAYOUT.mid_x(),
             y - 4,
             if s.bold { r#" font-weight="bold""# } else { "" },
             escape(&label)
