@@ -177,3 +177,51 @@ macro_rules! fields_proptest {
 
 #[cfg(test)]
 pub(crate) use fields_proptest;
+
+/// A parsed field as the number [`FieldInfo::read`](super::field::FieldInfo::read) gives for
+/// it, so that [`header_proptests!`] can list a header's fields by name.
+#[cfg(test)]
+pub(crate) trait FieldValue {
+    fn field_value(&self) -> u64;
+}
+
+#[cfg(test)]
+macro_rules! field_value_from {
+    ($($t:ty),+) => {
+        $(impl FieldValue for $t {
+            fn field_value(&self) -> u64 {
+                u64::from(*self)
+            }
+        })+
+    };
+}
+
+#[cfg(test)]
+field_value_from!(bool, u8, u16, u32, u64);
+
+/// An 8-byte address field, read as one big-endian number.
+#[cfg(test)]
+impl FieldValue for [u8; 8] {
+    fn field_value(&self) -> u64 {
+        u64::from_be_bytes(*self)
+    }
+}
+
+/// Declares module `$module` with both proptests of a fixed header (see
+/// [`round_trip_proptest!`] and [`fields_proptest!`]) for a `Repr` whose `FIELDS` are its
+/// public `$field`s, in wire order.
+#[cfg(test)]
+macro_rules! header_proptests {
+    ($module:ident: $repr:ident { $($field:ident),+ $(,)? }) => {
+        mod $module {
+            use super::*;
+            $crate::wire::header::round_trip_proptest!($repr);
+            $crate::wire::header::fields_proptest!($repr, |r: &$repr| vec![
+                $($crate::wire::header::FieldValue::field_value(&r.$field)),+
+            ]);
+        }
+    };
+}
+
+#[cfg(test)]
+pub(crate) use header_proptests;

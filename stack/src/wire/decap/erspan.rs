@@ -297,7 +297,7 @@ impl FixedHeader for ErspanPlatformRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::header::{fields_proptest, round_trip_proptest};
+    use crate::wire::header::header_proptests;
 
     #[test]
     fn fixtures() {
@@ -312,48 +312,14 @@ mod tests {
         assert!(r.p && r.optional && !r.direction);
     }
 
-    mod ii {
-        use super::*;
-        round_trip_proptest!(ErspanIIRepr);
-        fields_proptest!(ErspanIIRepr, |r: &ErspanIIRepr| vec![
-            u64::from(r.version),
-            u64::from(r.vlan),
-            u64::from(r.cos),
-            u64::from(r.encap_type),
-            u64::from(r.truncated),
-            u64::from(r.session_id),
-            u64::from(r.reserved),
-            u64::from(r.index)
-        ]);
-    }
+    header_proptests!(ii: ErspanIIRepr {
+        version, vlan, cos, encap_type, truncated, session_id, reserved, index
+    });
 
-    mod iii {
-        use super::*;
-        round_trip_proptest!(ErspanIIIRepr);
-        fields_proptest!(ErspanIIIRepr, |r: &ErspanIIIRepr| vec![
-            u64::from(r.version),
-            u64::from(r.vlan),
-            u64::from(r.cos),
-            u64::from(r.bso),
-            u64::from(r.truncated),
-            u64::from(r.session_id),
-            u64::from(r.timestamp),
-            u64::from(r.sgt),
-            u64::from(r.p),
-            u64::from(r.frame_type),
-            u64::from(r.hw_id),
-            u64::from(r.direction),
-            u64::from(r.granularity),
-            u64::from(r.optional)
-        ]);
-    }
+    header_proptests!(iii: ErspanIIIRepr {
+        version, vlan, cos, bso, truncated, session_id, timestamp, sgt, p, frame_type, hw_id,
+        direction, granularity, optional
+    });
 
-    mod platform {
-        use super::*;
-        round_trip_proptest!(ErspanPlatformRepr);
-        fields_proptest!(ErspanPlatformRepr, |r: &ErspanPlatformRepr| vec![
-            u64::from(r.platform_id),
-            r.info
-        ]);
-    }
+    header_proptests!(platform: ErspanPlatformRepr { platform_id, info });
 }

@@ -224,29 +224,11 @@ impl FixedHeader for Sll2Repr {
 mod tests {
     use super::*;
 
-    mod sll {
-        use super::*;
-        crate::wire::header::round_trip_proptest!(SllRepr);
-        crate::wire::header::fields_proptest!(SllRepr, |r: &SllRepr| vec![
-            u64::from(r.packet_type),
-            u64::from(r.arphrd),
-            u64::from(r.addr_len),
-            u64::from_be_bytes(r.addr),
-            u64::from(r.protocol)
-        ]);
-    }
+    crate::wire::header::header_proptests!(sll: SllRepr {
+        packet_type, arphrd, addr_len, addr, protocol
+    });
 
-    mod sll2 {
-        use super::*;
-        crate::wire::header::round_trip_proptest!(Sll2Repr);
-        crate::wire::header::fields_proptest!(Sll2Repr, |r: &Sll2Repr| vec![
-            u64::from(r.protocol),
-            u64::from(r.reserved),
-            u64::from(r.ifindex),
-            u64::from(r.arphrd),
-            u64::from(r.packet_type),
-            u64::from(r.addr_len),
-            u64::from_be_bytes(r.addr)
-        ]);
-    }
+    crate::wire::header::header_proptests!(sll2: Sll2Repr {
+        protocol, reserved, ifindex, arphrd, packet_type, addr_len, addr
+    });
 }
