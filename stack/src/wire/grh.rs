@@ -25,15 +25,12 @@ use super::FixedHeader;
 use super::builder::emit_ethernet;
 use super::encap::{ETHERTYPE_ROCE_V1, EthernetRepr};
 use super::error::Result as WireResult;
-use super::ext::{ExtHeaders, IbPacketRepr};
+use super::ext::IbPacketRepr;
 use super::field;
 use super::header::header_view;
 use super::icrc::{self, ICRC_LEN};
-use super::opcode::Opcode;
-use super::packet::{
-    Layer, NotRoce, PacketError, ethernet_link, ext_between, ib_bounds, icrc_before,
-};
-use super::{BthRepr, Ecn};
+use super::packet::{IbPart, Layer, NotRoce, PacketError, ethernet_link};
+use super::Ecn;
 
 /// The GRH's IPVer.
 pub const GRH_IP_VERSION: u8 = 6;
@@ -192,10 +189,8 @@ pub struct RoceV1Packet<'a> {
     eth: EthernetRepr,
     grh: GrhRepr,
     grh_start: usize,
-    payload_start: usize,
-    payload_end: usize,
-    /// End of the GRH's payload, ICRC included; any bytes after it are the trailer.
-    end: usize,
+    /// BTH to ICRC; its end is the GRH payload's, and any bytes after it are the trailer.
+    ib: IbPart<'a>,
 }
 
 impl<'a> RoceV1Packet<'a> {
@@ -245,15 +240,12 @@ impl<'a> RoceV1Packet<'a> {
         }
         let bth_start = grh_start + GrhRepr::LEN;
         let end = bth_start + paylen;
-        let (payload_start, payload_end) = ib_bounds(&frame[bth_start..end])?;
         Ok(RoceV1Packet {
             frame,
             eth,
             grh,
             grh_start,
-            payload_start: bth_start + payload_start,
-            payload_end: bth_start + payload_end,
-            end,
+            ib: IbPart::parse(frame, bth_start, end)?,
         })
     }
 
@@ -269,45 +261,9 @@ impl<'a> RoceV1Packet<'a> {
     pub fn grh_offset(&self) -> usize {
         self.grh_start
     }
-    /// Where the BTH starts in the frame.
-    pub fn bth_offset(&self) -> usize {
-        self.grh_start + GrhRepr::LEN
-    }
-    /// The BTH.
-    pub fn bth(&self) -> BthRepr {
-        BthRepr::parse_unchecked(&self.frame[self.bth_offset()..])
-    }
-    /// The BTH's opcode.
-    pub fn opcode(&self) -> Opcode {
-        Opcode(self.frame[self.bth_offset()])
-    }
-    /// The extension headers the opcode calls for.
-    pub fn ext(&self) -> ExtHeaders {
-        ext_between(self.frame, self.bth_offset(), self.payload_start)
-    }
-    /// BTH, extension headers and payload.
-    pub fn ib(&self) -> IbPacketRepr<'a> {
-        IbPacketRepr {
-            bth: self.bth(),
-            ext: self.ext(),
-            payload: self.payload(),
-        }
-    }
-    /// The message data, between the extension headers and the pad.
-    pub fn payload(&self) -> &'a [u8] {
-        &self.frame[self.payload_start..self.payload_end]
-    }
-    /// The `PadCnt` bytes between payload and ICRC.
-    pub fn pad(&self) -> &'a [u8] {
-        &self.frame[self.payload_end..self.end - ICRC_LEN]
-    }
-    /// The ICRC the packet carries.
-    pub fn icrc(&self) -> u32 {
-        icrc_before(self.frame, self.end)
-    }
     /// The ICRC the packet should carry.
     pub fn computed_icrc(&self) -> u32 {
-        icrc::compute_roce_v1(&self.frame[self.grh_start..self.end - ICRC_LEN])
+        icrc::compute_roce_v1(&self.frame[self.grh_start..self.ib.end - ICRC_LEN])
             .unwrap_or(!self.icrc())
     }
     /// True if the packet carries the ICRC it should.
@@ -316,15 +272,15 @@ impl<'a> RoceV1Packet<'a> {
     }
     /// GRH through ICRC.
     pub fn grh_packet(&self) -> &'a [u8] {
-        &self.frame[self.grh_start..self.end]
+        &self.frame[self.grh_start..self.ib.end]
     }
     /// The frame up to the end of the ICRC.
     pub fn packet_bytes(&self) -> &'a [u8] {
-        &self.frame[..self.end]
+        &self.frame[..self.ib.end]
     }
     /// Bytes after the ICRC: Ethernet padding or an FCS.
     pub fn trailer(&self) -> &'a [u8] {
-        &self.frame[self.end..]
+        &self.frame[self.ib.end..]
     }
     /// The headers, in the form [`RoceV1Repr`] emits.
     pub fn repr(&self) -> RoceV1Repr<'a> {
@@ -333,6 +289,15 @@ impl<'a> RoceV1Packet<'a> {
             grh: self.grh,
             ib: self.ib(),
         }
+    }
+}
+
+impl<'a> core::ops::Deref for RoceV1Packet<'a> {
+    type Target = IbPart<'a>;
+
+    /// The IB transport part: `bth()`, `ext()`, `payload()`, `icrc()` and the rest.
+    fn deref(&self) -> &IbPart<'a> {
+        &self.ib
     }
 }
 

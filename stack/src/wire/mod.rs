@@ -52,5 +52,5 @@ pub use header::FixedHeader;
 pub use ieth::{Ieth, IethRepr};
 pub use immdt::{ImmDt, ImmDtRepr};
 pub use opcode::{Headers, Opcode, OpcodeInfo, Transport};
-pub use packet::{Layer, LinkHeader, NotRoce, PacketError, RocePacket};
+pub use packet::{IbPart, Layer, LinkHeader, NotRoce, PacketError, RocePacket};
 pub use reth::{Reth, RethRepr};

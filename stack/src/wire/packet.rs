@@ -194,11 +194,8 @@ pub struct RocePacket<'a> {
     ip: IpRepr<'a>,
     udp: UdpRepr,
     ip_start: usize,
-    bth_start: usize,
-    payload_start: usize,
-    payload_end: usize,
-    /// End of the IP packet, ICRC included; any bytes after it are the trailer.
-    ip_end: usize,
+    /// BTH to ICRC; its end is the IP packet's, and any bytes after it are the trailer.
+    ib: IbPart<'a>,
     ipv4_checksum: u16,
     /// Where the packet's own Ethernet header (or, without one, its IP header) starts.
     link_start: usize,
@@ -258,46 +255,11 @@ impl<'a> RocePacket<'a> {
     pub fn udp(&self) -> &UdpRepr {
         &self.udp
     }
-    /// The BTH opcode.
-    pub fn opcode(&self) -> Opcode {
-        Opcode(self.frame[self.bth_start])
-    }
-    /// The BTH.
-    pub fn bth(&self) -> BthRepr {
-        BthRepr::parse_unchecked(&self.frame[self.bth_start..])
-    }
-    /// The extension headers the opcode calls for.
-    pub fn ext(&self) -> ExtHeaders {
-        ext_between(self.frame, self.bth_start, self.payload_start)
-    }
-    /// BTH, extension headers and payload.
-    pub fn ib(&self) -> IbPacketRepr<'a> {
-        IbPacketRepr {
-            bth: self.bth(),
-            ext: self.ext(),
-            payload: self.payload(),
-        }
-    }
-    /// The payload, without the pad.
-    pub fn payload(&self) -> &'a [u8] {
-        &self.frame[self.payload_start..self.payload_end]
-    }
-
-    /// The `PadCnt` bytes between payload and ICRC.
-    pub fn pad(&self) -> &'a [u8] {
-        &self.frame[self.payload_end..self.ip_end - ICRC_LEN]
-    }
-
-    /// The ICRC the packet carries.
-    pub fn icrc(&self) -> u32 {
-        icrc_before(self.frame, self.ip_end)
-    }
-
     /// The ICRC the packet should carry (computed on each call).
     pub fn computed_icrc(&self) -> u32 {
         // Cannot fail: parsing checked the IP, UDP and BTH headers are present. Should it ever,
         // the complement of the received value makes `icrc_ok` false rather than panicking.
-        icrc::compute(&self.frame[self.ip_start..self.ip_end - ICRC_LEN]).unwrap_or(!self.icrc())
+        icrc::compute(&self.frame[self.ip_start..self.ib.end - ICRC_LEN]).unwrap_or(!self.icrc())
     }
 
     /// Whether the ICRC the packet carries is the one it should carry.
@@ -310,7 +272,7 @@ impl<'a> RocePacket<'a> {
     pub fn icrc_is_rxe_flush(&self) -> bool {
         self.bth().opcode
             == super::opcode::Opcode::new(super::opcode::Transport::Rc, super::opcode::op::FLUSH)
-            && icrc::compute_rxe_flush(&self.frame[self.ip_start..self.ip_end - ICRC_LEN])
+            && icrc::compute_rxe_flush(&self.frame[self.ip_start..self.ib.end - ICRC_LEN])
                 .is_ok_and(|c| c == self.icrc())
     }
 
@@ -335,26 +297,22 @@ impl<'a> RocePacket<'a> {
     }
     /// Where the UDP header starts in the frame.
     pub fn udp_offset(&self) -> usize {
-        self.bth_start - UDP_HEADER_LEN
-    }
-    /// Where the BTH starts in the frame.
-    pub fn bth_offset(&self) -> usize {
-        self.bth_start
+        self.ib.bth_start - UDP_HEADER_LEN
     }
 
     /// The IP packet, ICRC included.
     pub fn ip_packet(&self) -> &'a [u8] {
-        &self.frame[self.ip_start..self.ip_end]
+        &self.frame[self.ip_start..self.ib.end]
     }
 
     /// The frame up to the end of the ICRC.
     pub fn packet_bytes(&self) -> &'a [u8] {
-        &self.frame[..self.ip_end]
+        &self.frame[..self.ib.end]
     }
 
     /// Bytes after the ICRC: Ethernet padding or an FCS.
     pub fn trailer(&self) -> &'a [u8] {
-        &self.frame[self.ip_end..]
+        &self.frame[self.ib.end..]
     }
 }
 
@@ -394,20 +352,81 @@ pub(crate) fn ethernet_link(frame: &[u8]) -> Result<(EthernetRepr, u16, usize)> 
     Ok((eth, ethertype, ip_start))
 }
 
-/// The extension headers between a checked packet's BTH at `bth_start` and its payload at
-/// `payload_start` (RoCEv2 and RoCEv1 alike).
-pub(crate) fn ext_between(frame: &[u8], bth_start: usize, payload_start: usize) -> ExtHeaders {
-    let bytes = &frame[bth_start + BthRepr::LEN..payload_start];
-    // Cannot fail: parsing checked the opcode and that its headers are all present.
-    ExtHeaders::parse(Opcode(frame[bth_start]), bytes)
-        .map_or_else(|_| ExtHeaders::default(), |(e, _)| e)
+impl<'a> core::ops::Deref for RocePacket<'a> {
+    type Target = IbPart<'a>;
+
+    /// The IB transport part: `bth()`, `ext()`, `payload()`, `icrc()` and the rest.
+    fn deref(&self) -> &IbPart<'a> {
+        &self.ib
+    }
 }
 
-/// The ICRC in the four bytes before `end` of a checked packet, least-significant byte first.
-pub(crate) fn icrc_before(frame: &[u8], end: usize) -> u32 {
-    let mut b = [0u8; ICRC_LEN];
-    b.copy_from_slice(&frame[end - ICRC_LEN..end]);
-    u32::from_le_bytes(b)
+/// The InfiniBand transport part of a checked RoCE packet, BTH through ICRC, as RoCEv2 (after
+/// UDP) and RoCEv1 (after the GRH) carry it alike. The BTH and extension headers are read from
+/// the bytes when asked for; after a successful parse no accessor can fail. [`RocePacket`]
+/// and [`RoceV1Packet`](super::grh::RoceV1Packet) dereference to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IbPart<'a> {
+    frame: &'a [u8],
+    bth_start: usize,
+    payload_start: usize,
+    payload_end: usize,
+    /// End of the ICRC.
+    pub(super) end: usize,
+}
+
+impl<'a> IbPart<'a> {
+    /// Checks the IB packet in `frame[bth_start..end]` (see [`ib_bounds`]).
+    pub(crate) fn parse(frame: &'a [u8], bth_start: usize, end: usize) -> Result<IbPart<'a>> {
+        let (payload_start, payload_end) = ib_bounds(&frame[bth_start..end])?;
+        Ok(IbPart {
+            frame,
+            bth_start,
+            payload_start: bth_start + payload_start,
+            payload_end: bth_start + payload_end,
+            end,
+        })
+    }
+    /// Where the BTH starts in the frame.
+    pub fn bth_offset(&self) -> usize {
+        self.bth_start
+    }
+    /// The BTH opcode.
+    pub fn opcode(&self) -> Opcode {
+        Opcode(self.frame[self.bth_start])
+    }
+    /// The BTH.
+    pub fn bth(&self) -> BthRepr {
+        BthRepr::parse_unchecked(&self.frame[self.bth_start..])
+    }
+    /// The extension headers the opcode calls for.
+    pub fn ext(&self) -> ExtHeaders {
+        let bytes = &self.frame[self.bth_start + BthRepr::LEN..self.payload_start];
+        // Cannot fail: parsing checked the opcode and that its headers are all present.
+        ExtHeaders::parse(self.opcode(), bytes).map_or_else(|_| ExtHeaders::default(), |(e, _)| e)
+    }
+    /// BTH, extension headers and payload.
+    pub fn ib(&self) -> IbPacketRepr<'a> {
+        IbPacketRepr {
+            bth: self.bth(),
+            ext: self.ext(),
+            payload: self.payload(),
+        }
+    }
+    /// The payload (the message data), without the pad.
+    pub fn payload(&self) -> &'a [u8] {
+        &self.frame[self.payload_start..self.payload_end]
+    }
+    /// The `PadCnt` bytes between payload and ICRC.
+    pub fn pad(&self) -> &'a [u8] {
+        &self.frame[self.payload_end..self.end - ICRC_LEN]
+    }
+    /// The ICRC the packet carries (sent least-significant byte first).
+    pub fn icrc(&self) -> u32 {
+        let mut b = [0u8; ICRC_LEN];
+        b.copy_from_slice(&self.frame[self.end - ICRC_LEN..self.end]);
+        u32::from_le_bytes(b)
+    }
 }
 
 #[inline]

@@ -1,6 +1,6 @@
 use super::*;
 use crate::wire::icrc::tests::hex;
-use crate::wire::opcode::op;
+use crate::wire::opcode::{Opcode, op};
 use crate::wire::{Psn, Qpn};
 
 /// A RoCEv1 RC SEND_ONLY (QP 0x11, PSN 5, AckReq, FECN and BECN set) from fe80::1 to fe80::2,

@@ -6,8 +6,7 @@
 //! does, never at the frame's end.
 
 use super::{
-    IpParts, Layer, NotRoce, PacketError, Result, RocePacket, be16, ib_bounds, parse_ipv4,
-    parse_ipv6,
+    IbPart, IpParts, Layer, NotRoce, PacketError, Result, RocePacket, be16, parse_ipv4, parse_ipv6,
 };
 use crate::wire::FixedHeader;
 use crate::wire::decap::erspan::{
@@ -450,17 +449,14 @@ fn finish<'a>(
     }
     let bth_start = ip_start + ip.header_len + UDP_HEADER_LEN;
     let ip_end = ip_start + ip.packet_len;
-    let (payload_start, payload_end) = ib_bounds(&frame[bth_start..ip_end])?;
+    let ib = IbPart::parse(frame, bth_start, ip_end)?;
     Ok(RocePacket {
         frame,
         eth,
         ip: ip.repr,
         udp,
         ip_start,
-        bth_start,
-        payload_start: bth_start + payload_start,
-        payload_end: bth_start + payload_end,
-        ip_end,
+        ib,
         ipv4_checksum: ip.checksum,
         link_start,
         encap,
