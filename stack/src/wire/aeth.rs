@@ -11,16 +11,11 @@ use super::FixedHeader;
 use super::field::{self, FieldInfo, Msn};
 use super::header::header_view;
 
-mod field_at {
-    pub const SYNDROME: usize = 0;
-    pub const MSN: usize = 1;
-}
-
-header_view!(
+header_view! {
     /// A view over the 4 bytes of an AETH.
-    Aeth,
-    AethRepr
-);
+    Aeth, AethRepr,
+    field_at { SYNDROME = 0, MSN = 1 }
+}
 
 impl<T: AsRef<[u8]>> Aeth<T> {
     /// The syndrome: ACK, RNR NAK or NAK, and its argument.

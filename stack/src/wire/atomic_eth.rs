@@ -12,18 +12,11 @@ use super::FixedHeader;
 use super::field::{self, FieldInfo};
 use super::header::header_view;
 
-mod field_at {
-    pub const VA: usize = 0;
-    pub const RKEY: usize = 8;
-    pub const SWAP_ADD: usize = 12;
-    pub const COMPARE: usize = 20;
-}
-
-header_view!(
+header_view! {
     /// A view over the 28 bytes of an AtomicETH.
-    AtomicEth,
-    AtomicEthRepr
-);
+    AtomicEth, AtomicEthRepr,
+    field_at { VA = 0, RKEY = 8, SWAP_ADD = 12, COMPARE = 20 }
+}
 
 impl<T: AsRef<[u8]>> AtomicEth<T> {
     /// The virtual address of the 8-byte word.

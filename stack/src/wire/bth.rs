@@ -15,27 +15,17 @@ use super::field::{self, FieldInfo, PKey, Psn, Qpn};
 use super::header::header_view;
 use super::opcode::Opcode;
 
-mod field_at {
-    pub const OPCODE: usize = 0;
-    pub const FLAGS: usize = 1;
-    pub const PKEY: usize = 2;
-    pub const ECN: usize = 4;
-    pub const DEST_QP: usize = 5;
-    pub const ACK_REQ: usize = 8;
-    pub const PSN: usize = 9;
-}
-
 const SE: u8 = 0x80;
 const MIG_REQ: u8 = 0x40;
 const FECN: u8 = 0x80;
 const BECN: u8 = 0x40;
 const ACK_REQ: u8 = 0x80;
 
-header_view!(
+header_view! {
     /// A view over the 12 bytes of a BTH.
-    Bth,
-    BthRepr
-);
+    Bth, BthRepr,
+    field_at { OPCODE = 0, FLAGS = 1, PKEY = 2, ECN = 4, DEST_QP = 5, ACK_REQ = 8, PSN = 9 }
+}
 
 impl<T: AsRef<[u8]>> Bth<T> {
     /// The operation code: transport and operation.

@@ -10,17 +10,11 @@ use super::FixedHeader;
 use super::field::{self, FieldInfo, Qpn};
 use super::header::header_view;
 
-mod field_at {
-    pub const QKEY: usize = 0;
-    pub const RESV: usize = 4;
-    pub const SRC_QP: usize = 5;
-}
-
-header_view!(
+header_view! {
     /// A view over the 8 bytes of a DETH.
-    Deth,
-    DethRepr
-);
+    Deth, DethRepr,
+    field_at { QKEY = 0, RESV = 4, SRC_QP = 5 }
+}
 
 impl<T: AsRef<[u8]>> Deth<T> {
     /// The Q_Key the destination QP must hold (or the controlled-Q_Key form).

@@ -21,6 +21,7 @@
 
 use core::net::Ipv6Addr;
 
+use super::Ecn;
 use super::FixedHeader;
 use super::builder::emit_ethernet;
 use super::encap::{ETHERTYPE_ROCE_V1, EthernetRepr};
@@ -30,27 +31,17 @@ use super::field;
 use super::header::header_view;
 use super::icrc::{self, ICRC_LEN};
 use super::packet::{IbPart, Layer, NotRoce, PacketError, ethernet_link};
-use super::Ecn;
 
 /// The GRH's IPVer.
 pub const GRH_IP_VERSION: u8 = 6;
 /// NxtHdr of an IBA transport header (IBA 8.3.1).
 pub const NEXT_HEADER_IBA: u8 = 0x1b;
 
-mod field_at {
-    pub const VERSION_CLASS_FLOW: usize = 0;
-    pub const PAYLEN: usize = 4;
-    pub const NXTHDR: usize = 6;
-    pub const HOPLMT: usize = 7;
-    pub const SGID: usize = 8;
-    pub const DGID: usize = 24;
-}
-
-header_view!(
+header_view! {
     /// A view over the 40 bytes of a GRH.
-    Grh,
-    GrhRepr
-);
+    Grh, GrhRepr,
+    field_at { VERSION_CLASS_FLOW = 0, PAYLEN = 4, NXTHDR = 6, HOPLMT = 7, SGID = 8, DGID = 24 }
+}
 
 impl<T: AsRef<[u8]>> Grh<T> {
     fn first_word(&self) -> u32 {

@@ -40,8 +40,19 @@ pub trait FixedHeader: Sized {
 }
 
 /// Declares a zero-copy view `$view<T: AsRef<[u8]>>` over a fixed-size header: checked
-/// construction, after which no accessor can panic. Field accessors are written per header.
+/// construction, after which no accessor can panic. With `field_at { NAME = byte, .. }` (or
+/// another module name) it also declares the header's field offsets as `field_at::NAME`, so
+/// that one declaration says where each field is; the accessors, `Repr` and `FIELDS` are
+/// written per header and read them.
 macro_rules! header_view {
+    ($(#[$doc:meta])* $view:ident, $repr:ty, $at_mod:ident { $($field:ident = $at:expr),+ $(,)? }) => {
+        /// Where each field starts: its byte in the header.
+        mod $at_mod {
+            $(pub const $field: usize = $at;)+
+        }
+
+        $crate::wire::header::header_view!($(#[$doc])* $view, $repr);
+    };
     ($(#[$doc:meta])* $view:ident, $repr:ty) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,17 +11,11 @@ use super::FixedHeader;
 use super::field::{self, FieldInfo};
 use super::header::header_view;
 
-mod field_at {
-    pub const VA: usize = 0;
-    pub const RKEY: usize = 8;
-    pub const DMA_LEN: usize = 12;
-}
-
-header_view!(
+header_view! {
     /// A view over the 16 bytes of a RETH.
-    Reth,
-    RethRepr
-);
+    Reth, RethRepr,
+    field_at { VA = 0, RKEY = 8, DMA_LEN = 12 }
+}
 
 impl<T: AsRef<[u8]>> Reth<T> {
     /// The virtual address the data goes to or comes from.

@@ -20,19 +20,11 @@ pub const GENEVE_UDP_PORT: u16 = 6081;
 /// The only Geneve version (RFC 8926 3.4).
 pub const VERSION: u8 = 0;
 
-mod field_at {
-    pub const VER_OPT_LEN: usize = 0;
-    pub const FLAGS: usize = 1;
-    pub const PROTOCOL: usize = 2;
-    pub const VNI: usize = 4;
-    pub const RESERVED2: usize = 7;
-}
-
-header_view!(
+header_view! {
     /// A view over the fixed 8 bytes of a Geneve header (the options follow).
-    Geneve,
-    GeneveRepr
-);
+    Geneve, GeneveRepr,
+    field_at { VER_OPT_LEN = 0, FLAGS = 1, PROTOCOL = 2, VNI = 4, RESERVED2 = 7 }
+}
 
 impl<T: AsRef<[u8]>> Geneve<T> {
     /// Ver: 0.

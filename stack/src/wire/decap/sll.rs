@@ -20,35 +20,20 @@ use crate::wire::header::header_view;
 
 const PACKET_TYPE_DOC: &str = "0 to us, 1 broadcast, 2 multicast, 3 to another host, 4 sent by us";
 
-mod sll_at {
-    pub const PACKET_TYPE: usize = 0;
-    pub const ARPHRD: usize = 2;
-    pub const ADDR_LEN: usize = 4;
-    pub const ADDR: usize = 6;
-    pub const PROTOCOL: usize = 14;
-}
-
-mod sll2_at {
-    pub const PROTOCOL: usize = 0;
-    pub const RESERVED: usize = 2;
-    pub const IFINDEX: usize = 4;
-    pub const ARPHRD: usize = 8;
-    pub const PACKET_TYPE: usize = 10;
-    pub const ADDR_LEN: usize = 11;
-    pub const ADDR: usize = 12;
-}
-
-header_view!(
+header_view! {
     /// A view over the 16-byte SLL header.
-    Sll,
-    SllRepr
-);
+    Sll, SllRepr,
+    sll_at { PACKET_TYPE = 0, ARPHRD = 2, ADDR_LEN = 4, ADDR = 6, PROTOCOL = 14 }
+}
 
-header_view!(
+header_view! {
     /// A view over the 20-byte SLL2 header.
-    Sll2,
-    Sll2Repr
-);
+    Sll2, Sll2Repr,
+    sll2_at {
+        PROTOCOL = 0, RESERVED = 2, IFINDEX = 4, ARPHRD = 8, PACKET_TYPE = 10, ADDR_LEN = 11,
+        ADDR = 12,
+    }
+}
 
 impl<T: AsRef<[u8]>> Sll<T> {
     /// The EtherType of what follows.

@@ -27,16 +27,11 @@ pub const fn is_tpid(ethertype: u16) -> bool {
     )
 }
 
-mod field_at {
-    pub const TCI: usize = 0;
-    pub const ETHERTYPE: usize = 2;
-}
-
-header_view!(
+header_view! {
     /// A view over the 4 bytes after a tag's TPID: the TCI and the next EtherType.
-    Tag,
-    TagRepr
-);
+    Tag, TagRepr,
+    field_at { TCI = 0, ETHERTYPE = 2 }
+}
 
 impl<T: AsRef<[u8]>> Tag<T> {
     /// PCP: the 802.1p priority.

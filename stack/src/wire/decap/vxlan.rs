@@ -16,18 +16,11 @@ pub const VXLAN_UDP_PORT: u16 = 4789;
 /// The I flag: the VNI is valid (RFC 7348 5).
 pub const FLAG_VNI_VALID: u8 = 0x08;
 
-mod field_at {
-    pub const FLAGS: usize = 0;
-    pub const RESERVED1: usize = 1;
-    pub const VNI: usize = 4;
-    pub const RESERVED2: usize = 7;
-}
-
-header_view!(
+header_view! {
     /// A view over the 8-byte VXLAN header.
-    Vxlan,
-    VxlanRepr
-);
+    Vxlan, VxlanRepr,
+    field_at { FLAGS = 0, RESERVED1 = 1, VNI = 4, RESERVED2 = 7 }
+}
 
 impl<T: AsRef<[u8]>> Vxlan<T> {
     /// The flags byte (0x08: the VNI is valid).
