@@ -188,20 +188,22 @@ pub enum TrafficError {
 const SOURCE_LEN: usize = 8 << 20;
 const POISON: u8 = 0xa5;
 
-// Virtual addresses of the regions; any distinct values do.
-const VA_SOURCE: u64 = 0x1000_0000;
-const VA_RING: u64 = 0x2000_0000;
-const VA_ATOMIC: u64 = 0x3000_0000;
+/// Virtual addresses of the regions, the same on both hosts; any distinct values do.
+const VA: Regions<u64> = Regions {
+    source: 0x1000_0000,
+    ring: 0x2000_0000,
+    atomic: 0x3000_0000,
+};
 
-/// Memory keys of one host's regions.
+/// One value per region of a host: its memory key, or ([`VA`]) its virtual address.
 #[derive(Debug, Clone, Copy)]
-struct Regions {
+struct Regions<T> {
     /// Random bytes: what A WRITEs and SENDs, what B is READ from.
-    source: u32,
+    source: T,
     /// Destination slots: B's WRITE targets and receives, A's READ targets.
-    ring: u32,
+    ring: T,
     /// A: the 8-byte results of atomics, one per slot; B: the two atomic words.
-    atomic: u32,
+    atomic: T,
 }
 
 /// A work request A posted, until it completes and is verified.
@@ -238,8 +240,8 @@ pub struct Traffic {
     pub qp_b: Qpn,
     cq_a: CqId,
     cq_b: CqId,
-    mem_a: Regions,
-    mem_b: Regions,
+    mem_a: Regions<u32>,
+    mem_b: Regions<u32>,
     /// A's ring holds READ targets; B's holds WRITE targets, then receives.
     write_slots: Slots,
     read_slots: Slots,
@@ -289,10 +291,10 @@ impl Traffic {
             rng.fill(&mut source);
             let remote = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
             Ok::<_, TransportError>(Regions {
-                source: e.register_mr(VA_SOURCE, source, Access::REMOTE_READ)?,
-                ring: e.register_mr(VA_RING, mem.to_vec(), remote)?,
+                source: e.register_mr(VA.source, source, Access::REMOTE_READ)?,
+                ring: e.register_mr(VA.ring, mem.to_vec(), remote)?,
                 atomic: e.register_mr(
-                    VA_ATOMIC,
+                    VA.atomic,
                     vec![0; 8 * atomics],
                     Access::LOCAL_WRITE | Access::REMOTE_ATOMIC,
                 )?,
@@ -403,7 +405,7 @@ impl Traffic {
     }
 
     fn slot_va(&self, slot: usize) -> u64 {
-        VA_RING + (slot * self.cfg.max_message as usize) as u64
+        VA.ring + (slot * self.cfg.max_message as usize) as u64
     }
 
     fn post_recv(&mut self, b: &mut Engine, slot: usize) -> Result<(), TrafficError> {
@@ -440,7 +442,7 @@ impl Traffic {
         let from = self.rng.below((SOURCE_LEN - len as usize) as u64 + 1);
         // The destination (B's slot in the ring for a WRITE, A's for a READ or an atomic
         // result) is poisoned, so only the operation itself can make it right.
-        let atomic_va = VA_ATOMIC + 8 * slot as u64;
+        let atomic_va = VA.atomic + 8 * slot as u64;
         let (ring_a, ring_b, atomic_a) = (self.mem_a.ring, self.mem_b.ring, self.mem_a.atomic);
         let (sop, sg, from) = match op {
             Op::Write => {
@@ -449,17 +451,17 @@ impl Traffic {
                     remote_addr: self.slot_va(slot),
                     rkey: ring_b,
                 };
-                (remote, sge(VA_SOURCE + from, len, self.mem_a.source), from)
+                (remote, sge(VA.source + from, len, self.mem_a.source), from)
             }
             Op::Send => (
                 SendOp::Send,
-                sge(VA_SOURCE + from, len, self.mem_a.source),
+                sge(VA.source + from, len, self.mem_a.source),
                 from,
             ),
             Op::Read => {
                 poison(a, ring_a, self.slot_va(slot), len);
                 let remote = SendOp::Read {
-                    remote_addr: VA_SOURCE + from,
+                    remote_addr: VA.source + from,
                     rkey: self.mem_b.source,
                 };
                 (remote, sge(self.slot_va(slot), len, ring_a), from)
@@ -470,7 +472,7 @@ impl Traffic {
                 let expected = self.added;
                 self.added += add;
                 let remote = SendOp::FetchAdd {
-                    remote_addr: VA_ATOMIC,
+                    remote_addr: VA.atomic,
                     rkey: self.mem_b.atomic,
                     add,
                 };
@@ -481,7 +483,7 @@ impl Traffic {
                 let expected = self.swaps;
                 self.swaps += 1;
                 let remote = SendOp::CompareSwap {
-                    remote_addr: VA_ATOMIC + 8,
+                    remote_addr: VA.atomic + 8,
                     rkey: self.mem_b.atomic,
                     compare: expected,
                     swap: expected + 1,
@@ -534,7 +536,7 @@ impl Traffic {
         if wc.status != WcStatus::Success {
             return Err(completion_error(&p, wc.status));
         }
-        let source = |e, key| region(e, key, VA_SOURCE + p.from, p.len);
+        let source = |e, key| region(e, key, VA.source + p.from, p.len);
         match p.op {
             Op::Write => {
                 let got = region(b, self.mem_b.ring, self.slot_va(p.slot), p.len);
@@ -596,7 +598,7 @@ impl Traffic {
                 offset: wc.byte_len.min(p.len) as usize,
             });
         }
-        let want = region(a, self.mem_a.source, VA_SOURCE + p.from, p.len);
+        let want = region(a, self.mem_a.source, VA.source + p.from, p.len);
         compare(
             &p,
             want,
