@@ -15,6 +15,8 @@ use crate::wire::FixedHeader;
 use crate::wire::field::{self, FieldInfo};
 use crate::wire::header::header_view;
 
+use super::vxlan::vni_word_accessors;
+
 /// The IANA UDP port of Geneve.
 pub const GENEVE_UDP_PORT: u16 = 6081;
 /// The only Geneve version (RFC 8926 3.4).
@@ -51,14 +53,7 @@ impl<T: AsRef<[u8]>> Geneve<T> {
     pub fn protocol(&self) -> u16 {
         field::read_u16(self.bytes(), field_at::PROTOCOL)
     }
-    /// The virtual network identifier.
-    pub fn vni(&self) -> u32 {
-        field::read_u24(self.bytes(), field_at::VNI)
-    }
-    /// The reserved byte after the VNI.
-    pub fn reserved2(&self) -> u8 {
-        self.bytes()[field_at::RESERVED2]
-    }
+    vni_word_accessors!();
 }
 
 /// A Geneve header's fixed part; fields wider than theirs are masked on emit.

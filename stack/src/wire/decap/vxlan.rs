@@ -31,15 +31,26 @@ impl<T: AsRef<[u8]>> Vxlan<T> {
     pub fn reserved1(&self) -> u32 {
         field::read_u24(self.bytes(), field_at::RESERVED1)
     }
-    /// The VXLAN network identifier.
-    pub fn vni(&self) -> u32 {
-        field::read_u24(self.bytes(), field_at::VNI)
-    }
-    /// The reserved byte after the VNI.
-    pub fn reserved2(&self) -> u8 {
-        self.bytes()[field_at::RESERVED2]
-    }
+    vni_word_accessors!();
 }
+
+/// The accessors of the 32-bit word VXLAN and Geneve share (RFC 8926 3.4 keeps VXLAN's
+/// layout): the 24-bit VNI at `field_at::VNI` and the reserved byte after it at
+/// `field_at::RESERVED2`, in the caller's module.
+macro_rules! vni_word_accessors {
+    () => {
+        /// The virtual network identifier: the overlay segment.
+        pub fn vni(&self) -> u32 {
+            $crate::wire::field::read_u24(self.bytes(), field_at::VNI)
+        }
+        /// The reserved byte after the VNI.
+        pub fn reserved2(&self) -> u8 {
+            self.bytes()[field_at::RESERVED2]
+        }
+    };
+}
+
+pub(super) use vni_word_accessors;
 
 /// A VXLAN header; 24-bit fields wider than 24 bits are masked on emit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
