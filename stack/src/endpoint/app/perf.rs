@@ -282,6 +282,14 @@ struct Setup {
     lanes: Vec<Lane>,
 }
 
+impl Setup {
+    /// Whether a QP's request `seq` (from 0) asks for a completion by moderation: every
+    /// `cq_mod`-th does.
+    fn moderated(&self, seq: u64) -> bool {
+        (seq + 1).is_multiple_of(u64::from(self.cq_mod))
+    }
+}
+
 /// One of the test's QPs: perftest runs `-n` operations on each.
 #[derive(Debug, Clone, Copy)]
 struct Lane {
@@ -327,7 +335,7 @@ pub fn run(
         _ if opts.all_sizes => run_all_sizes(rt, opts, &mut conn, &mut s, out)?,
         (true, _) => Some(match opts.duration {
             Some(d) => run_client_for(rt, opts, &s, d)?,
-            None => run_client(rt, opts, &s)?,
+            None => run_iters(rt, opts, &s, None)?,
         }),
         (false, BwTest::Send) => Some(match opts.duration {
             Some(d) => run_send_server_for(rt, opts, &s, d)?,
@@ -394,13 +402,13 @@ fn run_duplex(
             }
             match opts.duration {
                 Some(d) => run_bidirectional_send_for(rt, opts, s, d)?,
-                None => run_bidirectional_send(rt, opts, s)?,
+                None => run_iters(rt, opts, s, Some(Receives::new(opts, s)))?,
             }
         } else {
             conn.sync(rt)?;
             let mine = match opts.duration {
                 Some(d) => run_client_for(rt, opts, s, d)?,
-                None => run_client(rt, opts, s)?,
+                None => run_iters(rt, opts, s, None)?,
             };
             if opts.all_sizes {
                 conn.sync(rt)?;
@@ -465,7 +473,7 @@ fn run_bidirectional_send_for(
     let ops = lane_ops(opts, s);
     let mut window = opts.server.is_some().then(|| Window::new(duration));
     let mut n = Counts::new(s.lanes.len());
-    let mut received = 0u64;
+    let mut recv = Receives::new(opts, s);
     loop {
         let wait = match &window {
             Some(w) if w.ended(Instant::now()) => break,
@@ -473,17 +481,7 @@ fn run_bidirectional_send_for(
             None => opts.timeout,
         };
         if window.is_some() {
-            for (i, lane) in s.lanes.iter().enumerate() {
-                while n.posted[i] - n.completed[i] < u64::from(s.tx_depth) {
-                    let seq = n.posted[i];
-                    let (op, sge) = &ops[i];
-                    let mut wr = SendWr::new(wr_id(i, seq), *op, sge.clone());
-                    wr.signaled = (seq + 1).is_multiple_of(u64::from(s.cq_mod));
-                    rt.post_send(lane.qpn, wr)?;
-                    n.posted[i] += 1;
-                    n.total_posted += 1;
-                }
-            }
+            post_round(rt, s, &ops, &mut n, |_, seq| Some(s.moderated(seq)), None)?;
         }
         let wc = match rt.wait_completion(s.cq, wait) {
             Ok(wc) => wc,
@@ -493,64 +491,17 @@ fn run_bidirectional_send_for(
         };
         check(&wc)?;
         if wc.opcode == WcOpcode::Recv {
-            received += 1;
             window.get_or_insert_with(|| Window::new(duration));
-            post_lane_receive(rt, s, recv_lane(s, wc.qp_num))?;
+            recv.arrived(rt, s, wc.qp_num)?;
         } else {
             n.complete(wc.wr_id);
         }
         if let Some(w) = &mut window {
-            w.note(Instant::now(), received + n.total_completed);
+            w.note(Instant::now(), recv.received + n.total_completed);
         }
     }
     let w = window.unwrap_or_else(|| Window::new(duration));
     Ok(w.report(s.size, opts.unit()))
-}
-
-/// `-b` SEND (perftest's `run_iter_bi`): sends `iters` per QP as [`run_client`] does while
-/// taking the peer's SENDs into the receives posted at setup, reposting each until every
-/// QP has had `iters`; ends when both counts are complete. The server starts sending only
-/// once the client's first SEND has arrived. Measured over this side's sends.
-fn run_bidirectional_send(
-    rt: &mut Runtime,
-    opts: &PerfOptions,
-    s: &Setup,
-) -> Result<BwReport, AppError> {
-    let iters = u64::from(opts.iters);
-    let total = iters * s.lanes.len() as u64;
-    let (queues, per_queue) = match s.srq {
-        Some(_) => (1, total),
-        None => (s.lanes.len(), iters),
-    };
-    let mut recv_posted = vec![u64::from(opts.rx_depth).min(iters); queues];
-    let mut received = 0u64;
-    let mut waiting_for_first = opts.server.is_none();
-    let ops = lane_ops(opts, s);
-    let mut posted_at = Vec::with_capacity(total as usize);
-    let mut completed_at = Vec::with_capacity(total as usize);
-    let mut n = Counts::new(s.lanes.len());
-    while n.total_completed < total || received < total {
-        if !waiting_for_first {
-            post_round(rt, s, &ops, &mut n, iters, &mut posted_at)?;
-        }
-        let wc = rt
-            .wait_completion(s.cq, opts.timeout)
-            .map_err(|_| stalled(opts, (n.total_completed + received) as u32))?;
-        check(&wc)?;
-        if wc.opcode == WcOpcode::Recv {
-            waiting_for_first = false;
-            received += 1;
-            let lane = recv_lane(s, wc.qp_num);
-            if recv_posted[lane] < per_queue {
-                post_lane_receive(rt, s, lane)?;
-                recv_posted[lane] += 1;
-            }
-        } else {
-            n.complete(wc.wr_id);
-            completed_at.resize(n.total_completed as usize, Instant::now());
-        }
-    }
-    Ok(report(s.size, &posted_at, &completed_at, opts.unit()))
 }
 
 /// `-a`: every size from 2 bytes to [`MAX_SIZE`], a row each. The client of WRITE and READ
@@ -579,14 +530,14 @@ fn run_all_sizes(
             }
             conn.sync(rt)?;
             let r = if client {
-                run_client(rt, opts, s)?
+                run_iters(rt, opts, s, None)?
             } else {
                 run_send_server(rt, opts, s)?
             };
             conn.sync(rt)?;
             r
         } else {
-            run_client(rt, opts, s)?
+            run_iters(rt, opts, s, None)?
         };
         let _ = write!(out, "{}", report_row(&r, opts.gbits));
         let _ = out.flush();
@@ -1209,24 +1160,30 @@ fn lane_ops(opts: &PerfOptions, s: &Setup) -> Vec<(SendOp, Vec<Sge>)> {
         .collect()
 }
 
-/// One pass over the QPs, posting on each what it may: up to `iters` in all, at most
-/// `tx_depth` outstanding, a completion asked for every `cq_mod` and on the last.
+/// One pass over the QPs, posting on each while it has fewer than `tx_depth` outstanding
+/// and `next(qp, seq)` says it posts its request `seq` (`Some`, and whether that asks for a
+/// completion); the time of each post is kept in `posted_at` when given.
 fn post_round(
     rt: &mut Runtime,
     s: &Setup,
     ops: &[(SendOp, Vec<Sge>)],
     n: &mut Counts,
-    iters: u64,
-    posted_at: &mut Vec<Instant>,
+    mut next: impl FnMut(usize, u64) -> Option<bool>,
+    mut posted_at: Option<&mut Vec<Instant>>,
 ) -> Result<(), AppError> {
     for (i, lane) in s.lanes.iter().enumerate() {
-        while n.posted[i] < iters && n.posted[i] - n.completed[i] < u64::from(s.tx_depth) {
+        while n.posted[i] - n.completed[i] < u64::from(s.tx_depth) {
             let seq = n.posted[i];
+            let Some(signaled) = next(i, seq) else {
+                break;
+            };
             let (op, sge) = &ops[i];
             let mut wr = SendWr::new(wr_id(i, seq), *op, sge.clone());
-            wr.signaled = (seq + 1).is_multiple_of(u64::from(s.cq_mod)) || seq + 1 == iters;
+            wr.signaled = signaled;
             rt.post_send(lane.qpn, wr)?;
-            posted_at.push(Instant::now());
+            if let Some(at) = posted_at.as_deref_mut() {
+                at.push(Instant::now());
+            }
             n.posted[i] += 1;
             n.total_posted += 1;
         }
@@ -1236,22 +1193,46 @@ fn post_round(
 
 /// Posts `iters` operations on each QP, at most `tx_depth` outstanding per QP, a
 /// completion every `cq_mod` (perftest's `run_iter_bw`: a pass over the QPs posting what
-/// each may, then one poll of the shared CQ).
-fn run_client(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<BwReport, AppError> {
+/// each may, then one poll of the shared CQ). Measured over this side's requests.
+///
+/// With `recv`, `-b` SEND (perftest's `run_iter_bi`): the same sends while taking the
+/// peer's SENDs into the receives posted at setup, reposting each until every QP has had
+/// `iters`; ends when both counts are complete. The server starts sending only once the
+/// client's first SEND has arrived.
+fn run_iters(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    s: &Setup,
+    mut recv: Option<Receives>,
+) -> Result<BwReport, AppError> {
     let iters = u64::from(opts.iters);
     let total = iters * s.lanes.len() as u64;
     let ops = lane_ops(opts, s);
     let mut posted_at = Vec::with_capacity(total as usize);
     let mut completed_at = Vec::with_capacity(total as usize);
     let mut n = Counts::new(s.lanes.len());
-    while n.total_completed < total {
-        post_round(rt, s, &ops, &mut n, iters, &mut posted_at)?;
+    let mut sending = recv.is_none() || opts.server.is_some();
+    let received = |recv: &Option<Receives>| recv.as_ref().map(|r| r.received);
+    while n.total_completed < total || received(&recv).is_some_and(|r| r < total) {
+        if sending {
+            let next = |_, seq: u64| (seq < iters).then(|| s.moderated(seq) || seq + 1 == iters);
+            post_round(rt, s, &ops, &mut n, next, Some(&mut posted_at))?;
+        }
+        let done = n.total_completed + received(&recv).unwrap_or(0);
         let wc = rt
             .wait_completion(s.cq, opts.timeout)
-            .map_err(|_| stalled(opts, n.total_completed as u32))?;
+            .map_err(|_| stalled(opts, done as u32))?;
         check(&wc)?;
-        n.complete(wc.wr_id);
-        completed_at.resize(n.total_completed as usize, Instant::now());
+        match &mut recv {
+            Some(r) if wc.opcode == WcOpcode::Recv => {
+                sending = true;
+                r.arrived(rt, s, wc.qp_num)?;
+            }
+            _ => {
+                n.complete(wc.wr_id);
+                completed_at.resize(n.total_completed as usize, Instant::now());
+            }
+        }
     }
     Ok(report(s.size, &posted_at, &completed_at, opts.unit()))
 }
@@ -1272,20 +1253,13 @@ fn run_client_for(
     let mut last_signaled = vec![true; s.lanes.len()];
     loop {
         let stopped = window.ended(Instant::now());
-        for (i, lane) in s.lanes.iter().enumerate() {
-            while n.posted[i] - n.completed[i] < u64::from(s.tx_depth)
-                && (!stopped || !last_signaled[i])
-            {
-                let seq = n.posted[i];
-                let (op, sge) = &ops[i];
-                let mut wr = SendWr::new(wr_id(i, seq), *op, sge.clone());
-                wr.signaled = stopped || (seq + 1).is_multiple_of(u64::from(s.cq_mod));
-                last_signaled[i] = wr.signaled;
-                rt.post_send(lane.qpn, wr)?;
-                n.posted[i] += 1;
-                n.total_posted += 1;
-            }
-        }
+        let next = |i: usize, seq| {
+            (!stopped || !last_signaled[i]).then(|| {
+                last_signaled[i] = stopped || s.moderated(seq);
+                last_signaled[i]
+            })
+        };
+        post_round(rt, s, &ops, &mut n, next, None)?;
         if stopped && n.total_completed == n.total_posted {
             break;
         }
@@ -1365,7 +1339,7 @@ fn run_send_server_for(
     duration: Duration,
 ) -> Result<BwReport, AppError> {
     let mut window = Window::new(duration);
-    let mut received = 0u64;
+    let mut recv = Receives::new(opts, s);
     let mut last_arrival = Instant::now();
     loop {
         let now = Instant::now();
@@ -1379,16 +1353,15 @@ fn run_send_server_for(
         match rt.wait_completion(s.cq, wait) {
             Ok(wc) => {
                 check(&wc)?;
-                received += 1;
-                post_lane_receive(rt, s, recv_lane(s, wc.qp_num))?;
+                recv.arrived(rt, s, wc.qp_num)?;
                 last_arrival = Instant::now();
-                window.note(last_arrival, received);
+                window.note(last_arrival, recv.received);
             }
             Err(_) if window.ended(Instant::now()) => break,
             Err(_) if last_arrival.elapsed() > opts.timeout => {
-                return Err(stalled(opts, received as u32));
+                return Err(stalled(opts, recv.received as u32));
             }
-            Err(_) => window.note(Instant::now(), received),
+            Err(_) => window.note(Instant::now(), recv.received),
         }
     }
     Ok(window.report(s.size, opts.unit()))
@@ -1403,31 +1376,20 @@ const QUIET: Duration = Duration::from_millis(200);
 /// previous arrival instead would make a peak of two completions polled a few nanoseconds
 /// apart: hundreds of GB/s.
 fn run_send_server(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<BwReport, AppError> {
-    let iters = u64::from(opts.iters);
-    let total = iters * s.lanes.len() as u64;
-    // What each receive queue (the one SRQ, or each QP's) holds and must take in all.
-    let (queues, per_queue) = match s.srq {
-        Some(_) => (1, total),
-        None => (s.lanes.len(), iters),
-    };
-    let mut posted = vec![u64::from(opts.rx_depth).min(iters); queues];
-    let mut received = 0u64;
+    let total = u64::from(opts.iters) * s.lanes.len() as u64;
+    let mut recv = Receives::new(opts, s);
     let mut first = None;
     let mut last = Instant::now();
-    while received < total {
+    while recv.received < total {
         let wc = rt
             .wait_completion(s.cq, opts.timeout)
-            .map_err(|_| stalled(opts, received as u32))?;
+            .map_err(|_| stalled(opts, recv.received as u32))?;
         check(&wc)?;
         last = Instant::now();
         first.get_or_insert(last);
-        received += 1;
-        let lane = recv_lane(s, wc.qp_num);
-        if posted[lane] < per_queue {
-            post_lane_receive(rt, s, lane)?;
-            posted[lane] += 1;
-        }
+        recv.arrived(rt, s, wc.qp_num)?;
     }
+    let received = recv.received;
     let secs = last
         .saturating_duration_since(first.unwrap_or(last))
         .as_secs_f64()
@@ -1440,6 +1402,48 @@ fn run_send_server(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<Bw
         bw_avg: f64::from(s.size) * n / secs / opts.unit(),
         msg_rate: n / secs / 1e6,
     })
+}
+
+/// The receive queues of a side that takes SENDs (the one SRQ, or each QP's): the messages
+/// that arrived, and each queue's receive posted again after each arrival until it has had
+/// its share of `iters` per QP (`-D`: always).
+#[derive(Debug)]
+struct Receives {
+    received: u64,
+    /// Receives posted so far on each queue, and the most each takes.
+    posted: Vec<u64>,
+    per_queue: u64,
+}
+
+impl Receives {
+    /// The queues as [`setup`] (or `-a`'s [`post_receives`]) filled them.
+    fn new(opts: &PerfOptions, s: &Setup) -> Receives {
+        let iters = u64::from(opts.iters);
+        let (queues, per_queue) = match s.srq {
+            Some(_) => (1, iters * s.lanes.len() as u64),
+            None => (s.lanes.len(), iters),
+        };
+        Receives {
+            received: 0,
+            posted: vec![u64::from(opts.rx_depth).min(iters); queues],
+            per_queue: match opts.duration {
+                Some(_) => u64::MAX,
+                None => per_queue,
+            },
+        }
+    }
+
+    /// A message arrived on QP `qpn`: counted, and its queue's receive posted again if the
+    /// queue is to take more.
+    fn arrived(&mut self, rt: &mut Runtime, s: &Setup, qpn: Qpn) -> Result<(), AppError> {
+        self.received += 1;
+        let lane = recv_lane(s, qpn);
+        if self.posted[lane] < self.per_queue {
+            post_lane_receive(rt, s, lane)?;
+            self.posted[lane] += 1;
+        }
+        Ok(())
+    }
 }
 
 /// Which QP's receive a completion on `qpn` consumed: its index, or 0 with an SRQ (one
@@ -1535,25 +1539,47 @@ mod tests {
     }
 
     /// Our client against our server, both with `opts`; both sides' output.
-    fn perf_both(mut opts: PerfOptions, seed: u64) -> (PerfResult, PerfResult, String, String) {
+    fn perf_both(opts: PerfOptions, seed: u64) -> (PerfResult, PerfResult, String, String) {
+        let (client, server, out, server_out, _) = perf_run(opts, seed);
+        (client, server, out, server_out)
+    }
+
+    /// Our client against our server over the in-memory link, both with `opts`, the
+    /// client's QPNs and keys drawn from `seed`; the dialogue over TCP on loopback, or with
+    /// `-R` over rdma_cm (no TCP at all). Both results, both sides' output and the
+    /// connections each side established through rdma_cm.
+    fn perf_run(
+        mut opts: PerfOptions,
+        seed: u64,
+    ) -> (PerfResult, PerfResult, String, String, [u64; 2]) {
         let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
-        let port = free_port();
-        opts.port = port;
+        if !opts.rdma_cm {
+            opts.port = free_port();
+        }
         let server_opts = opts.clone();
         let server = thread::spawn(move || {
             let mut rt = runtime(b, "10.0.0.2/24");
             let mut out = Vec::new();
             let r = run(&mut rt, &server_opts, &mut out).unwrap();
-            (r, String::from_utf8(out).unwrap())
+            let cm = *rt.host().cm().stats();
+            assert_eq!(cm.rejects_sent, 0, "{:?}", server_opts.test);
+            (r, String::from_utf8(out).unwrap(), cm.established)
         });
-        wait_for_listener(port);
+        let server_addr = if opts.rdma_cm {
+            "10.0.0.2"
+        } else {
+            wait_for_listener(opts.port);
+            "127.0.0.1"
+        };
         let mut rt = runtime_seeded(a, "10.0.0.1/24", seed);
-        opts.server = Some("127.0.0.1".into());
+        opts.server = Some(server_addr.into());
         let mut out = Vec::new();
         let client = run(&mut rt, &opts, &mut out)
             .unwrap_or_else(|e| panic!("{:?} lat {}: {e:?}", opts.test, opts.latency));
-        let (server, server_out) = server.join().unwrap();
-        (client, server, String::from_utf8(out).unwrap(), server_out)
+        let (server, server_out, server_established) = server.join().unwrap();
+        let established = [rt.host().cm().stats().established, server_established];
+        let out = String::from_utf8(out).unwrap();
+        (client, server, out, server_out, established)
     }
 
     #[test]
@@ -1592,28 +1618,10 @@ mod tests {
     }
 
     /// Our `-R` client against our `-R` server over the in-memory link (no TCP at all):
-    /// both results, the client's output and the connections each side established.
+    /// both results, both sides' output and the connections each side established.
     fn perf_cm(mut opts: PerfOptions) -> (PerfResult, PerfResult, String, String, [u64; 2]) {
-        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
         opts.rdma_cm = true;
-        let server_opts = opts.clone();
-        let server = thread::spawn(move || {
-            let mut rt = runtime(b, "10.0.0.2/24");
-            let mut out = Vec::new();
-            let r = run(&mut rt, &server_opts, &mut out).unwrap();
-            let cm = *rt.host().cm().stats();
-            assert_eq!(cm.rejects_sent, 0, "{:?}", server_opts.test);
-            (r, String::from_utf8(out).unwrap(), cm.established)
-        });
-        let mut rt = runtime_seeded(a, "10.0.0.1/24", 9);
-        opts.server = Some("10.0.0.2".into());
-        let mut out = Vec::new();
-        let client =
-            run(&mut rt, &opts, &mut out).unwrap_or_else(|e| panic!("{:?}: {e}", opts.test));
-        let (server, server_out, server_established) = server.join().unwrap();
-        let established = [rt.host().cm().stats().established, server_established];
-        let out = String::from_utf8(out).unwrap();
-        (client, server, out, server_out, established)
+        perf_run(opts, 9)
     }
 
     /// -R: the dialogue over its own rdma_cm connection and the test QP connected by
