@@ -33,7 +33,7 @@ use super::{
 };
 use crate::endpoint::oob::perftest::BwTest;
 use crate::endpoint::runtime::Runtime;
-use crate::transport::SendWr;
+use crate::transport::{SendOp, SendWr, Sge};
 
 /// How long the WRITE latency test keeps answering the wire after its last iteration.
 const LINGER: Duration = Duration::from_millis(200);
@@ -303,17 +303,18 @@ pub(super) fn run(
                 conn.sync(rt)?;
             }
             let mut run = Run::new(opts);
+            let posting = Loop::new(opts, s);
             let factor = match opts.test {
                 BwTest::Write => {
-                    run_write(rt, opts, s, &mut run)?;
+                    posting.write(rt, &mut run)?;
                     2.0
                 }
                 BwTest::Send => {
-                    run_send(rt, opts, s, &mut run)?;
+                    posting.send(rt, &mut run)?;
                     2.0
                 }
                 BwTest::Read | BwTest::Atomic => {
-                    run_one_at_a_time(rt, opts, s, &mut run)?;
+                    posting.one_at_a_time(rt, &mut run)?;
                     1.0
                 }
             };
@@ -340,93 +341,121 @@ pub(super) fn run(
     Ok(last)
 }
 
-/// `run_iter_lat_write`: write, wait for the peer's, `iters` times each way (or until
-/// `-D` ends, the writes completed inside its window counted).
-fn run_write(
-    rt: &mut Runtime,
-    opts: &PerfOptions,
-    s: &Setup,
-    run: &mut Run,
-) -> Result<(), AppError> {
-    let client = opts.server.is_some();
-    let (op, sge) = (client_op(opts, s), client_sge(s));
-    let size = s.size as usize;
-    // Our last byte to send, and the peer's last byte as it lands in our receive half.
-    let (post_at, poll_at) = (size - 1, s.recv_offset as usize + size - 1);
-    let (mut scnt, mut ccnt, mut rcnt) = (0u64, 0u64, 0u64);
-    while run.more(scnt) || run.more(ccnt) || run.more(rcnt) {
-        // The server writes first (perftest: `!(scnt < 1 && machine == SERVER)`).
-        if run.more(rcnt) && (client || scnt >= 1) {
-            rcnt += 1;
-            if !wait_for_byte(rt, opts, (s.key, poll_at), rcnt as u8, rcnt, run.end())? {
-                break;
-            }
-        }
-        if run.more(scnt) {
-            run.post();
-            scnt += 1;
-            if let Some(b) = rt.mr_bytes_mut(s.key).and_then(|m| m.get_mut(post_at)) {
-                *b = scnt as u8;
-            }
-            rt.post_send(s.qpn, SendWr::new(scnt, op, sge.clone()))?;
-        }
-        if run.more(ccnt) {
-            let wc = rt
-                .wait_completion(s.cq, opts.timeout)
-                .map_err(|_| stalled(opts, ccnt as u32))?;
-            check(&wc)?;
-            ccnt += 1;
-            run.completed();
-        }
-    }
-    Ok(())
+/// What each of the three loops posts: the test's work request on the connected QP, as
+/// client or server.
+struct Loop<'a> {
+    opts: &'a PerfOptions,
+    s: &'a Setup,
+    client: bool,
+    op: SendOp,
+    sge: Vec<Sge>,
 }
 
-/// `run_iter_lat_send`: receive (the client not before its first send), send, `iters`
-/// times each way (or until `-D` ends, the messages received inside its window counted);
-/// receives are posted again while more are to come.
-fn run_send(
-    rt: &mut Runtime,
-    opts: &PerfOptions,
-    s: &Setup,
-    run: &mut Run,
-) -> Result<(), AppError> {
-    let client = opts.server.is_some();
-    let (op, sge) = (client_op(opts, s), client_sge(s));
-    let iters = u64::from(opts.iters);
-    let mut recvs_posted = u64::from(opts.rx_depth.min(opts.iters));
-    let (mut scnt, mut rcnt) = (0u64, 0u64);
-    while run.more(scnt) || run.more(rcnt) {
-        if run.more(rcnt) && !(client && scnt < 1) {
-            let Some(wc) = wait_before_end(rt, opts, s.recv_cq, run.end(), rcnt)? else {
-                break;
-            };
-            check(&wc)?;
-            rcnt += 1;
-            run.completed();
-            if run.timed() || recvs_posted < iters {
-                let at = s.va + s.recv_offset;
-                post_receive(rt, s.qpn, s.srq, recv_wr(s.key, at, s.size))?;
-                recvs_posted += 1;
-            }
-        }
-        if run.more(scnt) {
-            run.post();
-            scnt += 1;
-            let mut wr = SendWr::new(scnt, op, sge.clone());
-            wr.signaled =
-                scnt.is_multiple_of(u64::from(s.cq_mod)) || (!run.timed() && scnt == iters);
-            let signaled = wr.signaled;
-            rt.post_send(s.qpn, wr)?;
-            if signaled {
-                let wc = rt
-                    .wait_completion(s.cq, opts.timeout)
-                    .map_err(|_| stalled(opts, scnt as u32))?;
-                check(&wc)?;
-            }
+impl<'a> Loop<'a> {
+    fn new(opts: &'a PerfOptions, s: &'a Setup) -> Loop<'a> {
+        Loop {
+            opts,
+            s,
+            client: opts.server.is_some(),
+            op: client_op(opts, s),
+            sge: client_sge(s),
         }
     }
-    Ok(())
+
+    /// `run_iter_lat_write`: write, wait for the peer's, `iters` times each way (or until
+    /// `-D` ends, the writes completed inside its window counted).
+    fn write(&self, rt: &mut Runtime, run: &mut Run) -> Result<(), AppError> {
+        let (opts, s, client) = (self.opts, self.s, self.client);
+        let size = s.size as usize;
+        // Our last byte to send, and the peer's last byte as it lands in our receive half.
+        let (post_at, poll_at) = (size - 1, s.recv_offset as usize + size - 1);
+        let (mut scnt, mut ccnt, mut rcnt) = (0u64, 0u64, 0u64);
+        while run.more(scnt) || run.more(ccnt) || run.more(rcnt) {
+            // The server writes first (perftest: `!(scnt < 1 && machine == SERVER)`).
+            if run.more(rcnt) && (client || scnt >= 1) {
+                rcnt += 1;
+                if !wait_for_byte(rt, opts, (s.key, poll_at), rcnt as u8, rcnt, run.end())? {
+                    break;
+                }
+            }
+            if run.more(scnt) {
+                run.post();
+                scnt += 1;
+                if let Some(b) = rt.mr_bytes_mut(s.key).and_then(|m| m.get_mut(post_at)) {
+                    *b = scnt as u8;
+                }
+                rt.post_send(s.qpn, SendWr::new(scnt, self.op, self.sge.clone()))?;
+            }
+            if run.more(ccnt) {
+                let wc = rt
+                    .wait_completion(s.cq, opts.timeout)
+                    .map_err(|_| stalled(opts, ccnt as u32))?;
+                check(&wc)?;
+                ccnt += 1;
+                run.completed();
+            }
+        }
+        Ok(())
+    }
+
+    /// `run_iter_lat_send`: receive (the client not before its first send), send, `iters`
+    /// times each way (or until `-D` ends, the messages received inside its window counted);
+    /// receives are posted again while more are to come.
+    fn send(&self, rt: &mut Runtime, run: &mut Run) -> Result<(), AppError> {
+        let (opts, s, client) = (self.opts, self.s, self.client);
+        let iters = u64::from(opts.iters);
+        let mut recvs_posted = u64::from(opts.rx_depth.min(opts.iters));
+        let (mut scnt, mut rcnt) = (0u64, 0u64);
+        while run.more(scnt) || run.more(rcnt) {
+            if run.more(rcnt) && !(client && scnt < 1) {
+                let Some(wc) = wait_before_end(rt, opts, s.recv_cq, run.end(), rcnt)? else {
+                    break;
+                };
+                check(&wc)?;
+                rcnt += 1;
+                run.completed();
+                if run.timed() || recvs_posted < iters {
+                    let at = s.va + s.recv_offset;
+                    post_receive(rt, s.qpn, s.srq, recv_wr(s.key, at, s.size))?;
+                    recvs_posted += 1;
+                }
+            }
+            if run.more(scnt) {
+                run.post();
+                scnt += 1;
+                let mut wr = SendWr::new(scnt, self.op, self.sge.clone());
+                wr.signaled =
+                    scnt.is_multiple_of(u64::from(s.cq_mod)) || (!run.timed() && scnt == iters);
+                let signaled = wr.signaled;
+                rt.post_send(s.qpn, wr)?;
+                if signaled {
+                    let wc = rt
+                        .wait_completion(s.cq, opts.timeout)
+                        .map_err(|_| stalled(opts, scnt as u32))?;
+                    check(&wc)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `run_iter_lat` (READ, atomics): one operation at a time, each signalled and waited for
+    /// (`-D`: until it ends, those completed inside its window counted).
+    fn one_at_a_time(&self, rt: &mut Runtime, run: &mut Run) -> Result<(), AppError> {
+        let (opts, s) = (self.opts, self.s);
+        let mut scnt = 0u64;
+        while run.more(scnt) {
+            run.post();
+            rt.post_send(s.qpn, SendWr::new(scnt, self.op, self.sge.clone()))?;
+            scnt += 1;
+            let wc = rt
+                .wait_completion(s.cq, opts.timeout)
+                .map_err(|_| stalled(opts, scnt as u32 - 1))?;
+            check(&wc)?;
+            run.completed();
+        }
+        Ok(())
+    }
 }
 
 /// The next completion of `cq`, or `None` if `end` (`-D`'s) comes first.
@@ -477,29 +506,6 @@ fn wait_for_byte(
         rt.turn(Some(now + step))?;
     }
     Ok(true)
-}
-
-/// `run_iter_lat` (READ, atomics): one operation at a time, each signalled and waited for
-/// (`-D`: until it ends, those completed inside its window counted).
-fn run_one_at_a_time(
-    rt: &mut Runtime,
-    opts: &PerfOptions,
-    s: &Setup,
-    run: &mut Run,
-) -> Result<(), AppError> {
-    let (op, sge) = (client_op(opts, s), client_sge(s));
-    let mut scnt = 0u64;
-    while run.more(scnt) {
-        run.post();
-        rt.post_send(s.qpn, SendWr::new(scnt, op, sge.clone()))?;
-        scnt += 1;
-        let wc = rt
-            .wait_completion(s.cq, opts.timeout)
-            .map_err(|_| stalled(opts, scnt as u32 - 1))?;
-        check(&wc)?;
-        run.completed();
-    }
-    Ok(())
 }
 
 #[cfg(test)]
