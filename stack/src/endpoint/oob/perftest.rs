@@ -42,7 +42,7 @@ use crate::wire::{Psn, Qpn};
 mod session;
 
 pub use session::{
-    Agreed, Connected, Negotiated, Negotiation, Role, Session, exchange_reports_over,
+    Agreed, Carrier, Connected, Negotiated, Negotiation, Role, Session, exchange_reports_over,
     negotiate_over,
 };
 

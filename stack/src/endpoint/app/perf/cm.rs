@@ -33,8 +33,8 @@ use crate::endpoint::app::cm_app;
 use crate::endpoint::cm::{AcceptParams, CmEvent, ConnId, ConnectParams, ListenParams, ListenerId};
 use crate::endpoint::oob::OobError;
 use crate::endpoint::oob::perftest::{
-    Agreed, BwReport, BwTest, KEYS_BINARY_LEN, Keys, Negotiation, Role, exchange_reports_over,
-    negotiate_over,
+    Agreed, BwReport, BwTest, Carrier, KEYS_BINARY_LEN, Keys, Negotiation, Role,
+    exchange_reports_over, negotiate_over,
 };
 use crate::endpoint::runtime::Runtime;
 use crate::transport::{
@@ -412,7 +412,7 @@ impl CmDialogue {
         Ok(Keys::parse_binary(&theirs).map_err(OobError::from)?)
     }
 
-    /// `ctx_xchg_data_rdma`: the client SENDs then receives, the server the other way.
+    /// `ctx_xchg_data_rdma`: [`Carrier::exchange`] over the dialogue's connection.
     fn exchange(
         &mut self,
         rt: &mut Runtime,
@@ -420,16 +420,8 @@ impl CmDialogue {
         theirs: &mut [u8],
         step: &'static str,
     ) -> Result<(), OobError> {
-        match self.role {
-            Role::Client => {
-                self.send(rt, mine, step)?;
-                self.recv(rt, theirs, step)
-            }
-            Role::Server => {
-                self.recv(rt, theirs, step)?;
-                self.send(rt, mine, step)
-            }
-        }
+        let role = self.role;
+        Comm { d: self, rt }.exchange(role, mine, theirs, step)
     }
 
     fn post_recv(&self, rt: &mut Runtime) -> Result<(), crate::endpoint::RuntimeError> {
@@ -525,6 +517,23 @@ impl CmDialogue {
             rt.turn(Some(deadline))
                 .map_err(|e| io_error(step, e.to_string()))?;
         }
+    }
+}
+
+/// The dialogue's connection as a [`Carrier`]: a SEND per message, the runtime answering the
+/// wire while it waits.
+struct Comm<'a> {
+    d: &'a mut CmDialogue,
+    rt: &'a mut Runtime,
+}
+
+impl Carrier for Comm<'_> {
+    fn send(&mut self, msg: &[u8], step: &'static str) -> Result<(), OobError> {
+        self.d.send(self.rt, msg, step)
+    }
+
+    fn recv(&mut self, buf: &mut [u8], step: &'static str) -> Result<(), OobError> {
+        self.d.recv(self.rt, buf, step)
     }
 }
 

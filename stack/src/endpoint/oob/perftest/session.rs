@@ -74,23 +74,14 @@ impl Session {
         self.role
     }
 
-    /// `ctx_xchg_data_ethernet`: the client writes then reads, the server reads then writes.
+    /// `ctx_xchg_data_ethernet`: [`Carrier::exchange`] over the TCP stream.
     fn exchange(
         &mut self,
         mine: &[u8],
         theirs: &mut [u8],
         step: &'static str,
     ) -> Result<(), OobError> {
-        match self.role {
-            Role::Client => {
-                self.channel.send(mine, step)?;
-                self.channel.recv(theirs, step)
-            }
-            Role::Server => {
-                self.channel.recv(theirs, step)?;
-                self.channel.send(mine, step)
-            }
-        }
+        self.channel.exchange(self.role, mine, theirs, step)
     }
 
     /// `exchange_versions`, `check_version_compatibility`, `check_sys_data`, `check_mtu`.
@@ -244,6 +235,47 @@ impl Connected {
         };
         self.close()?;
         Ok(peer_report)
+    }
+}
+
+/// What carries the dialogue's messages: the TCP stream, or `-R`'s rdma_cm connection (one
+/// SEND per message).
+pub trait Carrier {
+    /// Sends `msg` whole.
+    fn send(&mut self, msg: &[u8], step: &'static str) -> Result<(), OobError>;
+
+    /// Fills `buf` with what the peer sent, exactly.
+    fn recv(&mut self, buf: &mut [u8], step: &'static str) -> Result<(), OobError>;
+
+    /// One exchange (`ctx_xchg_data_ethernet`, `ctx_xchg_data_rdma`): the client sends
+    /// `mine` then receives `theirs`, the server the other way round.
+    fn exchange(
+        &mut self,
+        role: Role,
+        mine: &[u8],
+        theirs: &mut [u8],
+        step: &'static str,
+    ) -> Result<(), OobError> {
+        match role {
+            Role::Client => {
+                self.send(mine, step)?;
+                self.recv(theirs, step)
+            }
+            Role::Server => {
+                self.recv(theirs, step)?;
+                self.send(mine, step)
+            }
+        }
+    }
+}
+
+impl Carrier for Channel {
+    fn send(&mut self, msg: &[u8], step: &'static str) -> Result<(), OobError> {
+        Channel::send(self, msg, step)
+    }
+
+    fn recv(&mut self, buf: &mut [u8], step: &'static str) -> Result<(), OobError> {
+        Channel::recv(self, buf, step)
     }
 }
 
