@@ -22,7 +22,7 @@ use super::cmatose::{
     CmatestOptions, CmatestSummary, Outcome, Program, listen, poll_cq, run_side, say, settle_each,
 };
 use super::{AppError, random_psn};
-use crate::endpoint::cm::{CmEvent, ConnId, RDMA_UDP_QKEY, SidrParams};
+use crate::endpoint::cm::{CmEvent, ConnId, RDMA_UDP_QKEY, SidrParams, SidrReply};
 use crate::endpoint::connect::{QpPath, connect};
 use crate::endpoint::ids::random_va;
 use crate::endpoint::runtime::Runtime;
@@ -236,7 +236,7 @@ fn server(rt: &mut Runtime, opts: &CmatestOptions, out: &mut dyn Write) -> Outco
         if let CmEvent::SidrRequest { id, .. } = rt.wait_cm_event(opts.timeout)? {
             let mut node = Node::new(rt, opts)?;
             node.id = id;
-            rt.cm_sidr_reply(id, node.qpn, RDMA_UDP_QKEY, &[])?;
+            rt.cm_sidr_reply(id, &SidrReply::new(node.qpn, RDMA_UDP_QKEY))?;
             nodes.push(node);
         }
     }

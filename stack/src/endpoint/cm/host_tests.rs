@@ -243,7 +243,7 @@ fn sidr_then_ud_send() {
     };
     let now = net.now();
     net.a
-        .cm_sidr_reply(now, id, qa, RDMA_UDP_QKEY, &[])
+        .cm_sidr_reply(now, id, &SidrReply::new(qa, RDMA_UDP_QKEY))
         .unwrap();
     let Some(CmEvent::SidrResolved { qpn, qkey, .. }) =
         next_event(&mut net, false, Duration::from_secs(5))

@@ -35,7 +35,7 @@ mod tests;
 
 pub use params::{
     AcceptParams, CmConfig, CmError, CmEvent, CmStats, ConnId, ConnectParams, ConnectRequest,
-    ListenParams, ListenerId, SidrParams, SidrRequest, TimedOutStage, ca_guid_of_mac,
+    ListenParams, ListenerId, SidrParams, SidrReply, SidrRequest, TimedOutStage, ca_guid_of_mac,
 };
 
 use core::time::Duration;
@@ -440,17 +440,16 @@ impl ConnectionManager {
         &mut self,
         now: Instant,
         id: ConnId,
-        qpn: Qpn,
-        qkey: u32,
-        private_data: &[u8],
+        reply: &SidrReply,
     ) -> Result<(), CmError> {
-        check_private(private_data, 136, "SIDR_REP")?;
-        self.sidr_answer(now, id, sidr_status::VALID, qpn, qkey, private_data)
+        check_private(&reply.private_data, 136, "SIDR_REP")?;
+        self.sidr_answer(now, id, sidr_status::VALID, reply)
     }
 
     /// Refuses a SIDR request (status "rejected").
     pub fn sidr_reject(&mut self, now: Instant, id: ConnId) -> Result<(), CmError> {
-        self.sidr_answer(now, id, sidr_status::REJECTED, Qpn::new(0), 0, &[])
+        let nothing = SidrReply::new(Qpn::new(0), 0);
+        self.sidr_answer(now, id, sidr_status::REJECTED, &nothing)
     }
 
     fn sidr_answer(
@@ -458,16 +457,14 @@ impl ConnectionManager {
         now: Instant,
         id: ConnId,
         status: u8,
-        qpn: Qpn,
-        qkey: u32,
-        private_data: &[u8],
+        reply: &SidrReply,
     ) -> Result<(), CmError> {
         let time_wait = self.config.time_wait;
         let c = self.conn_in(id, &[State::SidrReqRcvd], "answer a SIDR request")?;
         let mut rep = sidr_rep(c.remote_id, status, c.service_id);
-        rep.qpn = qpn;
-        rep.qkey = qkey;
-        rep.private_data[..private_data.len()].copy_from_slice(private_data);
+        rep.qpn = reply.qpn;
+        rep.qkey = reply.qkey;
+        rep.private_data[..reply.private_data.len()].copy_from_slice(&reply.private_data);
         let mad = CmMadRepr::new(c.tid, CmMessage::SidrRep(rep)).to_vec();
         c.last_answer = Some(mad.clone());
         let peer = c.peer;

@@ -202,6 +202,29 @@ pub struct SidrParams {
     pub private_data: Vec<u8>,
 }
 
+/// Our answer to a SIDR request (rdma_cm's `rdma_accept` on a UDP id): the UD QP that
+/// serves the service and its Q_Key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SidrReply {
+    /// Our UD QP.
+    pub qpn: Qpn,
+    /// Its Q_Key.
+    pub qkey: u32,
+    /// The consumer's private data (at most 136 bytes).
+    pub private_data: Vec<u8>,
+}
+
+impl SidrReply {
+    /// QP `qpn` with `qkey`, no private data.
+    pub fn new(qpn: Qpn, qkey: u32) -> SidrReply {
+        SidrReply {
+            qpn,
+            qkey,
+            private_data: Vec::new(),
+        }
+    }
+}
+
 /// A connect request as the consumer sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectRequest {
@@ -292,7 +315,7 @@ pub enum CmEvent {
         id: ConnId,
     },
     /// A UD client asks which QP serves a service (RDMA_CM_EVENT_CONNECT_REQUEST on a UDP
-    /// port): answer with `sidr_reply` or `sidr_reject`.
+    /// port): answer with `sidr_reply` ([`SidrReply`]) or `sidr_reject`.
     SidrRequest {
         /// The new request, to answer.
         id: ConnId,

@@ -656,7 +656,7 @@ fn sidr_resolves_a_ud_service_and_answers_repeats_alike() {
     };
     assert_eq!(&request.private_data[..5], b"hello");
     p.a.cm
-        .sidr_reply(p.now, *a_id, Qpn::new(0x42), RDMA_UDP_QKEY, b"")
+        .sidr_reply(p.now, *a_id, &SidrReply::new(Qpn::new(0x42), RDMA_UDP_QKEY))
         .unwrap();
     p.run_for(Duration::from_secs(5));
     let events = p.b.take_events();

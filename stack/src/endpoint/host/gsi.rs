@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use super::Host;
 use crate::endpoint::cm::{
     AcceptParams, CmError, CmEvent, ConnId, ConnectParams, ConnectionManager, ListenParams,
-    ListenerId, SidrParams,
+    ListenerId, SidrParams, SidrReply,
 };
 use crate::time::Instant;
 use crate::wire::mad::{MAD_LEN, gsi_packet};
@@ -165,11 +165,9 @@ impl Host {
         &mut self,
         now: Instant,
         id: ConnId,
-        qpn: Qpn,
-        qkey: u32,
-        private_data: &[u8],
+        reply: &SidrReply,
     ) -> Result<(), HostCmError> {
-        Ok(self.cm.sidr_reply(now, id, qpn, qkey, private_data)?)
+        Ok(self.cm.sidr_reply(now, id, reply)?)
     }
 
     /// Refuses a SIDR request.

@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use super::{Runtime, RuntimeError};
 use crate::endpoint::cm::{
-    AcceptParams, CmEvent, ConnId, ConnectParams, ListenParams, ListenerId, SidrParams, init_qp,
+    AcceptParams, CmEvent, ConnId, ConnectParams, ListenParams, ListenerId, SidrParams, SidrReply,
+    init_qp,
 };
 use crate::transport::QpType;
 use crate::wire::Qpn;
@@ -59,15 +60,9 @@ impl Runtime {
     }
 
     /// Answers a SIDR request with our UD QP and Q_Key.
-    pub fn cm_sidr_reply(
-        &mut self,
-        id: ConnId,
-        qpn: Qpn,
-        qkey: u32,
-        private_data: &[u8],
-    ) -> Result<(), RuntimeError> {
+    pub fn cm_sidr_reply(&mut self, id: ConnId, reply: &SidrReply) -> Result<(), RuntimeError> {
         let now = self.now();
-        Ok(self.host.cm_sidr_reply(now, id, qpn, qkey, private_data)?)
+        Ok(self.host.cm_sidr_reply(now, id, reply)?)
     }
 
     /// Waits up to `timeout` for the next connection manager event, answering the wire
