@@ -26,7 +26,7 @@ fn cpu_time(cfg: &SimConfig, iters: u64) -> Duration {
 
 fn ten_flows_100g_100ms(c: &mut Criterion) {
     let cfg = SimConfig::paper(10, 100);
-    let events = run(&cfg).expect("valid config").events;
+    let events = run(&cfg).expect("valid config").summary.events;
     let mut group = c.benchmark_group("dcqcn");
     group.sample_size(10);
     group.throughput(Throughput::Elements(events));
@@ -40,7 +40,7 @@ fn two_flows_40g_10ms(c: &mut Criterion) {
     let mut cfg = SimConfig::paper(2, 40);
     cfg.duration = Time::from_millis(10);
     cfg.window = Time::from_millis(1);
-    let events = run(&cfg).expect("valid config").events;
+    let events = run(&cfg).expect("valid config").summary.events;
     let mut group = c.benchmark_group("dcqcn");
     group.throughput(Throughput::Elements(events));
     group.bench_function("2 flows, 40 Gb/s, 10 ms", |b| {

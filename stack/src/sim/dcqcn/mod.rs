@@ -22,7 +22,7 @@
 mod min_tree;
 mod report;
 
-pub use report::{FlowReport, SimReport, jain_index};
+pub use report::{FlowReport, SimReport, SimSummary, jain_index};
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -303,7 +303,7 @@ impl<'a, C: CongestionControl> Sim<'a, C> {
             if next > end {
                 break;
             }
-            self.report.events += 1;
+            self.report.summary.events += 1;
             if next_departure == next {
                 self.depart(next);
                 continue;
@@ -359,7 +359,7 @@ impl<'a, C: CongestionControl> Sim<'a, C> {
         let next = flow.pacer.next_send_time();
         self.sends.set(f as usize, next);
         self.sync_timer(now, f);
-        self.report.packets += 1;
+        self.report.summary.packets += 1;
         self.enqueue(now, f);
     }
 
@@ -395,12 +395,13 @@ impl<'a, C: CongestionControl> Sim<'a, C> {
         if self.on_wire.is_none() {
             self.start_transmission(now, f);
         } else if self.queue_bytes + self.wire > self.cfg.buffer_bytes {
-            self.report.drops += 1;
+            self.report.summary.drops += 1;
         } else {
             self.queue.push_back(f);
             self.queue_bytes += self.wire;
             self.interval_queue_max = self.interval_queue_max.max(self.queue_bytes);
-            self.report.queue_peak_bytes = self.report.queue_peak_bytes.max(self.queue_bytes);
+            self.report.summary.queue_peak_bytes =
+                self.report.summary.queue_peak_bytes.max(self.queue_bytes);
         }
     }
 
@@ -409,7 +410,7 @@ impl<'a, C: CongestionControl> Sim<'a, C> {
     fn start_transmission(&mut self, now: Time, f: u32) {
         let ce = self.cfg.marker.mark(self.queue_bytes, &mut self.rng);
         if ce {
-            self.report.marks += 1;
+            self.report.summary.marks += 1;
             self.flows[f as usize].marked += 1;
         }
         self.on_wire = Some((f, ce));
@@ -441,7 +442,7 @@ impl<'a, C: CongestionControl> Sim<'a, C> {
     }
 
     fn send_cnp(&mut self, now: Time, f: u32) {
-        self.report.cnps += 1;
+        self.report.summary.cnps += 1;
         self.push(now + self.cfg.feedback_delay, Kind::Cnp(f));
     }
 
@@ -463,7 +464,8 @@ impl<'a, C: CongestionControl> Sim<'a, C> {
             self.report.window_queue_area += self.queue_bytes as f64 * span;
         }
         if now > self.window_start {
-            self.report.window_queue_max = self.report.window_queue_max.max(self.queue_bytes);
+            self.report.summary.window_queue_max =
+                self.report.summary.window_queue_max.max(self.queue_bytes);
         }
         self.queue_changed_at = now;
     }

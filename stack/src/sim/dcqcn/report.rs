@@ -56,6 +56,16 @@ pub struct SimReport {
     pub queue_max_bytes: Vec<u64>,
     /// Per flow, in start order.
     pub flows: Vec<FlowReport>,
+    /// The window's fairness, utilisation and queue, and the run's totals.
+    pub summary: SimSummary,
+    pub(super) window_queue_area: f64,
+}
+
+/// What a DCQCN run sums up to: over the summary window, how fairly and fully the flows used
+/// the link and how long the queue was; over the whole run, the totals.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct SimSummary {
     /// Jain's fairness index of the flows' window mean throughputs.
     pub jain: f64,
     /// Delivered wire bytes over the window, as a share of the link's capacity.
@@ -63,6 +73,7 @@ pub struct SimReport {
     /// Time-weighted mean queue length over the window, bytes.
     pub queue_mean_bytes: f64,
     /// Largest queue length within the window, bytes.
+    #[cfg_attr(feature = "serde", serde(rename = "queue_max_bytes"))]
     pub window_queue_max: u64,
     /// Largest queue length of the whole run, bytes.
     pub queue_peak_bytes: u64,
@@ -76,7 +87,6 @@ pub struct SimReport {
     pub drops: u64,
     /// Events processed: sends, departures, CC timers, CNP arrivals, samples.
     pub events: u64,
-    pub(super) window_queue_area: f64,
 }
 
 impl SimReport {
@@ -89,16 +99,7 @@ impl SimReport {
             queue_bytes: Vec::with_capacity(samples),
             queue_max_bytes: Vec::with_capacity(samples),
             flows: Vec::with_capacity(cfg.flow_starts.len()),
-            jain: 0.0,
-            utilisation: 0.0,
-            queue_mean_bytes: 0.0,
-            window_queue_max: 0,
-            queue_peak_bytes: 0,
-            packets: 0,
-            marks: 0,
-            cnps: 0,
-            drops: 0,
-            events: 0,
+            summary: SimSummary::default(),
             window_queue_area: 0.0,
         }
     }
@@ -110,9 +111,9 @@ impl SimReport {
             .filter(|f| f.start < cfg.duration)
             .map(|f| f.window_mean_bps)
             .collect();
-        self.jain = jain_index(&means);
-        self.utilisation = means.iter().sum::<f64>() / cfg.link_bps as f64;
-        self.queue_mean_bytes = self.window_queue_area / cfg.window.as_picos() as f64;
+        self.summary.jain = jain_index(&means);
+        self.summary.utilisation = means.iter().sum::<f64>() / cfg.link_bps as f64;
+        self.summary.queue_mean_bytes = self.window_queue_area / cfg.window.as_picos() as f64;
     }
 
     /// Indices of the samples taken in `[from, to]`.

@@ -1,5 +1,6 @@
 //! `roce sim dcqcn --json`: one document with the samples over time and the summary.
 
+use roce::sim::dcqcn::SimSummary;
 use serde::Serialize;
 
 use super::Run;
@@ -23,18 +24,9 @@ pub struct Document {
     /// Largest queue in each sample interval.
     pub queue_interval_max_bytes: Vec<u64>,
     pub flows: Vec<Flow>,
-    /// Over the last `window_ms`.
-    pub jain: f64,
-    pub utilisation: f64,
-    pub queue_mean_bytes: f64,
-    pub queue_max_bytes: u64,
-    /// Over the whole run.
-    pub queue_peak_bytes: u64,
-    pub packets: u64,
-    pub marks: u64,
-    pub cnps: u64,
-    pub drops: u64,
-    pub events: u64,
+    /// jain through queue_max_bytes over the last `window_ms`, then totals over the whole run.
+    #[serde(flatten)]
+    pub summary: SimSummary,
     pub fluid_fixed_point: Option<FixedPoint>,
 }
 
@@ -102,16 +94,7 @@ pub fn document(run: &Run) -> Document {
                 cnps: f.cnps,
             })
             .collect(),
-        jain: r.jain,
-        utilisation: r.utilisation,
-        queue_mean_bytes: r.queue_mean_bytes,
-        queue_max_bytes: r.window_queue_max,
-        queue_peak_bytes: r.queue_peak_bytes,
-        packets: r.packets,
-        marks: r.marks,
-        cnps: r.cnps,
-        drops: r.drops,
-        events: r.events,
+        summary: r.summary,
         fluid_fixed_point: run.fixed_point.map(|fp| FixedPoint {
             flows: running,
             rate_gbps: fp.rate_bps / 1e9,

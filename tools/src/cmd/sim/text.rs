@@ -68,15 +68,15 @@ pub fn summary(run: &Run) -> String {
     let _ = writeln!(
         out,
         "last {window_ms} ms: Jain's fairness {:.4}, utilisation {:.1} %, queue mean {:.1} KB, max {:.1} KB",
-        r.jain,
-        100.0 * r.utilisation,
-        kb(r.queue_mean_bytes),
-        kb(r.window_queue_max as f64),
+        r.summary.jain,
+        100.0 * r.summary.utilisation,
+        kb(r.summary.queue_mean_bytes),
+        kb(r.summary.window_queue_max as f64),
     );
     let _ = writeln!(
         out,
         "queue peak of the run: {:.1} KB",
-        kb(r.queue_peak_bytes as f64)
+        kb(r.summary.queue_peak_bytes as f64)
     );
     if let Some(fp) = &run.fixed_point {
         let running = cfg
@@ -97,7 +97,7 @@ pub fn summary(run: &Run) -> String {
     let _ = writeln!(
         out,
         "totals: {} packets, {} CE marks, {} CNPs, {} drops, {} events",
-        r.packets, r.marks, r.cnps, r.drops, r.events
+        r.summary.packets, r.summary.marks, r.summary.cnps, r.summary.drops, r.summary.events
     );
     out
 }

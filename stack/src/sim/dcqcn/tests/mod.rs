@@ -17,9 +17,9 @@ fn one_flow_alone_fills_the_link_with_no_queue() {
     cfg.duration = Time::from_millis(5);
     cfg.window = Time::from_millis(1);
     let r = run(&cfg).unwrap();
-    assert_eq!(r.marks, 0);
-    assert_eq!(r.queue_peak_bytes, 0);
-    assert!(r.utilisation > 0.999, "{}", r.utilisation);
+    assert_eq!(r.summary.marks, 0);
+    assert_eq!(r.summary.queue_peak_bytes, 0);
+    assert!(r.summary.utilisation > 0.999, "{}", r.summary.utilisation);
     assert_eq!(r.flows[0].final_rate_bps, 40e9);
 }
 
@@ -31,10 +31,14 @@ fn without_control_two_flows_grow_the_queue_without_bound() {
     cfg.window = Time::from_millis(1);
     let r = run(&cfg).unwrap();
     // 2 x 40 Gb/s into 40 Gb/s for 2 ms: 10 MB waiting at the end.
-    assert!(r.queue_peak_bytes > 9_000_000, "{}", r.queue_peak_bytes);
+    assert!(
+        r.summary.queue_peak_bytes > 9_000_000,
+        "{}",
+        r.summary.queue_peak_bytes
+    );
     assert_eq!(
-        r.cnps,
-        r.cnps.min(2 * 41),
+        r.summary.cnps,
+        r.summary.cnps.min(2 * 41),
         "at most one CNP per flow per 50 us"
     );
 }
@@ -49,7 +53,10 @@ fn same_seed_same_run() {
         seed: 2,
         ..cfg.clone()
     };
-    assert_ne!(run(&cfg).unwrap().marks, run(&other).unwrap().marks);
+    assert_ne!(
+        run(&cfg).unwrap().summary.marks,
+        run(&other).unwrap().summary.marks
+    );
 }
 
 #[test]

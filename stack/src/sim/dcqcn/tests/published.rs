@@ -72,13 +72,17 @@ fn ten_flows(link_gbps: u64, delay_us: u64, duration_ms: u64) -> (SimConfig, Sim
 }
 
 fn assert_fair_full_and_queued(cfg: &SimConfig, r: &SimReport) {
-    assert!(r.jain >= 0.99, "Jain {}", r.jain);
-    assert!(r.utilisation >= 0.95, "utilisation {}", r.utilisation);
+    assert!(r.summary.jain >= 0.99, "Jain {}", r.summary.jain);
+    assert!(
+        r.summary.utilisation >= 0.95,
+        "utilisation {}",
+        r.summary.utilisation
+    );
     let (kmin, kmax) = (cfg.marker.kmin_bytes(), cfg.marker.kmax_bytes());
     assert!(
-        r.queue_mean_bytes > kmin as f64 && r.queue_mean_bytes < kmax as f64,
+        r.summary.queue_mean_bytes > kmin as f64 && r.summary.queue_mean_bytes < kmax as f64,
         "queue {}",
-        r.queue_mean_bytes
+        r.summary.queue_mean_bytes
     );
 }
 
@@ -98,11 +102,11 @@ fn ten_flows_at_100g_settle_at_the_fluid_fixed_point() {
         cfg.cnp_interval,
     )
     .unwrap();
-    let error = (r.queue_mean_bytes - fp.queue_bytes).abs() / fp.queue_bytes;
+    let error = (r.summary.queue_mean_bytes - fp.queue_bytes).abs() / fp.queue_bytes;
     assert!(
         error <= 0.25,
         "queue {} vs fixed point {}",
-        r.queue_mean_bytes,
+        r.summary.queue_mean_bytes,
         fp.queue_bytes
     );
     // Settled: the summed rate holds within a few percent of capacity. Single flows still
@@ -118,7 +122,11 @@ fn a_long_feedback_delay_makes_the_loop_oscillate() {
     let (_, r) = ten_flows(100, 300, 80);
     let cv = r.aggregate_rate_cv(ms(60), ms(80));
     assert!(cv > 0.1, "aggregate rate CV {cv}");
-    assert!(r.utilisation < 0.95, "utilisation {}", r.utilisation);
+    assert!(
+        r.summary.utilisation < 0.95,
+        "utilisation {}",
+        r.summary.utilisation
+    );
 }
 
 /// At the paper's 40 Gb/s the fluid fixed point (135 KB) lies 2/3 up the RED slope; the
