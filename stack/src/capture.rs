@@ -414,9 +414,6 @@ impl FrameRef {
     }
 }
 
-/// The cache line of the CPUs this runs on (x86-64, and most others).
-const CACHE_LINE: usize = 64;
-
 /// A mapped capture file shared between threads: one reads records
 /// ([`CaptureReader::next_frame_ref`]), others look at the frames they name.
 #[derive(Clone)]
@@ -444,10 +441,10 @@ impl SharedFile {
     /// the analysing thread spent slicing a frame.
     #[inline]
     pub fn prefetch(&self, r: FrameRef) {
-        let headers = r.len.min(2 * CACHE_LINE);
+        let headers = r.len.min(2 * sys::CACHE_LINE);
         if let Some(bytes) = self.0.bytes().get(r.start..r.start + headers) {
             sys::prefetch(bytes);
-            if let Some(rest) = bytes.get(CACHE_LINE..) {
+            if let Some(rest) = bytes.get(sys::CACHE_LINE..) {
                 sys::prefetch(rest);
             }
         }

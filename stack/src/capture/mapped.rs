@@ -12,7 +12,7 @@ use pcap_parser::{
 use super::blocks::{Interfaces, Located, check_block_len, damage, pcap_record_too_big};
 use std::sync::Arc;
 
-use super::sys::Mapping;
+use super::sys::{self, Mapping};
 use super::{CaptureError, Format};
 
 type FrameParser =
@@ -34,6 +34,12 @@ enum Parser {
 /// memory does not grow with the file.
 const WINDOW: usize = 32 << 20;
 
+/// Bytes after the record being parsed that are asked into the cache, a line at a time as
+/// the parser moves on. The hardware prefetchers stop at every 4 KiB page boundary, so
+/// without this the first read of each page (the record walk's [`Mapping::touch`], then the
+/// ICRC) waits for memory. Two pages ahead (4 to 16 KiB measured alike on 1 KiB frames).
+const PREFETCH_AHEAD: usize = 8192;
+
 /// The damage reported when the file shrinks under the reader.
 const SHRUNK: &str = "the file shrank while it was being read (truncated by another process)";
 
@@ -43,6 +49,8 @@ pub(super) struct Mapped {
     parser: Parser,
     /// Everything before this has been released.
     released: usize,
+    /// Lines before this have been asked into the cache ([`PREFETCH_AHEAD`]).
+    prefetched: usize,
 }
 
 impl Mapped {
@@ -62,6 +70,7 @@ impl Mapped {
             at: 0,
             parser,
             released: 0,
+            prefetched: 0,
         };
         Ok((mapped, format))
     }
@@ -106,10 +115,25 @@ impl Mapped {
         }
     }
 
+    /// Asks for the lines up to [`PREFETCH_AHEAD`] bytes past the parser that were not yet
+    /// asked for.
+    #[inline]
+    fn prefetch_ahead(&mut self) {
+        let file = self.map.bytes();
+        let until = self.at.saturating_add(PREFETCH_AHEAD).min(file.len());
+        let mut line = self.prefetched.max(self.at);
+        while line < until {
+            sys::prefetch(&file[line..]);
+            line += sys::CACHE_LINE;
+        }
+        self.prefetched = line;
+    }
+
     /// Parses blocks until a packet; `Ok(None)` at the end, `Err` for damage.
     #[inline]
     pub(super) fn next(&mut self, interfaces: &mut Interfaces) -> Result<Option<Located>, String> {
         self.slide();
+        self.prefetch_ahead();
         let file = self.map.bytes();
         let base = file.as_ptr() as usize;
         while self.at < file.len() {

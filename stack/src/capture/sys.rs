@@ -149,6 +149,9 @@ impl Mapping {
     }
 }
 
+/// The cache line of the CPUs this runs on (x86-64, and most others).
+pub(super) const CACHE_LINE: usize = 64;
+
 /// Asks the CPU to start bringing the cache line of `bytes[0]` into its caches, so that a read
 /// of it a little later does not wait for memory. A hint only: nothing is read or written.
 #[inline(always)]
