@@ -277,8 +277,7 @@ struct Setup {
     size: u32,
     tx_depth: u32,
     cq_mod: u32,
-    peer: Keys,
-    /// Every QP (`-q N`), the first being `qpn` and `peer` above.
+    /// Every QP (`-q N`), the first being `qpn` above.
     lanes: Vec<Lane>,
 }
 
@@ -333,14 +332,8 @@ pub fn run(
     }
     let own = match (opts.server.is_some(), opts.test) {
         _ if opts.all_sizes => run_all_sizes(rt, opts, &mut conn, &mut s, out)?,
-        (true, _) => Some(match opts.duration {
-            Some(d) => run_client_for(rt, opts, &s, d)?,
-            None => run_iters(rt, opts, &s, None)?,
-        }),
-        (false, BwTest::Send) => Some(match opts.duration {
-            Some(d) => run_send_server_for(rt, opts, &s, d)?,
-            None => run_send_server(rt, opts, &s)?,
-        }),
+        (true, _) => Some(Test::new(opts, &s).client(rt)?),
+        (false, BwTest::Send) => Some(Test::new(opts, &s).send_server(rt)?),
         (false, _) => None,
     };
     let mine = own.unwrap_or(BwReport {
@@ -400,16 +393,10 @@ fn run_duplex(
                 post_receives(rt, opts, s)?;
                 conn.sync(rt)?;
             }
-            match opts.duration {
-                Some(d) => run_bidirectional_send_for(rt, opts, s, d)?,
-                None => run_iters(rt, opts, s, Some(Receives::new(opts, s)))?,
-            }
+            Test::new(opts, s).bidirectional_send(rt)?
         } else {
             conn.sync(rt)?;
-            let mine = match opts.duration {
-                Some(d) => run_client_for(rt, opts, s, d)?,
-                None => run_iters(rt, opts, s, None)?,
-            };
+            let mine = Test::new(opts, s).client(rt)?;
             if opts.all_sizes {
                 conn.sync(rt)?;
             }
@@ -460,50 +447,6 @@ fn post_receives(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<(), 
     Ok(())
 }
 
-/// `-b -D` SEND (`run_iter_bi` in duration mode): sends and receives for `duration`,
-/// reposting every receive; the client's clock starts at once, the server's (and its
-/// sending) at the first arrival. Counts the messages received and the sends completed
-/// inside [`Window`]; whatever is outstanding at the end is left, as perftest leaves it.
-fn run_bidirectional_send_for(
-    rt: &mut Runtime,
-    opts: &PerfOptions,
-    s: &Setup,
-    duration: Duration,
-) -> Result<BwReport, AppError> {
-    let ops = lane_ops(opts, s);
-    let mut window = opts.server.is_some().then(|| Window::new(duration));
-    let mut n = Counts::new(s.lanes.len());
-    let mut recv = Receives::new(opts, s);
-    loop {
-        let wait = match &window {
-            Some(w) if w.ended(Instant::now()) => break,
-            Some(w) => (w.start + duration).saturating_duration_since(Instant::now()),
-            None => opts.timeout,
-        };
-        if window.is_some() {
-            post_round(rt, s, &ops, &mut n, |_, seq| Some(s.moderated(seq)), None)?;
-        }
-        let wc = match rt.wait_completion(s.cq, wait) {
-            Ok(wc) => wc,
-            // The top of the loop sees whether the time is up.
-            Err(_) if window.is_some() => continue,
-            Err(_) => return Err(stalled(opts, 0)),
-        };
-        check(&wc)?;
-        if wc.opcode == WcOpcode::Recv {
-            window.get_or_insert_with(|| Window::new(duration));
-            recv.arrived(rt, s, wc.qp_num)?;
-        } else {
-            n.complete(wc.wr_id);
-        }
-        if let Some(w) = &mut window {
-            w.note(Instant::now(), recv.received + n.total_completed);
-        }
-    }
-    let w = window.unwrap_or_else(|| Window::new(duration));
-    Ok(w.report(s.size, opts.unit()))
-}
-
 /// `-a`: every size from 2 bytes to [`MAX_SIZE`], a row each. The client of WRITE and READ
 /// runs them back to back; SEND's two sides post, handshake, run and handshake again per
 /// size (ib_send_bw's `RUN_ALL`). Returns the last size's figures (`None` on a passive
@@ -529,15 +472,16 @@ fn run_all_sizes(
                 post_receives(rt, opts, s)?;
             }
             conn.sync(rt)?;
+            let test = Test::new(opts, s);
             let r = if client {
-                run_iters(rt, opts, s, None)?
+                test.client(rt)?
             } else {
-                run_send_server(rt, opts, s)?
+                test.send_server(rt)?
             };
             conn.sync(rt)?;
             r
         } else {
-            run_iters(rt, opts, s, None)?
+            Test::new(opts, s).client(rt)?
         };
         let _ = write!(out, "{}", report_row(&r, opts.gbits));
         let _ = out.flush();
@@ -718,9 +662,8 @@ fn setup(
     // -a's SEND takes its last handshake before each size.
     let last = !(opts.all_sizes && opts.test == BwTest::Send);
     syncs_after_connect(rt, &mut conn, opts.test, last)?;
-    let first = lanes[0];
     let setup = Setup {
-        qpn: first.qpn,
+        qpn: lanes[0].qpn,
         cq,
         key,
         va,
@@ -730,7 +673,6 @@ fn setup(
         size,
         tx_depth,
         cq_mod,
-        peer: first.peer,
         lanes,
     };
     Ok((conn, setup))
@@ -1061,11 +1003,6 @@ fn report(size: u32, posted: &[Instant], completed: &[Instant], unit: f64) -> Bw
     }
 }
 
-/// The work request of the test (the first QP's).
-fn client_op(opts: &PerfOptions, s: &Setup) -> SendOp {
-    lane_op(opts, &s.peer)
-}
-
 /// The work request of the test towards `peer`'s buffer.
 fn lane_op(opts: &PerfOptions, peer: &Keys) -> SendOp {
     let (addr, rkey) = (peer.vaddr, peer.rkey);
@@ -1093,10 +1030,6 @@ fn lane_op(opts: &PerfOptions, peer: &Keys) -> SendOp {
             },
         },
     }
-}
-
-fn client_sge(s: &Setup) -> Vec<Sge> {
-    lane_sge(s, s.va)
 }
 
 fn lane_sge(s: &Setup, addr: u64) -> Vec<Sge> {
@@ -1160,117 +1093,192 @@ fn lane_ops(opts: &PerfOptions, s: &Setup) -> Vec<(SendOp, Vec<Sge>)> {
         .collect()
 }
 
-/// One pass over the QPs, posting on each while it has fewer than `tx_depth` outstanding
-/// and `next(qp, seq)` says it posts its request `seq` (`Some`, and whether that asks for a
-/// completion); the time of each post is kept in `posted_at` when given.
-fn post_round(
-    rt: &mut Runtime,
-    s: &Setup,
-    ops: &[(SendOp, Vec<Sge>)],
-    n: &mut Counts,
-    mut next: impl FnMut(usize, u64) -> Option<bool>,
-    mut posted_at: Option<&mut Vec<Instant>>,
-) -> Result<(), AppError> {
-    for (i, lane) in s.lanes.iter().enumerate() {
-        while n.posted[i] - n.completed[i] < u64::from(s.tx_depth) {
-            let seq = n.posted[i];
-            let Some(signaled) = next(i, seq) else {
-                break;
+/// One size's test on the connected QPs: the options, the setup, and each QP's work
+/// request and scatter list (the latency tests post on the first QP alone).
+struct Test<'a> {
+    opts: &'a PerfOptions,
+    s: &'a Setup,
+    ops: Vec<(SendOp, Vec<Sge>)>,
+}
+
+impl<'a> Test<'a> {
+    fn new(opts: &'a PerfOptions, s: &'a Setup) -> Test<'a> {
+        Test {
+            opts,
+            s,
+            ops: lane_ops(opts, s),
+        }
+    }
+
+    /// The requester's side: `-n` operations per QP, or for `-D`.
+    fn client(&self, rt: &mut Runtime) -> Result<BwReport, AppError> {
+        match self.opts.duration {
+            Some(d) => self.client_for(rt, d),
+            None => self.iters(rt, None),
+        }
+    }
+
+    /// `-b` SEND: sends and receives, `-n` per QP each way, or for `-D`.
+    fn bidirectional_send(&self, rt: &mut Runtime) -> Result<BwReport, AppError> {
+        match self.opts.duration {
+            Some(d) => self.bidirectional_send_for(rt, d),
+            None => self.iters(rt, Some(Receives::new(self.opts, self.s))),
+        }
+    }
+
+    /// The SEND server: `-n` messages per QP received, or for `-D`.
+    fn send_server(&self, rt: &mut Runtime) -> Result<BwReport, AppError> {
+        match self.opts.duration {
+            Some(d) => self.send_server_for(rt, d),
+            None => self.send_server_iters(rt),
+        }
+    }
+
+    /// One pass over the QPs, posting on each while it has fewer than `tx_depth` outstanding
+    /// and `next(qp, seq)` says it posts its request `seq` (`Some`, and whether that asks for a
+    /// completion); the time of each post is kept in `posted_at` when given.
+    fn post_round(
+        &self,
+        rt: &mut Runtime,
+        n: &mut Counts,
+        mut next: impl FnMut(usize, u64) -> Option<bool>,
+        mut posted_at: Option<&mut Vec<Instant>>,
+    ) -> Result<(), AppError> {
+        for (i, lane) in self.s.lanes.iter().enumerate() {
+            while n.posted[i] - n.completed[i] < u64::from(self.s.tx_depth) {
+                let seq = n.posted[i];
+                let Some(signaled) = next(i, seq) else {
+                    break;
+                };
+                let (op, sge) = &self.ops[i];
+                let mut wr = SendWr::new(wr_id(i, seq), *op, sge.clone());
+                wr.signaled = signaled;
+                rt.post_send(lane.qpn, wr)?;
+                if let Some(at) = posted_at.as_deref_mut() {
+                    at.push(Instant::now());
+                }
+                n.posted[i] += 1;
+                n.total_posted += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Posts `iters` operations on each QP, at most `tx_depth` outstanding per QP, a
+    /// completion every `cq_mod` (perftest's `run_iter_bw`: a pass over the QPs posting what
+    /// each may, then one poll of the shared CQ). Measured over this side's requests.
+    ///
+    /// With `recv`, `-b` SEND (perftest's `run_iter_bi`): the same sends while taking the
+    /// peer's SENDs into the receives posted at setup, reposting each until every QP has had
+    /// `iters`; ends when both counts are complete. The server starts sending only once the
+    /// client's first SEND has arrived.
+    fn iters(&self, rt: &mut Runtime, mut recv: Option<Receives>) -> Result<BwReport, AppError> {
+        let (opts, s) = (self.opts, self.s);
+        let iters = u64::from(opts.iters);
+        let total = iters * s.lanes.len() as u64;
+        let mut posted_at = Vec::with_capacity(total as usize);
+        let mut completed_at = Vec::with_capacity(total as usize);
+        let mut n = Counts::new(s.lanes.len());
+        let mut sending = recv.is_none() || opts.server.is_some();
+        let received = |recv: &Option<Receives>| recv.as_ref().map(|r| r.received);
+        while n.total_completed < total || received(&recv).is_some_and(|r| r < total) {
+            if sending {
+                let next =
+                    |_, seq: u64| (seq < iters).then(|| s.moderated(seq) || seq + 1 == iters);
+                self.post_round(rt, &mut n, next, Some(&mut posted_at))?;
+            }
+            let done = n.total_completed + received(&recv).unwrap_or(0);
+            let wc = rt
+                .wait_completion(s.cq, opts.timeout)
+                .map_err(|_| stalled(opts, done as u32))?;
+            check(&wc)?;
+            match &mut recv {
+                Some(r) if wc.opcode == WcOpcode::Recv => {
+                    sending = true;
+                    r.arrived(rt, s, wc.qp_num)?;
+                }
+                _ => {
+                    n.complete(wc.wr_id);
+                    completed_at.resize(n.total_completed as usize, Instant::now());
+                }
+            }
+        }
+        Ok(report(s.size, &posted_at, &completed_at, opts.unit()))
+    }
+
+    /// `-D`: posts for `duration`, at most `tx_depth` outstanding per QP, a completion every
+    /// `cq_mod`, and counts the operations completed between the margins ([`Window`]); each
+    /// QP's last request is signalled so that all are reaped before the end. No peak, as
+    /// perftest's `noPeak`.
+    fn client_for(&self, rt: &mut Runtime, duration: Duration) -> Result<BwReport, AppError> {
+        let (opts, s) = (self.opts, self.s);
+        let mut window = Window::new(duration);
+        let mut n = Counts::new(s.lanes.len());
+        let mut last_signaled = vec![true; s.lanes.len()];
+        loop {
+            let stopped = window.ended(Instant::now());
+            let next = |i: usize, seq| {
+                (!stopped || !last_signaled[i]).then(|| {
+                    last_signaled[i] = stopped || s.moderated(seq);
+                    last_signaled[i]
+                })
             };
-            let (op, sge) = &ops[i];
-            let mut wr = SendWr::new(wr_id(i, seq), *op, sge.clone());
-            wr.signaled = signaled;
-            rt.post_send(lane.qpn, wr)?;
-            if let Some(at) = posted_at.as_deref_mut() {
-                at.push(Instant::now());
+            self.post_round(rt, &mut n, next, None)?;
+            if stopped && n.total_completed == n.total_posted {
+                break;
             }
-            n.posted[i] += 1;
-            n.total_posted += 1;
+            let wc = rt
+                .wait_completion(s.cq, opts.timeout)
+                .map_err(|_| stalled(opts, n.total_completed as u32))?;
+            check(&wc)?;
+            n.complete(wc.wr_id);
+            window.note(Instant::now(), n.total_completed);
         }
+        Ok(window.report(s.size, opts.unit()))
     }
-    Ok(())
-}
 
-/// Posts `iters` operations on each QP, at most `tx_depth` outstanding per QP, a
-/// completion every `cq_mod` (perftest's `run_iter_bw`: a pass over the QPs posting what
-/// each may, then one poll of the shared CQ). Measured over this side's requests.
-///
-/// With `recv`, `-b` SEND (perftest's `run_iter_bi`): the same sends while taking the
-/// peer's SENDs into the receives posted at setup, reposting each until every QP has had
-/// `iters`; ends when both counts are complete. The server starts sending only once the
-/// client's first SEND has arrived.
-fn run_iters(
-    rt: &mut Runtime,
-    opts: &PerfOptions,
-    s: &Setup,
-    mut recv: Option<Receives>,
-) -> Result<BwReport, AppError> {
-    let iters = u64::from(opts.iters);
-    let total = iters * s.lanes.len() as u64;
-    let ops = lane_ops(opts, s);
-    let mut posted_at = Vec::with_capacity(total as usize);
-    let mut completed_at = Vec::with_capacity(total as usize);
-    let mut n = Counts::new(s.lanes.len());
-    let mut sending = recv.is_none() || opts.server.is_some();
-    let received = |recv: &Option<Receives>| recv.as_ref().map(|r| r.received);
-    while n.total_completed < total || received(&recv).is_some_and(|r| r < total) {
-        if sending {
-            let next = |_, seq: u64| (seq < iters).then(|| s.moderated(seq) || seq + 1 == iters);
-            post_round(rt, s, &ops, &mut n, next, Some(&mut posted_at))?;
-        }
-        let done = n.total_completed + received(&recv).unwrap_or(0);
-        let wc = rt
-            .wait_completion(s.cq, opts.timeout)
-            .map_err(|_| stalled(opts, done as u32))?;
-        check(&wc)?;
-        match &mut recv {
-            Some(r) if wc.opcode == WcOpcode::Recv => {
-                sending = true;
-                r.arrived(rt, s, wc.qp_num)?;
+    /// `-b -D` SEND (`run_iter_bi` in duration mode): sends and receives for `duration`,
+    /// reposting every receive; the client's clock starts at once, the server's (and its
+    /// sending) at the first arrival. Counts the messages received and the sends completed
+    /// inside [`Window`]; whatever is outstanding at the end is left, as perftest leaves it.
+    fn bidirectional_send_for(
+        &self,
+        rt: &mut Runtime,
+        duration: Duration,
+    ) -> Result<BwReport, AppError> {
+        let (opts, s) = (self.opts, self.s);
+        let mut window = opts.server.is_some().then(|| Window::new(duration));
+        let mut n = Counts::new(s.lanes.len());
+        let mut recv = Receives::new(opts, s);
+        loop {
+            let wait = match &window {
+                Some(w) if w.ended(Instant::now()) => break,
+                Some(w) => (w.start + duration).saturating_duration_since(Instant::now()),
+                None => opts.timeout,
+            };
+            if window.is_some() {
+                self.post_round(rt, &mut n, |_, seq| Some(s.moderated(seq)), None)?;
             }
-            _ => {
+            let wc = match rt.wait_completion(s.cq, wait) {
+                Ok(wc) => wc,
+                // The top of the loop sees whether the time is up.
+                Err(_) if window.is_some() => continue,
+                Err(_) => return Err(stalled(opts, 0)),
+            };
+            check(&wc)?;
+            if wc.opcode == WcOpcode::Recv {
+                window.get_or_insert_with(|| Window::new(duration));
+                recv.arrived(rt, s, wc.qp_num)?;
+            } else {
                 n.complete(wc.wr_id);
-                completed_at.resize(n.total_completed as usize, Instant::now());
+            }
+            if let Some(w) = &mut window {
+                w.note(Instant::now(), recv.received + n.total_completed);
             }
         }
+        let w = window.unwrap_or_else(|| Window::new(duration));
+        Ok(w.report(s.size, opts.unit()))
     }
-    Ok(report(s.size, &posted_at, &completed_at, opts.unit()))
-}
-
-/// `-D`: posts for `duration`, at most `tx_depth` outstanding per QP, a completion every
-/// `cq_mod`, and counts the operations completed between the margins ([`Window`]); each
-/// QP's last request is signalled so that all are reaped before the end. No peak, as
-/// perftest's `noPeak`.
-fn run_client_for(
-    rt: &mut Runtime,
-    opts: &PerfOptions,
-    s: &Setup,
-    duration: Duration,
-) -> Result<BwReport, AppError> {
-    let ops = lane_ops(opts, s);
-    let mut window = Window::new(duration);
-    let mut n = Counts::new(s.lanes.len());
-    let mut last_signaled = vec![true; s.lanes.len()];
-    loop {
-        let stopped = window.ended(Instant::now());
-        let next = |i: usize, seq| {
-            (!stopped || !last_signaled[i]).then(|| {
-                last_signaled[i] = stopped || s.moderated(seq);
-                last_signaled[i]
-            })
-        };
-        post_round(rt, s, &ops, &mut n, next, None)?;
-        if stopped && n.total_completed == n.total_posted {
-            break;
-        }
-        let wc = rt
-            .wait_completion(s.cq, opts.timeout)
-            .map_err(|_| stalled(opts, n.total_completed as u32))?;
-        check(&wc)?;
-        n.complete(wc.wr_id);
-        window.note(Instant::now(), n.total_completed);
-    }
-    Ok(window.report(s.size, opts.unit()))
 }
 
 /// perftest's default margin of `-D` (`duration / 4` in whole seconds, as its `int`s
@@ -1329,79 +1337,78 @@ impl Window {
     }
 }
 
-/// `-D` on the SEND server: receives (reposting each) for `duration` on its own clock,
-/// measured as [`Window`] does, then reaps what is still in flight until the link has been
-/// quiet for [`QUIET`], so that no SEND of the client meets an empty receive queue.
-fn run_send_server_for(
-    rt: &mut Runtime,
-    opts: &PerfOptions,
-    s: &Setup,
-    duration: Duration,
-) -> Result<BwReport, AppError> {
-    let mut window = Window::new(duration);
-    let mut recv = Receives::new(opts, s);
-    let mut last_arrival = Instant::now();
-    loop {
-        let now = Instant::now();
-        let wait = if window.ended(now) {
-            QUIET
-        } else {
-            (window.start + duration)
-                .saturating_duration_since(now)
-                .max(QUIET)
-        };
-        match rt.wait_completion(s.cq, wait) {
-            Ok(wc) => {
-                check(&wc)?;
-                recv.arrived(rt, s, wc.qp_num)?;
-                last_arrival = Instant::now();
-                window.note(last_arrival, recv.received);
-            }
-            Err(_) if window.ended(Instant::now()) => break,
-            Err(_) if last_arrival.elapsed() > opts.timeout => {
-                return Err(stalled(opts, recv.received as u32));
-            }
-            Err(_) => window.note(Instant::now(), recv.received),
-        }
-    }
-    Ok(window.report(s.size, opts.unit()))
-}
-
 /// How long the `-D` SEND server waits for stragglers after its time is up.
 const QUIET: Duration = Duration::from_millis(200);
 
-/// Receives `iters` SENDs, keeping receives posted. Timed as ib_send_bw's server times
-/// itself: from the first receive completion to the last, with no peak (perftest's server
-/// records only those two instants and prints a peak of 0.00). Timing each message from the
-/// previous arrival instead would make a peak of two completions polled a few nanoseconds
-/// apart: hundreds of GB/s.
-fn run_send_server(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<BwReport, AppError> {
-    let total = u64::from(opts.iters) * s.lanes.len() as u64;
-    let mut recv = Receives::new(opts, s);
-    let mut first = None;
-    let mut last = Instant::now();
-    while recv.received < total {
-        let wc = rt
-            .wait_completion(s.cq, opts.timeout)
-            .map_err(|_| stalled(opts, recv.received as u32))?;
-        check(&wc)?;
-        last = Instant::now();
-        first.get_or_insert(last);
-        recv.arrived(rt, s, wc.qp_num)?;
+impl Test<'_> {
+    /// `-D` on the SEND server: receives (reposting each) for `duration` on its own clock,
+    /// measured as [`Window`] does, then reaps what is still in flight until the link has been
+    /// quiet for [`QUIET`], so that no SEND of the client meets an empty receive queue.
+    fn send_server_for(&self, rt: &mut Runtime, duration: Duration) -> Result<BwReport, AppError> {
+        let (opts, s) = (self.opts, self.s);
+        let mut window = Window::new(duration);
+        let mut recv = Receives::new(opts, s);
+        let mut last_arrival = Instant::now();
+        loop {
+            let now = Instant::now();
+            let wait = if window.ended(now) {
+                QUIET
+            } else {
+                (window.start + duration)
+                    .saturating_duration_since(now)
+                    .max(QUIET)
+            };
+            match rt.wait_completion(s.cq, wait) {
+                Ok(wc) => {
+                    check(&wc)?;
+                    recv.arrived(rt, s, wc.qp_num)?;
+                    last_arrival = Instant::now();
+                    window.note(last_arrival, recv.received);
+                }
+                Err(_) if window.ended(Instant::now()) => break,
+                Err(_) if last_arrival.elapsed() > opts.timeout => {
+                    return Err(stalled(opts, recv.received as u32));
+                }
+                Err(_) => window.note(Instant::now(), recv.received),
+            }
+        }
+        Ok(window.report(s.size, opts.unit()))
     }
-    let received = recv.received;
-    let secs = last
-        .saturating_duration_since(first.unwrap_or(last))
-        .as_secs_f64()
-        .max(1e-9);
-    let n = received as f64;
-    Ok(BwReport {
-        size: u64::from(s.size),
-        iters: received,
-        bw_peak: 0.0,
-        bw_avg: f64::from(s.size) * n / secs / opts.unit(),
-        msg_rate: n / secs / 1e6,
-    })
+
+    /// Receives `iters` SENDs, keeping receives posted. Timed as ib_send_bw's server times
+    /// itself: from the first receive completion to the last, with no peak (perftest's server
+    /// records only those two instants and prints a peak of 0.00). Timing each message from the
+    /// previous arrival instead would make a peak of two completions polled a few nanoseconds
+    /// apart: hundreds of GB/s.
+    fn send_server_iters(&self, rt: &mut Runtime) -> Result<BwReport, AppError> {
+        let (opts, s) = (self.opts, self.s);
+        let total = u64::from(opts.iters) * s.lanes.len() as u64;
+        let mut recv = Receives::new(opts, s);
+        let mut first = None;
+        let mut last = Instant::now();
+        while recv.received < total {
+            let wc = rt
+                .wait_completion(s.cq, opts.timeout)
+                .map_err(|_| stalled(opts, recv.received as u32))?;
+            check(&wc)?;
+            last = Instant::now();
+            first.get_or_insert(last);
+            recv.arrived(rt, s, wc.qp_num)?;
+        }
+        let received = recv.received;
+        let secs = last
+            .saturating_duration_since(first.unwrap_or(last))
+            .as_secs_f64()
+            .max(1e-9);
+        let n = received as f64;
+        Ok(BwReport {
+            size: u64::from(s.size),
+            iters: received,
+            bw_peak: 0.0,
+            bw_avg: f64::from(s.size) * n / secs / opts.unit(),
+            msg_rate: n / secs / 1e6,
+        })
+    }
 }
 
 /// The receive queues of a side that takes SENDs (the one SRQ, or each QP's): the messages
@@ -2122,28 +2129,15 @@ mod tests {
 
     #[test]
     fn compare_and_swap_swaps_zero_for_zero() {
-        let s = Setup {
-            qpn: Qpn::new(1),
-            cq: CqId(0),
-            key: 1,
-            va: 0,
-            recv_offset: 0,
-            recv_cq: CqId(0),
-            srq: None,
-            size: 8,
-            tx_depth: 1,
-            cq_mod: 1,
-            peer: Keys {
-                lid: 0,
-                out_reads: 1,
-                qpn: Qpn::new(2),
-                psn: crate::wire::Psn::new(0),
-                rkey: 7,
-                vaddr: 0x1000,
-                gid: None,
-                srqn: 0,
-            },
-            lanes: Vec::new(),
+        let peer = Keys {
+            lid: 0,
+            out_reads: 1,
+            qpn: Qpn::new(2),
+            psn: crate::wire::Psn::new(0),
+            rkey: 7,
+            vaddr: 0x1000,
+            gid: None,
+            srqn: 0,
         };
         let mut opts = PerfOptions::new(BwTest::Atomic, None);
         opts.atomic = AtomicType::CmpAndSwap;
@@ -2153,10 +2147,10 @@ mod tests {
             compare: 0,
             swap: 0,
         };
-        assert_eq!(client_op(&opts, &s), cas);
+        assert_eq!(lane_op(&opts, &peer), cas);
         opts.atomic = AtomicType::FetchAndAdd;
         assert!(matches!(
-            client_op(&opts, &s),
+            lane_op(&opts, &peer),
             SendOp::FetchAdd { add: 1, .. }
         ));
     }

@@ -28,12 +28,11 @@ use std::io::Write;
 use std::time::Instant;
 
 use super::{
-    AppError, Dialogue, MAX_SIZE, PerfOptions, Setup, check, client_op, client_sge, post_receive,
-    recv_wr, stalled,
+    AppError, Dialogue, MAX_SIZE, PerfOptions, Setup, Test, check, post_receive, recv_wr, stalled,
 };
 use crate::endpoint::oob::perftest::BwTest;
 use crate::endpoint::runtime::Runtime;
-use crate::transport::{SendOp, SendWr, Sge};
+use crate::transport::SendWr;
 
 /// How long the WRITE latency test keeps answering the wire after its last iteration.
 const LINGER: Duration = Duration::from_millis(200);
@@ -303,18 +302,18 @@ pub(super) fn run(
                 conn.sync(rt)?;
             }
             let mut run = Run::new(opts);
-            let posting = Loop::new(opts, s);
+            let test = Test::new(opts, s);
             let factor = match opts.test {
                 BwTest::Write => {
-                    posting.write(rt, &mut run)?;
+                    test.lat_write(rt, &mut run)?;
                     2.0
                 }
                 BwTest::Send => {
-                    posting.send(rt, &mut run)?;
+                    test.lat_send(rt, &mut run)?;
                     2.0
                 }
                 BwTest::Read | BwTest::Atomic => {
-                    posting.one_at_a_time(rt, &mut run)?;
+                    test.lat_one_at_a_time(rt, &mut run)?;
                     1.0
                 }
             };
@@ -341,31 +340,13 @@ pub(super) fn run(
     Ok(last)
 }
 
-/// What each of the three loops posts: the test's work request on the connected QP, as
-/// client or server.
-struct Loop<'a> {
-    opts: &'a PerfOptions,
-    s: &'a Setup,
-    client: bool,
-    op: SendOp,
-    sge: Vec<Sge>,
-}
-
-impl<'a> Loop<'a> {
-    fn new(opts: &'a PerfOptions, s: &'a Setup) -> Loop<'a> {
-        Loop {
-            opts,
-            s,
-            client: opts.server.is_some(),
-            op: client_op(opts, s),
-            sge: client_sge(s),
-        }
-    }
-
+/// The latency loops, each on the first QP.
+impl Test<'_> {
     /// `run_iter_lat_write`: write, wait for the peer's, `iters` times each way (or until
     /// `-D` ends, the writes completed inside its window counted).
-    fn write(&self, rt: &mut Runtime, run: &mut Run) -> Result<(), AppError> {
-        let (opts, s, client) = (self.opts, self.s, self.client);
+    fn lat_write(&self, rt: &mut Runtime, run: &mut Run) -> Result<(), AppError> {
+        let (opts, s, client) = (self.opts, self.s, self.opts.server.is_some());
+        let (op, sge) = &self.ops[0];
         let size = s.size as usize;
         // Our last byte to send, and the peer's last byte as it lands in our receive half.
         let (post_at, poll_at) = (size - 1, s.recv_offset as usize + size - 1);
@@ -384,7 +365,7 @@ impl<'a> Loop<'a> {
                 if let Some(b) = rt.mr_bytes_mut(s.key).and_then(|m| m.get_mut(post_at)) {
                     *b = scnt as u8;
                 }
-                rt.post_send(s.qpn, SendWr::new(scnt, self.op, self.sge.clone()))?;
+                rt.post_send(s.qpn, SendWr::new(scnt, *op, sge.clone()))?;
             }
             if run.more(ccnt) {
                 let wc = rt
@@ -401,8 +382,9 @@ impl<'a> Loop<'a> {
     /// `run_iter_lat_send`: receive (the client not before its first send), send, `iters`
     /// times each way (or until `-D` ends, the messages received inside its window counted);
     /// receives are posted again while more are to come.
-    fn send(&self, rt: &mut Runtime, run: &mut Run) -> Result<(), AppError> {
-        let (opts, s, client) = (self.opts, self.s, self.client);
+    fn lat_send(&self, rt: &mut Runtime, run: &mut Run) -> Result<(), AppError> {
+        let (opts, s, client) = (self.opts, self.s, self.opts.server.is_some());
+        let (op, sge) = &self.ops[0];
         let iters = u64::from(opts.iters);
         let mut recvs_posted = u64::from(opts.rx_depth.min(opts.iters));
         let (mut scnt, mut rcnt) = (0u64, 0u64);
@@ -423,7 +405,7 @@ impl<'a> Loop<'a> {
             if run.more(scnt) {
                 run.post();
                 scnt += 1;
-                let mut wr = SendWr::new(scnt, self.op, self.sge.clone());
+                let mut wr = SendWr::new(scnt, *op, sge.clone());
                 wr.signaled =
                     scnt.is_multiple_of(u64::from(s.cq_mod)) || (!run.timed() && scnt == iters);
                 let signaled = wr.signaled;
@@ -441,12 +423,13 @@ impl<'a> Loop<'a> {
 
     /// `run_iter_lat` (READ, atomics): one operation at a time, each signalled and waited for
     /// (`-D`: until it ends, those completed inside its window counted).
-    fn one_at_a_time(&self, rt: &mut Runtime, run: &mut Run) -> Result<(), AppError> {
+    fn lat_one_at_a_time(&self, rt: &mut Runtime, run: &mut Run) -> Result<(), AppError> {
         let (opts, s) = (self.opts, self.s);
+        let (op, sge) = &self.ops[0];
         let mut scnt = 0u64;
         while run.more(scnt) {
             run.post();
-            rt.post_send(s.qpn, SendWr::new(scnt, self.op, self.sge.clone()))?;
+            rt.post_send(s.qpn, SendWr::new(scnt, *op, sge.clone()))?;
             scnt += 1;
             let wc = rt
                 .wait_completion(s.cq, opts.timeout)
