@@ -1516,10 +1516,6 @@ mod tests {
         }
     }
 
-    fn perf(test: BwTest, size: u32) -> (PerfResult, PerfResult, String) {
-        perf_seeded(test, size, 1)
-    }
-
     /// One test, the client's QPNs and keys drawn from `seed`.
     fn perf_seeded(test: BwTest, size: u32, seed: u64) -> (PerfResult, PerfResult, String) {
         perf_with(options(test, size), seed)
@@ -1589,136 +1585,70 @@ mod tests {
         (client, server, out, server_out, established)
     }
 
+    /// The connections each side establishes through rdma_cm: with -R the dialogue's and
+    /// one per QP, else none.
+    fn cm_connections(opts: &PerfOptions) -> [u64; 2] {
+        let n = if opts.rdma_cm {
+            1 + u64::from(opts.num_qps)
+        } else {
+            0
+        };
+        [n, n]
+    }
+
+    /// perftest's lines on how the QPs connect and the dialogue runs: through rdma_cm with
+    /// -R, else over TCP ("Ethernet").
+    fn assert_connection_lines(out: &str, rdma_cm: bool) {
+        let (qps, method) = if rdma_cm {
+            ("ON", "rdma_cm")
+        } else {
+            ("OFF", "Ethernet")
+        };
+        let lines = format!("rdma_cm QPs\t : {qps}\n Data ex. method : {method}\n");
+        assert!(out.contains(&lines), "{out}");
+    }
+
+    /// Every test, the dialogue over TCP, and with -R over its own rdma_cm connection, the
+    /// test QP connected by rdma_cm too (no TCP at all).
     #[test]
     fn every_test_between_two_runtimes() {
-        for (test, size) in [
-            (BwTest::Write, 5000),
-            (BwTest::Read, 3000),
-            (BwTest::Send, 2000),
-            (BwTest::Atomic, 8),
-        ] {
-            let (client, server, out) = perf(test, size);
-            let own = client.own.unwrap();
-            assert_eq!((own.size, own.iters), (u64::from(size), 300), "{test:?}");
-            assert!(
-                own.bw_avg > 0.0 && own.bw_peak >= own.bw_avg * 0.99,
-                "{own:?}"
-            );
-            assert!(
-                out.contains(&title(test, AtomicType::FetchAndAdd, false, false)),
-                "{out}"
-            );
-            assert!(out.contains(" #bytes     #iterations"), "{out}");
-            if test == BwTest::Send {
-                // As ib_send_bw's server: first to last arrival, no peak.
-                let theirs = server.own.unwrap();
-                assert_eq!(theirs.iters, 300);
-                assert!(theirs.bw_avg > 0.0 && theirs.bw_peak == 0.0, "{theirs:?}");
-            } else {
-                assert_eq!(server.own, None, "passive server");
-                assert_eq!(
-                    server.printed, own,
-                    "the server prints the client's results"
+        for rdma_cm in [false, true] {
+            for (test, size) in [
+                (BwTest::Write, 5000),
+                (BwTest::Read, 3000),
+                (BwTest::Send, 2000),
+                (BwTest::Atomic, 8),
+            ] {
+                let mut opts = options(test, size);
+                opts.rdma_cm = rdma_cm;
+                let (client, server, out, server_out, established) = perf_run(opts.clone(), 1);
+                let own = client.own.unwrap();
+                assert_eq!((own.size, own.iters), (u64::from(size), 300), "{test:?}");
+                assert!(
+                    own.bw_avg > 0.0 && own.bw_peak >= own.bw_avg * 0.99,
+                    "{own:?}"
                 );
-            }
-        }
-    }
-
-    /// Our `-R` client against our `-R` server over the in-memory link (no TCP at all):
-    /// both results, both sides' output and the connections each side established.
-    fn perf_cm(mut opts: PerfOptions) -> (PerfResult, PerfResult, String, String, [u64; 2]) {
-        opts.rdma_cm = true;
-        perf_run(opts, 9)
-    }
-
-    /// -R: the dialogue over its own rdma_cm connection and the test QP connected by
-    /// rdma_cm, every test, no TCP at all.
-    #[test]
-    fn rdma_cm_mode_between_two_runtimes() {
-        for (test, size) in [
-            (BwTest::Write, 5000),
-            (BwTest::Read, 3000),
-            (BwTest::Send, 2000),
-            (BwTest::Atomic, 8),
-        ] {
-            let mut opts = options(test, size);
-            opts.iters = 100;
-            let (client, server, out, server_out, established) = perf_cm(opts);
-            let own = client.own.unwrap();
-            assert_eq!(own.iters, 100, "{test:?}");
-            assert!(own.bw_avg > 0.0, "{own:?}");
-            assert!(out.contains("rdma_cm QPs\t : ON"), "{out}");
-            assert!(out.contains("Data ex. method : rdma_cm"), "{out}");
-            assert!(
-                server_out.contains("Data ex. method : rdma_cm"),
-                "{server_out}"
-            );
-            if test == BwTest::Send {
-                assert_eq!(server.own.unwrap().iters, 100);
-            } else {
-                assert_eq!(
-                    server.printed, own,
-                    "the server prints the client's results"
+                assert!(
+                    out.contains(&title(test, AtomicType::FetchAndAdd, false, false)),
+                    "{out}"
                 );
+                assert!(out.contains(" #bytes     #iterations"), "{out}");
+                assert_connection_lines(&out, rdma_cm);
+                assert_connection_lines(&server_out, rdma_cm);
+                if test == BwTest::Send {
+                    // As ib_send_bw's server: first to last arrival, no peak.
+                    let theirs = server.own.unwrap();
+                    assert_eq!(theirs.iters, 300);
+                    assert!(theirs.bw_avg > 0.0 && theirs.bw_peak == 0.0, "{theirs:?}");
+                } else {
+                    assert_eq!(server.own, None, "passive server");
+                    assert_eq!(
+                        server.printed, own,
+                        "the server prints the client's results"
+                    );
+                }
+                assert_eq!(established, cm_connections(&opts), "{test:?}");
             }
-            // Two connections each, the dialogue's and the test's.
-            assert_eq!(established, [2, 2], "{test:?}");
-        }
-    }
-
-    /// -R -b: both sides measured, the results swapped over the dialogue's connection and
-    /// each side printing the sum.
-    #[test]
-    fn rdma_cm_mode_bidirectional() {
-        for test in [BwTest::Write, BwTest::Send] {
-            let mut opts = options(test, 4096);
-            opts.duplex = true;
-            opts.iters = 100;
-            let (client, server, out, _, established) = perf_cm(opts);
-            let (mine, theirs) = (client.own.unwrap(), server.own.unwrap());
-            assert_eq!((mine.iters, theirs.iters), (100, 100), "{test:?}");
-            assert!((client.printed.bw_avg - (mine.bw_avg + theirs.bw_avg)).abs() < 1e-9);
-            assert!((server.printed.bw_avg - (mine.bw_avg + theirs.bw_avg)).abs() < 1e-9);
-            assert!(out.contains("Bidirectional BW Test"), "{out}");
-            assert_eq!(established, [2, 2], "{test:?}");
-        }
-    }
-
-    /// -R --lat: the latency tests over rdma_cm, both connections made and released (the
-    /// WRITE test without a closing sync), the figures as without -R.
-    #[test]
-    fn rdma_cm_mode_latency() {
-        for test in [BwTest::Write, BwTest::Send, BwTest::Read, BwTest::Atomic] {
-            let mut opts = options(test, 64);
-            opts.latency = true;
-            opts.tx_depth = 1;
-            opts.iters = 100;
-            let (client, server, out, server_out, established) = perf_cm(opts);
-            let lat = client.latency.unwrap();
-            assert_eq!(lat.iters, 100, "{test:?}");
-            assert!(lat.t_min > 0.0, "{lat:?}");
-            assert!(out.contains(" #bytes #iterations    t_min[usec]"), "{out}");
-            assert!(out.contains("Data ex. method : rdma_cm"), "{out}");
-            let both = matches!(test, BwTest::Write | BwTest::Send);
-            assert_eq!(server.latency.is_some(), both, "{test:?}\n{server_out}");
-            assert_eq!(established, [2, 2], "{test:?}");
-        }
-    }
-
-    /// -R -q 3: one rdma_cm connection per QP besides the dialogue's, every QP's keys
-    /// exchanged and printed, -n operations on each.
-    #[test]
-    fn rdma_cm_mode_many_qps() {
-        for test in [BwTest::Write, BwTest::Send, BwTest::Read] {
-            let mut opts = options(test, 2048);
-            opts.num_qps = 3;
-            opts.iters = 100;
-            let (client, server, out, server_out, established) = perf_cm(opts);
-            assert_eq!(client.own.unwrap().iters, 300, "{test:?}\n{out}");
-            assert_eq!(server.printed.iters, 300, "{test:?}\n{server_out}");
-            assert_eq!(out.matches("local address").count(), 3, "{out}");
-            assert_eq!(out.matches("remote address").count(), 3, "{out}");
-            assert_eq!(established, [4, 4], "{test:?}");
         }
     }
 
@@ -1841,31 +1771,41 @@ mod tests {
     }
 
     /// --lat: WRITE and SEND ping-pong (both sides measure), READ and atomics one at a
-    /// time (the server passive); perftest's latency table.
+    /// time (the server passive); perftest's latency table. With -R (one outstanding) both
+    /// connections are made and released, the WRITE test's without a closing sync.
     #[test]
     fn latency_tests_between_two_runtimes() {
-        for test in [BwTest::Write, BwTest::Send, BwTest::Read, BwTest::Atomic] {
-            let mut opts = options(test, 64);
-            opts.latency = true;
-            opts.iters = 200;
-            let (client, server, out) = perf_with(opts, 5);
-            let lat = client.latency.unwrap();
-            assert_eq!(
-                (lat.size, lat.iters),
-                (if test == BwTest::Atomic { 8 } else { 64 }, 200)
-            );
-            assert!(
-                lat.t_min > 0.0 && lat.t_min <= lat.t_typical && lat.t_typical <= lat.t_max,
-                "{test:?} {lat:?}"
-            );
-            assert!(out.contains(" #bytes #iterations    t_min[usec]"), "{out}");
-            assert!(
-                out.contains(&title(test, AtomicType::FetchAndAdd, true, false)),
-                "{out}"
-            );
-            assert!(!out.contains("CQ Moderation"), "{out}");
-            let both = matches!(test, BwTest::Write | BwTest::Send);
-            assert_eq!(server.latency.is_some(), both, "{test:?}");
+        for (rdma_cm, tx_depth, iters) in [(false, 32, 200), (true, 1, 100)] {
+            for test in [BwTest::Write, BwTest::Send, BwTest::Read, BwTest::Atomic] {
+                let mut opts = options(test, 64);
+                opts.latency = true;
+                opts.rdma_cm = rdma_cm;
+                opts.tx_depth = tx_depth;
+                opts.iters = iters;
+                let (client, server, out, server_out, established) = perf_run(opts.clone(), 5);
+                let lat = client.latency.unwrap();
+                assert_eq!(
+                    (lat.size, lat.iters),
+                    (
+                        if test == BwTest::Atomic { 8 } else { 64 },
+                        u64::from(iters)
+                    )
+                );
+                assert!(
+                    lat.t_min > 0.0 && lat.t_min <= lat.t_typical && lat.t_typical <= lat.t_max,
+                    "{test:?} {lat:?}"
+                );
+                assert!(out.contains(" #bytes #iterations    t_min[usec]"), "{out}");
+                assert!(
+                    out.contains(&title(test, AtomicType::FetchAndAdd, true, false)),
+                    "{out}"
+                );
+                assert!(!out.contains("CQ Moderation"), "{out}");
+                assert_connection_lines(&out, rdma_cm);
+                let both = matches!(test, BwTest::Write | BwTest::Send);
+                assert_eq!(server.latency.is_some(), both, "{test:?}\n{server_out}");
+                assert_eq!(established, cm_connections(&opts), "{test:?}");
+            }
         }
     }
 
@@ -1986,20 +1926,25 @@ mod tests {
     }
 
     /// -q: every QP runs -n operations (the row counts them all), each QP's keys are
-    /// exchanged and printed, and the SEND server takes what arrives on each.
+    /// exchanged and printed, and the SEND server takes what arrives on each; with -R one
+    /// rdma_cm connection per QP besides the dialogue's.
     #[test]
     fn many_qps_run_iters_each() {
-        for (test, srq) in [
-            (BwTest::Write, false),
-            (BwTest::Send, false),
-            (BwTest::Send, true),
-            (BwTest::Read, false),
+        for (test, srq, rdma_cm) in [
+            (BwTest::Write, false, false),
+            (BwTest::Send, false, false),
+            (BwTest::Send, true, false),
+            (BwTest::Read, false, false),
+            (BwTest::Write, false, true),
+            (BwTest::Send, false, true),
+            (BwTest::Read, false, true),
         ] {
             let mut opts = options(test, 2048);
             opts.num_qps = 3;
             opts.iters = 100;
             opts.use_srq = srq;
-            let (client, server, out) = perf_with(opts, 7);
+            opts.rdma_cm = rdma_cm;
+            let (client, server, out, server_out, established) = perf_run(opts.clone(), 7);
             assert_eq!(client.own.unwrap().iters, 300, "{test:?}\n{out}");
             assert!(out.contains("Number of qps   : 3"), "{out}");
             assert_eq!(out.matches("local address").count(), 3, "{out}");
@@ -2010,26 +1955,30 @@ mod tests {
                 .map(|l| l.split_whitespace().nth(5).unwrap())
                 .collect();
             assert_eq!(qpns.len(), 3, "three QPs: {out}");
-            assert_eq!(server.printed.iters, 300, "{test:?}");
+            assert_eq!(server.printed.iters, 300, "{test:?}\n{server_out}");
+            assert_eq!(established, cm_connections(&opts), "{test:?}");
         }
     }
 
     /// -b: both sides run the test, measure their own half, and print the sum of both;
-    /// with -q too.
+    /// with -q too, and with -R (the results swapped over the dialogue's connection).
     #[test]
     fn bidirectional_sums_both_sides() {
-        for (test, qps) in [
-            (BwTest::Write, 1),
-            (BwTest::Send, 1),
-            (BwTest::Send, 2),
-            (BwTest::Read, 2),
-            (BwTest::Atomic, 1),
+        for (test, qps, rdma_cm) in [
+            (BwTest::Write, 1, false),
+            (BwTest::Send, 1, false),
+            (BwTest::Send, 2, false),
+            (BwTest::Read, 2, false),
+            (BwTest::Atomic, 1, false),
+            (BwTest::Write, 1, true),
+            (BwTest::Send, 1, true),
         ] {
             let mut opts = options(test, 4096);
             opts.duplex = true;
             opts.num_qps = qps;
             opts.iters = 100;
-            let (client, server, out) = perf_with(opts, 8);
+            opts.rdma_cm = rdma_cm;
+            let (client, server, out, _, established) = perf_run(opts.clone(), 8);
             let (mine, theirs) = (client.own.unwrap(), server.own.unwrap());
             assert_eq!(
                 (mine.iters, theirs.iters),
@@ -2037,10 +1986,12 @@ mod tests {
             );
             assert!(mine.bw_avg > 0.0 && theirs.bw_avg > 0.0, "{test:?}");
             assert!((client.printed.bw_avg - (mine.bw_avg + theirs.bw_avg)).abs() < 1e-9);
+            assert!((server.printed.bw_avg - (mine.bw_avg + theirs.bw_avg)).abs() < 1e-9);
             assert!((server.printed.msg_rate - (mine.msg_rate + theirs.msg_rate)).abs() < 1e-9);
             assert!(out.contains("Bidirectional BW Test"), "{out}");
             assert!(out.contains(" TX depth"), "{out}");
             assert_eq!(out.contains(" RX depth"), test == BwTest::Send, "{out}");
+            assert_eq!(established, cm_connections(&opts), "{test:?}");
         }
     }
 
