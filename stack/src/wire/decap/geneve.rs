@@ -15,7 +15,7 @@ use crate::wire::FixedHeader;
 use crate::wire::field::{self, FieldInfo};
 use crate::wire::header::header_view;
 
-use super::vxlan::vni_word_accessors;
+use super::vxlan::vni_word;
 
 /// The IANA UDP port of Geneve.
 pub const GENEVE_UDP_PORT: u16 = 6081;
@@ -53,7 +53,7 @@ impl<T: AsRef<[u8]>> Geneve<T> {
     pub fn protocol(&self) -> u16 {
         field::read_u16(self.bytes(), field_at::PROTOCOL)
     }
-    vni_word_accessors!();
+    vni_word!(accessors);
 }
 
 /// A Geneve header's fixed part; fields wider than theirs are masked on emit.
@@ -131,8 +131,7 @@ impl FixedHeader for GeneveRepr {
         buf[field_at::FLAGS] =
             (u8::from(self.oam) << 7) | (u8::from(self.critical) << 6) | (self.reserved1 & 0x3f);
         field::write_u16(buf, field_at::PROTOCOL, self.protocol);
-        field::write_u24(buf, field_at::VNI, self.vni);
-        buf[field_at::RESERVED2] = self.reserved2;
+        vni_word!(emit buf, self);
     }
 }
 

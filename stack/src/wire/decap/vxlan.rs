@@ -31,14 +31,15 @@ impl<T: AsRef<[u8]>> Vxlan<T> {
     pub fn reserved1(&self) -> u32 {
         field::read_u24(self.bytes(), field_at::RESERVED1)
     }
-    vni_word_accessors!();
+    vni_word!(accessors);
 }
 
-/// The accessors of the 32-bit word VXLAN and Geneve share (RFC 8926 3.4 keeps VXLAN's
-/// layout): the 24-bit VNI at `field_at::VNI` and the reserved byte after it at
-/// `field_at::RESERVED2`, in the caller's module.
-macro_rules! vni_word_accessors {
-    () => {
+/// The 32-bit word VXLAN and Geneve share (RFC 8926 3.4 keeps VXLAN's layout): the 24-bit
+/// VNI at `field_at::VNI` and the reserved byte after it at `field_at::RESERVED2`, in the
+/// caller's module. `vni_word!(accessors)` declares a view's `vni()` and `reserved2()`;
+/// `vni_word!(emit buf, repr)` writes a Repr's `vni` and `reserved2` into `buf`.
+macro_rules! vni_word {
+    (accessors) => {
         /// The virtual network identifier: the overlay segment.
         pub fn vni(&self) -> u32 {
             $crate::wire::field::read_u24(self.bytes(), field_at::VNI)
@@ -48,9 +49,13 @@ macro_rules! vni_word_accessors {
             self.bytes()[field_at::RESERVED2]
         }
     };
+    (emit $buf:ident, $repr:expr) => {
+        $crate::wire::field::write_u24($buf, field_at::VNI, $repr.vni);
+        $buf[field_at::RESERVED2] = $repr.reserved2;
+    };
 }
 
-pub(super) use vni_word_accessors;
+pub(super) use vni_word;
 
 /// A VXLAN header; 24-bit fields wider than 24 bits are masked on emit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -114,8 +119,7 @@ impl FixedHeader for VxlanRepr {
     fn emit_unchecked(&self, buf: &mut [u8]) {
         buf[field_at::FLAGS] = self.flags;
         field::write_u24(buf, field_at::RESERVED1, self.reserved1);
-        field::write_u24(buf, field_at::VNI, self.vni);
-        buf[field_at::RESERVED2] = self.reserved2;
+        vni_word!(emit buf, self);
     }
 }
 
