@@ -45,6 +45,14 @@ macro_rules! u24_newtype {
                 fmt::LowerHex::fmt(&self.0, f)
             }
         }
+
+        /// As the number it holds.
+        #[cfg(feature = "serde")]
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_u32(self.0)
+            }
+        }
     };
 }
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use roce::analysis::Report;
 use roce::analysis::cm::CmConnection;
 use roce::analysis::report::{FlowReport, RequesterReport};
+use roce::wire::{Psn, Qpn};
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -53,7 +54,7 @@ struct Untracked {
 struct Flow {
     src: String,
     dst: String,
-    dest_qp: u32,
+    dest_qp: Qpn,
     packets: u64,
     opcodes: BTreeMap<&'static str, u64>,
     retransmitted_packets: u64,
@@ -95,7 +96,7 @@ struct Requester {
     messages_acknowledged: u64,
     orphan_packets: u64,
     broken_messages: u64,
-    highest_psn: Option<u32>,
+    highest_psn: Option<Psn>,
     psn_wraps: u64,
     msn_first: Option<u32>,
     msn_last: Option<u32>,
@@ -112,7 +113,7 @@ struct Requester {
 
 #[derive(Serialize)]
 struct Episode {
-    first_psn: u32,
+    first_psn: Psn,
     trigger: &'static str,
     trigger_us: f64,
     start_us: f64,
@@ -124,7 +125,7 @@ struct Episode {
 #[derive(Serialize)]
 struct NakEvent {
     at_us: f64,
-    psn: u32,
+    psn: Psn,
     nak: &'static str,
     cause: &'static str,
     request: Option<&'static str>,
@@ -133,7 +134,7 @@ struct NakEvent {
 #[derive(Serialize)]
 struct RnrEvent {
     at_us: f64,
-    psn: u32,
+    psn: Psn,
     min_wait_us: u32,
     waited_us: Option<f64>,
 }
@@ -141,8 +142,8 @@ struct RnrEvent {
 #[derive(Serialize)]
 struct ImpliedNak {
     at_us: f64,
-    expected_psn: u32,
-    got_psn: u32,
+    expected_psn: Psn,
+    got_psn: Psn,
 }
 
 #[derive(Serialize)]
@@ -158,13 +159,13 @@ struct Rtt {
 struct Connection {
     client: String,
     server: String,
-    client_qpn: Option<u32>,
-    server_qpn: Option<u32>,
+    client_qpn: Option<Qpn>,
+    server_qpn: Option<Qpn>,
     client_comm_id: u32,
     server_comm_id: Option<u32>,
     service_id: Option<String>,
-    client_start_psn: Option<u32>,
-    server_start_psn: Option<u32>,
+    client_start_psn: Option<Psn>,
+    server_start_psn: Option<Psn>,
     state: &'static str,
     reject_reason: Option<u16>,
     events: Vec<CmEvent>,
@@ -229,7 +230,7 @@ fn flow(i: usize, f: &FlowReport, clock: &Clock) -> Flow {
     Flow {
         src: f.src.to_string(),
         dst: f.dst.to_string(),
-        dest_qp: f.dest_qp.value(),
+        dest_qp: f.dest_qp,
         packets: f.packets,
         opcodes: f.opcodes.iter().copied().collect(),
         retransmitted_packets: f.retransmitted_packets,
@@ -271,7 +272,7 @@ fn requester(r: &RequesterReport, clock: &Clock) -> Requester {
         messages_acknowledged: r.messages_acknowledged,
         orphan_packets: r.orphan_packets,
         broken_messages: r.broken_messages,
-        highest_psn: r.highest_psn.map(|p| p.value()),
+        highest_psn: r.highest_psn,
         psn_wraps: r.psn_wraps,
         msn_first: r.msn_first,
         msn_last: r.msn_last,
@@ -281,7 +282,7 @@ fn requester(r: &RequesterReport, clock: &Clock) -> Requester {
             .episode_list
             .iter()
             .map(|e| Episode {
-                first_psn: e.first_psn.value(),
+                first_psn: e.first_psn,
                 trigger: e.trigger.name(),
                 trigger_us: clock.at(e.trigger_ts),
                 start_us: clock.at(e.start_ts),
@@ -296,7 +297,7 @@ fn requester(r: &RequesterReport, clock: &Clock) -> Requester {
             .iter()
             .map(|e| NakEvent {
                 at_us: clock.at(e.ts),
-                psn: e.psn.value(),
+                psn: e.psn,
                 nak: e.code.name(),
                 cause: e.cause.name(),
                 request: e.request.map(|k| k.name()),
@@ -307,7 +308,7 @@ fn requester(r: &RequesterReport, clock: &Clock) -> Requester {
             .iter()
             .map(|e| RnrEvent {
                 at_us: clock.at(e.ts),
-                psn: e.psn.value(),
+                psn: e.psn,
                 min_wait_us: e.min_wait_us,
                 waited_us: e.wait_ns.map(us),
             })
@@ -318,8 +319,8 @@ fn requester(r: &RequesterReport, clock: &Clock) -> Requester {
             .iter()
             .map(|e| ImpliedNak {
                 at_us: clock.at(e.ts),
-                expected_psn: e.expected.value(),
-                got_psn: e.got.value(),
+                expected_psn: e.expected,
+                got_psn: e.got,
             })
             .collect(),
         rtt_us: r.rtt.map(|t| Rtt {
@@ -336,13 +337,13 @@ fn connection(c: &CmConnection, clock: &Clock) -> Connection {
     Connection {
         client: c.client.to_string(),
         server: c.server.to_string(),
-        client_qpn: c.client_qpn.map(|q| q.value()),
-        server_qpn: c.server_qpn.map(|q| q.value()),
+        client_qpn: c.client_qpn,
+        server_qpn: c.server_qpn,
         client_comm_id: c.client_comm_id,
         server_comm_id: c.server_comm_id,
         service_id: c.service_id.map(|s| format!("{s:#018x}")),
-        client_start_psn: c.client_start_psn.map(|p| p.value()),
-        server_start_psn: c.server_start_psn.map(|p| p.value()),
+        client_start_psn: c.client_start_psn,
+        server_start_psn: c.server_start_psn,
         state: c.state.name(),
         reject_reason: c.reject_reason,
         events: c
