@@ -33,6 +33,8 @@ mod summary;
 #[cfg(test)]
 mod tests;
 
+use core::net::{IpAddr, Ipv6Addr};
+
 use crate::capture::{Frame, FrameError};
 use crate::wire::encap::{
     ETHERNET_FCS_LEN, ETHERNET_HEADER_LEN, EthernetRepr, VLAN_TAG_LEN, rxe_udp_src_port,
@@ -142,9 +144,14 @@ pub struct PacketNote {
 }
 
 /// The fields of a packet the analysis uses, read once.
+#[derive(Debug, Clone, Copy)]
 struct Fields<'p> {
     ts: u64,
-    ip: &'p IpRepr<'p>,
+    /// The source and destination addresses as [`FlowKey`] holds them (IPv4 mapped into
+    /// IPv6), and whether they were IPv4.
+    src: u128,
+    dst: u128,
+    v4: bool,
     udp_src_port: u16,
     opcode: Opcode,
     dest_qp: Qpn,
@@ -162,6 +169,35 @@ struct Fields<'p> {
     priority: (u8, bool),
     /// RoCEv1: the addresses are the GRH's GIDs, and there is no UDP.
     roce_v1: bool,
+}
+
+impl Fields<'_> {
+    fn src_addr(&self) -> IpAddr {
+        addr_from_bits(self.src, self.v4)
+    }
+    fn dst_addr(&self) -> IpAddr {
+        addr_from_bits(self.dst, self.v4)
+    }
+}
+
+/// An address as [`FlowKey`] holds it, back as it was on the wire.
+fn addr_from_bits(bits: u128, v4: bool) -> IpAddr {
+    let v6 = Ipv6Addr::from(bits);
+    match v6.to_ipv4_mapped() {
+        Some(a) if v4 => IpAddr::V4(a),
+        _ => IpAddr::V6(v6),
+    }
+}
+
+/// What [`Analyzer::frame`] works out of a whole RoCEv2 frame before it needs any state: the
+/// frame sliced into its layers, the fields the analysis reads, whether its ICRC is right.
+/// [`slice_ahead`] makes it (on another thread, say) and [`Analyzer::frame_sliced`] takes it,
+/// so that the analysing thread reads nothing of the frame but the payload of an rdma_cm MAD.
+#[derive(Debug, Clone, Copy)]
+pub struct Sliced {
+    fields: Fields<'static>,
+    /// Where the payload starts in the frame (its length is `fields.payload_len`).
+    payload_at: u32,
 }
 
 /// The streaming analyser. Feed it every frame, then ask for the report.
@@ -275,18 +311,27 @@ impl Analyzer {
 
     /// Analyses the next frame of the capture.
     pub fn frame(&mut self, frame: &Frame<'_>) -> Outcome {
-        self.frame_checked(frame, None)
+        self.frame_sliced(frame, None)
     }
 
-    /// As [`Analyzer::frame`], with the frame's [`icrc_check`] already worked out (by another
-    /// thread, say) when `icrc` is `Some`.
-    pub fn frame_checked(&mut self, frame: &Frame<'_>, icrc: Option<bool>) -> Outcome {
+    /// As [`Analyzer::frame`], with what [`slice_ahead`] made of the frame (on another
+    /// thread, say) when `ahead` is `Some`.
+    pub fn frame_sliced(&mut self, frame: &Frame<'_>, ahead: Option<Sliced>) -> Outcome {
         self.packets += 1;
         let ts = frame.timestamp_ns;
         let start = *self.first_ts.get_or_insert(ts);
         self.last_ts = Some(self.last_ts.map_or(ts, |l| l.max(ts)));
         self.clock.advance(ts.saturating_sub(start));
         self.pfc.advance(ts);
+        if let Some(sliced) = ahead {
+            let mut f: Fields<'_> = sliced.fields;
+            let at = sliced.payload_at as usize;
+            f.payload = frame
+                .data
+                .get(at..at + f.payload_len as usize)
+                .unwrap_or_default();
+            return self.packet(f);
+        }
         if frame.is_cut() {
             return self.cut_frame(frame);
         }
@@ -300,15 +345,12 @@ impl Analyzer {
         // that wrote it, a stall on every packet.
         let parsed = RocePacket::parse_link(frame.data, link);
         match &parsed {
-            Ok(p) => {
-                let icrc_ok = Some(icrc.unwrap_or_else(|| p.icrc_ok()));
-                self.packet(fields(p, ts, icrc_ok, p.payload()))
-            }
+            Ok(p) => self.packet(fields(p, ts, Some(p.icrc_ok()), p.payload())),
             Err(e) if e.is_not_roce() => {
                 if let Some(c) = pfc::mac_control(frame) {
                     self.pfc.mac_control(ts, &c);
                 } else if let PacketError::NotRoce(NotRoce::RoceV1 { grh, eth }) = e {
-                    return self.roce_v1(frame, (*grh, *eth), icrc, None);
+                    return self.roce_v1(frame, (*grh, *eth), None);
                 }
                 self.not_roce(frame)
             }
@@ -325,7 +367,6 @@ impl Analyzer {
         &mut self,
         frame: &Frame<'_>,
         (grh, eth): (usize, EthernetRepr),
-        icrc: Option<bool>,
         cut: Option<usize>,
     ) -> Outcome {
         let p = match RoceV1Packet::parse_at(frame.data, eth, grh) {
@@ -353,13 +394,12 @@ impl Analyzer {
             bytes: p.packet_bytes(),
             bth_at: p.bth_offset(),
             payload_len: p.payload().len() as u32,
-            payload,
             eth: Some(p.eth()),
             vlan: p.eth().vlan,
             roce_v1: true,
         };
-        let icrc_ok = cut.is_none().then(|| icrc.unwrap_or_else(|| p.icrc_ok()));
-        self.packet(ib.fields(frame.timestamp_ns, &ip, 0, icrc_ok))
+        let icrc_ok = cut.is_none().then(|| p.icrc_ok());
+        self.packet(ib.fields(frame.timestamp_ns, &ip, 0, icrc_ok, payload))
     }
 
     /// Counts a frame that is not RoCE by what it is.
@@ -396,7 +436,7 @@ impl Analyzer {
                 self.packet(f)
             }
             Err(FrameError::Packet(PacketError::NotRoce(NotRoce::RoceV1 { grh, eth }))) => {
-                self.roce_v1(&padded, (grh, eth), None, Some(frame.data.len()))
+                self.roce_v1(&padded, (grh, eth), Some(frame.data.len()))
             }
             Err(e) if e.is_not_roce() => {
                 // The body as captured: a PFC frame cut short counts as truncated.
@@ -426,18 +466,9 @@ impl Analyzer {
 
     /// The flow of `f`'s packet, made if need be; `None` past [`Limits::max_flows`].
     fn flow_id(&mut self, f: &Fields<'_>) -> Option<u32> {
-        // Straight from the header's addresses: going through `IpAddr` here costs a store
-        // the next load cannot forward from, on every packet.
-        let (src, dst) = match f.ip {
-            IpRepr::V4(v4) => (
-                u128::from(v4.src.to_ipv6_mapped()),
-                u128::from(v4.dst.to_ipv6_mapped()),
-            ),
-            IpRepr::V6(v6) => (u128::from(v6.src), u128::from(v6.dst)),
-        };
         let key = FlowKey {
-            src,
-            dst,
+            src: f.src,
+            dst: f.dst,
             // QPNs are 24 bits: the top bit keeps RoCEv1 flows apart from RoCEv2 ones.
             qp: f.dest_qp.value() | if f.roce_v1 { ROCE_V1_KEY_BIT } else { 0 },
         };
@@ -461,7 +492,7 @@ impl Analyzer {
             }
             None => {
                 let id = self.flows.len() as u32;
-                let (src, dst) = (f.ip.src_addr(), f.ip.dst_addr());
+                let (src, dst) = (f.src_addr(), f.dst_addr());
                 let mut flow = Flow::new(src, dst, f.dest_qp, f.udp_src_port, f.ts);
                 flow.src_mac = f.src_mac;
                 flow.priority = f.priority;
@@ -730,7 +761,7 @@ impl Analyzer {
     }
 
     fn cm_message(&mut self, f: &Fields<'_>, m: &CmMessage) {
-        let (src, dst) = (f.ip.src_addr(), f.ip.dst_addr());
+        let (src, dst) = (f.src_addr(), f.dst_addr());
         let Some(i) = self.cm.message(src, dst, f.ts, m) else {
             return;
         };
@@ -769,17 +800,21 @@ impl Analyzer {
     }
 }
 
-/// Whether a whole RoCEv2 frame's ICRC is right; `None` for a frame cut by a snap length or
-/// not RoCEv2. This is the costly part of [`Analyzer::frame`] that needs no state, so it can
-/// be worked out ahead, on another thread, and given to [`Analyzer::frame_checked`].
-pub fn icrc_check(frame: &Frame<'_>) -> Option<bool> {
+/// The part of [`Analyzer::frame`] that needs no state, for a whole RoCEv2 frame: slicing
+/// it, reading its fields, checking its ICRC (the costly part). `None` for a frame cut by a
+/// snap length or not a well-formed RoCEv2 frame, which [`Analyzer::frame_sliced`] then
+/// reads itself.
+pub fn slice_ahead(frame: &Frame<'_>) -> Option<Sliced> {
     if frame.is_cut() {
         return None;
     }
-    // Not through `Frame::roce`, for the copy it makes (see `Analyzer::frame_checked`).
-    RocePacket::parse_link(frame.data, frame.link_header()?)
-        .ok()
-        .map(|p| p.icrc_ok())
+    // Not through `Frame::roce`, for the copy it makes (see `Analyzer::frame_sliced`).
+    let p = RocePacket::parse_link(frame.data, frame.link_header()?).ok()?;
+    let payload_at = p.payload().as_ptr() as usize - frame.data.as_ptr() as usize;
+    Some(Sliced {
+        fields: fields(&p, frame.timestamp_ns, Some(p.icrc_ok()), &[]),
+        payload_at: payload_at as u32,
+    })
 }
 
 fn is_read_response(opcode: Opcode) -> bool {
@@ -794,22 +829,17 @@ fn count_aeth(flow: &mut Flow, syndrome: Option<Syndrome>) {
     }
 }
 
-fn fields<'p>(
-    p: &'p RocePacket<'_>,
-    ts: u64,
-    icrc_ok: Option<bool>,
-    payload: &'p [u8],
-) -> Fields<'p> {
+/// The fields of RoCEv2 packet `p`; `payload` is what the analysis may read of its payload.
+fn fields<'q>(p: &RocePacket<'_>, ts: u64, icrc_ok: Option<bool>, payload: &'q [u8]) -> Fields<'q> {
     let ib = Ib {
         bytes: p.packet_bytes(),
         bth_at: p.bth_offset(),
         payload_len: p.payload().len() as u32,
-        payload,
         eth: p.eth(),
         vlan: p.vlan(),
         roce_v1: false,
     };
-    ib.fields(ts, p.ip(), p.udp().src_port, icrc_ok)
+    ib.fields(ts, p.ip(), p.udp().src_port, icrc_ok, payload)
 }
 
 /// What [`Fields`] are read from in a RoCEv2 or a RoCEv1 packet.
@@ -818,21 +848,21 @@ struct Ib<'p> {
     bytes: &'p [u8],
     bth_at: usize,
     payload_len: u32,
-    payload: &'p [u8],
     eth: Option<&'p crate::wire::EthernetRepr>,
     /// The tag nearest the IP header or GRH, also under a Linux cooked header.
     vlan: Option<crate::wire::VlanTag>,
     roce_v1: bool,
 }
 
-impl<'p> Ib<'p> {
-    fn fields(
+impl Ib<'_> {
+    fn fields<'q>(
         &self,
         ts: u64,
-        ip: &'p IpRepr<'p>,
+        ip: &IpRepr<'_>,
         udp_src_port: u16,
         icrc_ok: Option<bool>,
-    ) -> Fields<'p> {
+        payload: &'q [u8],
+    ) -> Fields<'q> {
         let bth = BthRepr::parse_unchecked(&self.bytes[self.bth_at..]);
         // Every opcode that carries an AETH carries it first, right after the BTH (IBA 9.2:
         // ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, READ responses), so only those four bytes are read.
@@ -846,9 +876,21 @@ impl<'p> Ib<'p> {
             Some(tag) => (tag.pcp & 7, true),
             None => (pfc::dscp_priority(ip.dscp()), false),
         };
+        // Straight from the header's addresses: going through `IpAddr` here costs a store
+        // the next load cannot forward from, on every packet.
+        let (src, dst, v4) = match ip {
+            IpRepr::V4(v4) => (
+                u128::from(v4.src.to_ipv6_mapped()),
+                u128::from(v4.dst.to_ipv6_mapped()),
+                true,
+            ),
+            IpRepr::V6(v6) => (u128::from(v6.src), u128::from(v6.dst), false),
+        };
         Fields {
             ts,
-            ip,
+            src,
+            dst,
+            v4,
             udp_src_port,
             opcode: bth.opcode,
             dest_qp: bth.dest_qp,
@@ -856,7 +898,7 @@ impl<'p> Ib<'p> {
             syndrome: aeth.map(|a| a.syndrome),
             msn: aeth.map(|a| a.msn),
             payload_len: self.payload_len,
-            payload: self.payload,
+            payload,
             icrc_ok,
             ecn_ce: ip.ecn() == Ecn::Ce,
             src_mac: self.eth.map_or([0; 6], |e| e.src),

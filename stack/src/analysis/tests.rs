@@ -387,6 +387,34 @@ fn a_cnp_slows_the_marked_flow_and_the_change_is_measured() {
 
 #[test]
 fn rdma_cm_ties_qps_that_psns_could_not() {
+    let (cq, sq) = (host(1, 0x31), host(2, 0x42));
+    let r = cm_scenario().analyse();
+    assert_eq!(r.connections.len(), 1);
+    let c = &r.connections[0];
+    assert_eq!(c.state.name(), "ESTABLISHED");
+    assert_eq!(
+        (c.client_qpn, c.server_qpn),
+        (Some(Qpn::new(0x31)), Some(Qpn::new(0x42)))
+    );
+    let to_server = r
+        .flows
+        .iter()
+        .position(|f| f.src == cq.ip && f.dest_qp == sq.qpn)
+        .unwrap();
+    assert_eq!(flow(&r, sq, cq).reverse, Some(to_server));
+    assert_eq!(
+        flow(&r, cq, sq)
+            .requester
+            .as_ref()
+            .unwrap()
+            .messages_acknowledged,
+        1
+    );
+}
+
+/// An rdma_cm handshake between QP 0x31 of 10.0.0.1 and QP 0x42 of 10.0.0.2, then a SEND and
+/// its ACK, with a busier QP of the client beside them that PSNs alone would pair instead.
+fn cm_scenario() -> Scenario {
     let (client, server) = (host(1, 0x1), host(2, 0x1));
     let (cq, sq) = (host(1, 0x31), host(2, 0x42));
     let other = host(1, 0x77);
@@ -424,28 +452,44 @@ fn rdma_cm_ties_qps_that_psns_could_not() {
     }
     s.send(cq, sq, op::SEND_ONLY, 7, None, 8).wait(10);
     s.ack(sq, cq, 7);
-    let r = s.analyse();
-    assert_eq!(r.connections.len(), 1);
-    let c = &r.connections[0];
-    assert_eq!(c.state.name(), "ESTABLISHED");
-    assert_eq!(
-        (c.client_qpn, c.server_qpn),
-        (Some(Qpn::new(0x31)), Some(Qpn::new(0x42)))
-    );
-    let to_server = r
-        .flows
-        .iter()
-        .position(|f| f.src == cq.ip && f.dest_qp == sq.qpn)
-        .unwrap();
-    assert_eq!(flow(&r, sq, cq).reverse, Some(to_server));
-    assert_eq!(
-        flow(&r, cq, sq)
-            .requester
-            .as_ref()
-            .unwrap()
-            .messages_acknowledged,
-        1
-    );
+    s
+}
+
+/// Frames worked out ahead by `slice_ahead` (as `roce analyze`'s reading thread does) are
+/// analysed as the analyser would have read them itself: the same report, with the rdma_cm
+/// pairing read from the MADs' payloads, IPv6 addresses and an ICRC error.
+#[test]
+fn frames_sliced_ahead_are_analysed_as_frames_read_in_place() {
+    let mut s = cm_scenario();
+    let v6 = |last: u16, qpn: u32| Host {
+        ip: IpAddr::from([0xfd00, 0, 0, 0, 0, 0, 0, last]),
+        qpn: Qpn::new(qpn),
+    };
+    let (a, b) = (v6(1, 0x21), v6(2, 0x22));
+    s.send(a, b, op::SEND_ONLY, 1, None, 64).wait(1);
+    s.ack(b, a, 1).wait(1);
+    s.send(a, b, op::SEND_ONLY, 2, None, 64);
+    let last = s.frames.len() - 1;
+    s.frames[last].1[80] ^= 0xff; // a payload byte: the ICRC is wrong
+    let mut analyzer = Analyzer::new();
+    for (i, (ts, data)) in s.frames.iter().enumerate() {
+        let frame = Frame::whole(i as u64, *ts, Link::Ethernet, data);
+        let ahead = slice_ahead(&frame);
+        assert!(ahead.is_some(), "frame {i} is whole RoCEv2");
+        analyzer.frame_sliced(&frame, ahead);
+    }
+    let (got, want) = (analyzer.report(), s.analyse());
+    assert_eq!(got, want);
+    assert_eq!((want.connections.len(), want.icrc_errors), (1, 1));
+    assert_eq!(flow(&want, a, b).packets, 2);
+    // A frame cut by a snap length is left to the analyser.
+    let whole = &s.frames[0].1;
+    let cut = Frame {
+        data: &whole[..58],
+        orig_len: whole.len() as u32,
+        ..Frame::whole(0, 0, Link::Ethernet, whole)
+    };
+    assert!(slice_ahead(&cut).is_none());
 }
 
 #[test]

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use clap::Args;
 use roce::analysis::pfc::PfcOptions;
-use roce::analysis::{Analyzer, Limits, Report, icrc_check};
+use roce::analysis::{Analyzer, Limits, Report, slice_ahead};
 
 /// Exit status when the file is damaged (cut short or corrupt): frames up to the damage
 /// were analysed.
@@ -114,8 +114,8 @@ pub fn analyse_with(
 ) -> anyhow::Result<Report> {
     let mut analyzer = Analyzer::with_limits(limits).with_pfc(pfc);
     let damage = if threads >= 2 {
-        super::replay_split(file, icrc_check, |frame, icrc| {
-            analyzer.frame_checked(frame, icrc);
+        super::replay_split(file, slice_ahead, |frame, sliced| {
+            analyzer.frame_sliced(frame, sliced);
         })?
     } else {
         super::replay(file, |frame| {

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 use roce::analysis::pfc::PfcOptions;
-use roce::analysis::{Analyzer, Outcome, PacketNote, icrc_check};
+use roce::analysis::{Analyzer, Outcome, PacketNote, Sliced, slice_ahead};
 use roce::capture::Frame;
 
 /// Draw the packets between two endpoints as a ladder diagram (SVG).
@@ -83,8 +83,8 @@ pub fn run(args: LadderArgs) -> anyhow::Result<ExitCode> {
     let mut analyzer = Analyzer::new().with_pfc(pfc);
     let mut seen = 0u64;
     let mut rows: Vec<(u64, PacketNote)> = Vec::new();
-    let mut each = |frame: &Frame<'_>, icrc: Option<bool>| {
-        if let Outcome::Roce(note) = analyzer.frame_checked(frame, icrc)
+    let mut each = |frame: &Frame<'_>, sliced: Option<Sliced>| {
+        if let Outcome::Roce(note) = analyzer.frame_sliced(frame, sliced)
             && (note.flow == flow || Some(note.flow) == reverse)
         {
             if seen >= args.from && rows.len() < args.count as usize {
@@ -95,7 +95,7 @@ pub fn run(args: LadderArgs) -> anyhow::Result<ExitCode> {
         }
     };
     if threads >= 2 {
-        super::replay_split(&args.file, icrc_check, each)?;
+        super::replay_split(&args.file, slice_ahead, each)?;
     } else {
         super::replay(&args.file, |frame| each(frame, None))?;
     }

@@ -106,7 +106,8 @@ pub fn replay_split<T: Send>(
         let analyser = scope.spawn(|| {
             for mut batch in batches {
                 for i in 0..batch.len() {
-                    if let Some(&(ahead, _)) = batch.get(i + PREFETCH_FRAMES) {
+                    // A frame worked out ahead is not read again here.
+                    if let Some(&(ahead, None)) = batch.get(i + PREFETCH_FRAMES) {
                         file.prefetch(ahead);
                     }
                     let (r, known) = (batch[i].0, batch[i].1.take());
