@@ -38,52 +38,56 @@ pub const CM_CLASS_VERSION: u8 = 2;
 /// Method Send: a message that expects no MAD-layer response (IBA Table 147).
 pub const METHOD_SEND: u8 = 0x03;
 
-header_view!(
+header_view! {
     /// A view over the 24-byte MAD common header.
-    MadHeader,
-    MadHeaderRepr
-);
+    MadHeader, MadHeaderRepr,
+    field_at {
+        BASE_VERSION = 0, MGMT_CLASS = 1, CLASS_VERSION = 2, METHOD = 3, STATUS = 4,
+        CLASS_SPECIFIC = 6, TRANSACTION_ID = 8, ATTRIBUTE_ID = 16, RESERVED = 18,
+        ATTRIBUTE_MODIFIER = 20,
+    }
+}
 
 impl<T: AsRef<[u8]>> MadHeader<T> {
     /// Byte 0: the MAD format version.
     pub fn base_version(&self) -> u8 {
-        self.bytes()[0]
+        self.bytes()[field_at::BASE_VERSION]
     }
     /// Byte 1: the management class.
     pub fn mgmt_class(&self) -> u8 {
-        self.bytes()[1]
+        self.bytes()[field_at::MGMT_CLASS]
     }
     /// Byte 2: the class's version.
     pub fn class_version(&self) -> u8 {
-        self.bytes()[2]
+        self.bytes()[field_at::CLASS_VERSION]
     }
     /// The whole byte 3: the response bit and the method.
     pub fn method(&self) -> u8 {
-        self.bytes()[3]
+        self.bytes()[field_at::METHOD]
     }
     /// Bytes 4-5: status of a response.
     pub fn status(&self) -> u16 {
-        field::read_u16(self.bytes(), 4)
+        field::read_u16(self.bytes(), field_at::STATUS)
     }
     /// Bytes 6-7: for the class's use.
     pub fn class_specific(&self) -> u16 {
-        field::read_u16(self.bytes(), 6)
+        field::read_u16(self.bytes(), field_at::CLASS_SPECIFIC)
     }
     /// Bytes 8-15: the transaction ID.
     pub fn transaction_id(&self) -> u64 {
-        field::read_u64(self.bytes(), 8)
+        field::read_u64(self.bytes(), field_at::TRANSACTION_ID)
     }
     /// Bytes 16-17: which of the class's attributes (messages).
     pub fn attribute_id(&self) -> u16 {
-        field::read_u16(self.bytes(), 16)
+        field::read_u16(self.bytes(), field_at::ATTRIBUTE_ID)
     }
     /// Bytes 18-19.
     pub fn reserved(&self) -> u16 {
-        field::read_u16(self.bytes(), 18)
+        field::read_u16(self.bytes(), field_at::RESERVED)
     }
     /// Bytes 20-23: the attribute modifier.
     pub fn attribute_modifier(&self) -> u32 {
-        field::read_u32(self.bytes(), 20)
+        field::read_u32(self.bytes(), field_at::ATTRIBUTE_MODIFIER)
     }
 }
 
@@ -119,37 +123,61 @@ const fn at(name: &'static str, byte: usize, bit: u32, width: u32, doc: &'static
 impl MadHeaderRepr {
     /// The header's fields in wire order (IBA Figure 147), for decoders.
     pub const FIELDS: &'static [FieldInfo] = &[
-        at("BaseVersion", 0, 0, 8, "MAD format version (1)"),
-        at("MgmtClass", 1, 0, 8, "the management class"),
+        at(
+            "BaseVersion",
+            field_at::BASE_VERSION,
+            0,
+            8,
+            "MAD format version (1)",
+        ),
+        at(
+            "MgmtClass",
+            field_at::MGMT_CLASS,
+            0,
+            8,
+            "the management class",
+        ),
         at(
             "ClassVersion",
-            2,
+            field_at::CLASS_VERSION,
             0,
             8,
             "the class's message version (CM: 2)",
         ),
-        at("R", 3, 0, 1, "1 in a response"),
-        at("Method", 3, 1, 7, "what to do with the attribute"),
-        at("Status", 4, 0, 16, "0: no error"),
+        at("R", field_at::METHOD, 0, 1, "1 in a response"),
+        at(
+            "Method",
+            field_at::METHOD,
+            1,
+            7,
+            "what to do with the attribute",
+        ),
+        at("Status", field_at::STATUS, 0, 16, "0: no error"),
         at(
             "ClassSpecific",
-            6,
+            field_at::CLASS_SPECIFIC,
             0,
             16,
             "for the class's use (unused by the CM)",
         ),
         at(
             "TransactionID",
-            8,
+            field_at::TRANSACTION_ID,
             0,
             64,
             "the requester's; responses copy it",
         ),
-        at("AttributeID", 16, 0, 16, "which of the class's messages"),
-        at("Reserved", 18, 0, 16, "reserved"),
+        at(
+            "AttributeID",
+            field_at::ATTRIBUTE_ID,
+            0,
+            16,
+            "which of the class's messages",
+        ),
+        at("Reserved", field_at::RESERVED, 0, 16, "reserved"),
         at(
             "AttributeModifier",
-            20,
+            field_at::ATTRIBUTE_MODIFIER,
             0,
             32,
             "qualifies the attribute (CM: ECE options)",
@@ -234,16 +262,16 @@ impl FixedHeader for MadHeaderRepr {
     }
 
     fn emit_unchecked(&self, buf: &mut [u8]) {
-        buf[0] = self.base_version;
-        buf[1] = self.mgmt_class;
-        buf[2] = self.class_version;
-        buf[3] = self.method;
-        field::write_u16(buf, 4, self.status);
-        field::write_u16(buf, 6, self.class_specific);
-        field::write_u64(buf, 8, self.transaction_id);
-        field::write_u16(buf, 16, self.attribute_id);
-        field::write_u16(buf, 18, self.reserved);
-        field::write_u32(buf, 20, self.attribute_modifier);
+        buf[field_at::BASE_VERSION] = self.base_version;
+        buf[field_at::MGMT_CLASS] = self.mgmt_class;
+        buf[field_at::CLASS_VERSION] = self.class_version;
+        buf[field_at::METHOD] = self.method;
+        field::write_u16(buf, field_at::STATUS, self.status);
+        field::write_u16(buf, field_at::CLASS_SPECIFIC, self.class_specific);
+        field::write_u64(buf, field_at::TRANSACTION_ID, self.transaction_id);
+        field::write_u16(buf, field_at::ATTRIBUTE_ID, self.attribute_id);
+        field::write_u16(buf, field_at::RESERVED, self.reserved);
+        field::write_u32(buf, field_at::ATTRIBUTE_MODIFIER, self.attribute_modifier);
     }
 }
 

@@ -56,16 +56,11 @@ header_view!(
     PauseRepr
 );
 
-header_view!(
+header_view! {
     /// A view over the 18 bytes of PFC parameters (after its opcode): the priority-enable
     /// vector and the eight times.
-    Pfc,
-    PfcRepr
-);
-
-mod pfc_at {
-    pub const ENABLE: usize = 0;
-    pub const TIMES: usize = 2;
+    Pfc, PfcRepr,
+    pfc_at { ENABLE = 0, TIMES = 2 }
 }
 
 impl<T: AsRef<[u8]>> Pause<T> {

@@ -84,24 +84,27 @@ pub fn parse_service_id(service_id: u64) -> Option<(PortSpace, u16)> {
     Some((space, service_id as u16))
 }
 
-header_view!(
+header_view! {
     /// A view over the 36-byte IP CM private data header.
-    IpCmHeader,
-    IpCmHeaderRepr
-);
+    IpCmHeader, IpCmHeaderRepr,
+    field_at { VERSION = 0, IP_VERSION = 1, SRC_PORT = 2, SRC_ADDR = 4, DST_ADDR = 20 }
+}
+
+/// Each address takes 16 bytes, an IPv4 one as IPv4-mapped IPv6.
+const ADDR_LEN: usize = 16;
 
 impl<T: AsRef<[u8]>> IpCmHeader<T> {
     /// Byte 0: major and minor version.
     pub fn version(&self) -> u8 {
-        self.bytes()[0]
+        self.bytes()[field_at::VERSION]
     }
     /// 4 or 6.
     pub fn ip_version(&self) -> u8 {
-        self.bytes()[1] >> 4
+        self.bytes()[field_at::IP_VERSION] >> 4
     }
     /// The client's port.
     pub fn src_port(&self) -> u16 {
-        field::read_u16(self.bytes(), 2)
+        field::read_u16(self.bytes(), field_at::SRC_PORT)
     }
 }
 
@@ -172,12 +175,12 @@ impl FixedHeader for IpCmHeaderRepr {
         let v = IpCmHeader { buffer: buf };
         let mut src = [0; 16];
         let mut dst = [0; 16];
-        src.copy_from_slice(&buf[4..20]);
-        dst.copy_from_slice(&buf[20..36]);
+        src.copy_from_slice(&buf[field_at::SRC_ADDR..][..ADDR_LEN]);
+        dst.copy_from_slice(&buf[field_at::DST_ADDR..][..ADDR_LEN]);
         IpCmHeaderRepr {
             version: v.version(),
             ip_version: v.ip_version(),
-            reserved: buf[1] & 0x0f,
+            reserved: buf[field_at::IP_VERSION] & 0x0f,
             src_port: v.src_port(),
             src,
             dst,
@@ -185,11 +188,11 @@ impl FixedHeader for IpCmHeaderRepr {
     }
 
     fn emit_unchecked(&self, buf: &mut [u8]) {
-        buf[0] = self.version;
-        buf[1] = self.ip_version << 4 | (self.reserved & 0x0f);
-        field::write_u16(buf, 2, self.src_port);
-        buf[4..20].copy_from_slice(&self.src);
-        buf[20..36].copy_from_slice(&self.dst);
+        buf[field_at::VERSION] = self.version;
+        buf[field_at::IP_VERSION] = self.ip_version << 4 | (self.reserved & 0x0f);
+        field::write_u16(buf, field_at::SRC_PORT, self.src_port);
+        buf[field_at::SRC_ADDR..][..ADDR_LEN].copy_from_slice(&self.src);
+        buf[field_at::DST_ADDR..][..ADDR_LEN].copy_from_slice(&self.dst);
     }
 }
 
