@@ -1481,7 +1481,6 @@ mod tests {
     use crate::io::memory::{self, MemoryLinkConfig};
     use std::thread;
 
-    /// Our client against our server over the in-memory link, TCP over loopback.
     /// perftest's own way: every pair.
     fn peak_every_pair(posted: &[Instant], completed: &[Instant]) -> Duration {
         let mut best = Duration::MAX;
