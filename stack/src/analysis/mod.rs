@@ -808,11 +808,15 @@ pub fn slice_ahead(frame: &Frame<'_>) -> Option<Sliced> {
     if frame.is_cut() {
         return None;
     }
-    // Not through `Frame::roce`, for the copy it makes (see `Analyzer::frame_sliced`).
-    let p = RocePacket::parse_link(frame.data, frame.link_header()?).ok()?;
+    // Not through `Frame::roce`, and used in place rather than moved out of its `Result`
+    // (`.ok()` copies the whole packet), as in `Analyzer::frame_sliced`.
+    let parsed = RocePacket::parse_link(frame.data, frame.link_header()?);
+    let Ok(p) = &parsed else {
+        return None;
+    };
     let payload_at = p.payload().as_ptr() as usize - frame.data.as_ptr() as usize;
     Some(Sliced {
-        fields: fields(&p, frame.timestamp_ns, Some(p.icrc_ok()), &[]),
+        fields: fields(p, frame.timestamp_ns, Some(p.icrc_ok()), &[]),
         payload_at: payload_at as u32,
     })
 }
