@@ -27,8 +27,6 @@
 
 mod conn;
 mod handle;
-#[cfg(test)]
-mod host_tests;
 mod params;
 #[cfg(test)]
 mod tests;

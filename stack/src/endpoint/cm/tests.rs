@@ -10,6 +10,9 @@ use crate::transport::{CqId, QpInit, TransportConfig};
 use crate::wire::cm::{CmAttribute, CmMadRepr, RtuRepr};
 use crate::wire::mad::MadHeaderRepr;
 
+/// The same over two whole hosts on the virtual net: ARP, frames, loss.
+mod host;
+
 const PORT: u16 = 7174;
 /// Directions, as the log and the fate see them.
 const TO_A: bool = false;

@@ -3,7 +3,7 @@
 
 use core::time::Duration;
 
-use super::*;
+use crate::endpoint::cm::*;
 use crate::endpoint::host::{Host, HostConfig};
 use crate::endpoint::virtual_net::VirtualNet;
 use crate::fault::FaultConfig;
