@@ -18,6 +18,13 @@
 //! `veth_rate send xdp:IF SIZE SECONDS [WINDOW]` sends SIZE-byte frames (multi-buffer above a
 //! chunk, where the link's MTU allows) as fast as the device takes them, at most WINDOW
 //! (default 256) beyond the receiver's credits.
+//!
+//! Latency: `veth_rate pong xdp:IF FRAMES` prints `ready`, then answers every FRAMES data
+//! frames with as many copies of the last; `veth_rate ping xdp:IF SIZE ITERS [FRAMES
+//! [TIMEOUT_US]]` sends FRAMES (default 1) SIZE-byte frames and waits for the answer, ITERS
+//! times after 100 unmeasured, sleeping in poll(2) with a timeout of TIMEOUT_US (default 5 s),
+//! and prints `ITERS iters in S seconds = U usec/iter` as udp_pingpong does. Two frames per
+//! turn are an RC ping-pong's ACK and SEND; the timeout shows what a short one costs.
 
 use std::error::Error;
 use std::io::{Read, Write};
@@ -65,6 +72,22 @@ fn main() -> Result<()> {
             } else {
                 arg(4).parse()?
             },
+        ),
+        "pong" => pong(arg(1), arg(2).parse()?),
+        "ping" => ping(
+            arg(1),
+            arg(2).parse()?,
+            arg(3).parse()?,
+            if arg(4).is_empty() {
+                1
+            } else {
+                arg(4).parse()?
+            },
+            Duration::from_micros(if arg(5).is_empty() {
+                5_000_000
+            } else {
+                arg(5).parse()?
+            }),
         ),
         "tcp-recv" => tcp_receive(arg(1), arg(2).parse()?),
         "tcp-send" => tcp_send(arg(1), arg(2).parse()?),
@@ -236,6 +259,95 @@ fn send(backend: &str, size: usize, secs: f64, window: u64) -> Result<()> {
     }
     eprintln!(
         "{backend}: sent {sent} frames of {size} bytes in {secs} s, {written_off} never credited"
+    );
+    Ok(())
+}
+
+/// The first byte after the Ethernet header of the frame that ends a ping-pong.
+const LAST_PING: u8 = 0xff;
+/// Pings sent before the clock starts.
+const PING_WARMUP: u32 = 100;
+
+/// Answers every `frames` data frames with `frames` copies of the last, until one of them
+/// says it was the last.
+fn pong(backend: &str, frames: usize) -> Result<()> {
+    if frames == 0 {
+        return Err("FRAMES must be at least 1".into());
+    }
+    let mut dev = open(backend)?;
+    let (mut poll, mut events) = waiter(&*dev)?;
+    println!("ready");
+    std::io::stdout().flush()?;
+    let (mut got, mut last) = (0, false);
+    let mut answer = Vec::new();
+    while !last {
+        while dev.receive(&mut |f| {
+            if f.get(12..14) == Some(&DATA_ETHERTYPE) {
+                got += 1;
+                last |= f.get(14) == Some(&LAST_PING);
+                answer.clear();
+                answer.extend_from_slice(f);
+            }
+        })? {}
+        if got < frames {
+            poll.poll(&mut events, Some(CREDIT_PATIENCE * 5000))?;
+            continue;
+        }
+        got = 0;
+        answer[..6].copy_from_slice(&SENDER_MAC);
+        answer[6..12].copy_from_slice(&RECEIVER_MAC);
+        for _ in 0..frames {
+            dev.transmit(&answer)?;
+        }
+        dev.flush()?;
+    }
+    Ok(())
+}
+
+/// `iters` round trips of `frames` frames each way, sleeping in poll(2) for at most
+/// `timeout` at a time while the answer is not in.
+fn ping(backend: &str, size: usize, iters: u32, frames: usize, timeout: Duration) -> Result<()> {
+    if frames == 0 || iters == 0 || size < 15 {
+        return Err("FRAMES and ITERS must be positive, SIZE at least 15".into());
+    }
+    let mut dev = open(backend)?;
+    let (mut poll, mut events) = waiter(&*dev)?;
+    let mut frame = vec![0x5a; size];
+    frame[..6].copy_from_slice(&RECEIVER_MAC);
+    frame[6..12].copy_from_slice(&SENDER_MAC);
+    frame[12..14].copy_from_slice(&DATA_ETHERTYPE);
+    let mut start = Instant::now();
+    let give_up = CREDIT_PATIENCE * 5000;
+    for i in 0..PING_WARMUP + iters {
+        if i == PING_WARMUP {
+            start = Instant::now();
+        }
+        if i + 1 == PING_WARMUP + iters {
+            frame[14] = LAST_PING;
+        }
+        for _ in 0..frames {
+            dev.transmit(&frame)?;
+        }
+        dev.flush()?;
+        let (mut got, asked) = (0, Instant::now());
+        while got < frames {
+            let any = dev.receive(&mut |f| {
+                if f.get(12..14) == Some(&DATA_ETHERTYPE) {
+                    got += 1;
+                }
+            })?;
+            if !any {
+                if asked.elapsed() > give_up {
+                    return Err(format!("round trip {i}: no answer").into());
+                }
+                poll.poll(&mut events, Some(timeout))?;
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "{iters} iters in {secs:.2} seconds = {:.2} usec/iter",
+        secs * 1e6 / f64::from(iters)
     );
     Ok(())
 }

@@ -5,11 +5,14 @@
 //! This is the only place in the stack that reads a clock. One loop turn: take every frame
 //! the device has, run the host's due timers, hand the host's output to the device, then
 //! sleep in `epoll` until the device's descriptor is readable, the next timer falls due, or
-//! the caller's deadline passes. With `busy_poll` the loop never sleeps (lowest latency, one
-//! core spent), as kernel-bypass stacks do.
+//! the caller's deadline passes. The deadlines are kept on a [`Timer`] the loop polls beside
+//! the device, not passed to every `epoll_wait` (see [`crate::io::timer`] for why). With
+//! `busy_poll` the loop never sleeps (lowest latency, one core spent), as kernel-bypass
+//! stacks do.
 
 use core::time::Duration;
 use std::net::IpAddr;
+use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 use crate::time;
@@ -22,6 +25,7 @@ mod cm;
 
 use super::connect::{self, QpPath};
 use super::host::{Host, HostCmError, HostConfig};
+use crate::io::timer::Timer;
 use crate::io::{Device, DeviceError};
 use crate::transport::{
     Access, CqId, Event, QpInit, RecvWr, SendWr, TransportError, WorkCompletion,
@@ -29,6 +33,7 @@ use crate::transport::{
 use crate::wire::Qpn;
 
 const DEVICE: Token = Token(0);
+const TIMER: Token = Token(1);
 /// Frames taken from the device per loop turn before the host's output gets a turn, so that
 /// a flood of input cannot starve ACKs.
 const RX_BATCH: usize = 64;
@@ -91,6 +96,8 @@ pub struct Runtime {
     poll: Poll,
     events: Events,
     registered: bool,
+    /// Wakes the loop at the next deadline while it sleeps on the device.
+    timer: Timer,
     origin: Instant,
     config: RuntimeConfig,
     tx_buf: Vec<u8>,
@@ -134,12 +141,17 @@ impl Runtime {
                 .map_err(RuntimeError::Poll)?;
             registered = true;
         }
+        let timer = Timer::new().map_err(RuntimeError::Poll)?;
+        poll.registry()
+            .register(&mut SourceFd(&timer.as_raw_fd()), TIMER, Interest::READABLE)
+            .map_err(RuntimeError::Poll)?;
         Ok(Runtime {
             host: Host::new(host),
             device,
             poll,
             events: Events::with_capacity(16),
             registered,
+            timer,
             origin: Instant::now(),
             config,
             tx_buf: vec![0; Host::max_frame_len()],
@@ -437,11 +449,25 @@ impl Runtime {
             // A device without a descriptor (a capture file) has input whenever asked.
             return Ok(());
         }
-        match self.poll.poll(&mut self.events, wake) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(()),
-            Err(e) => Err(RuntimeError::Poll(e)),
+        // Due now: a look at the device without sleeping. Otherwise the timer holds the
+        // deadline and epoll_wait gets none.
+        let timeout = match wake {
+            Some(w) if w.is_zero() => Some(w),
+            Some(w) => {
+                self.timer.arm_within(w).map_err(RuntimeError::Poll)?;
+                None
+            }
+            None => None,
+        };
+        match self.poll.poll(&mut self.events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(()),
+            Err(e) => return Err(RuntimeError::Poll(e)),
         }
+        if self.events.iter().any(|e| e.token() == TIMER) {
+            self.timer.expired();
+        }
+        Ok(())
     }
 }
 

@@ -47,6 +47,7 @@ pub mod pcap;
 pub mod pcapng;
 mod recorder;
 pub mod tap;
+pub mod timer;
 mod trace;
 pub mod vlan;
 pub mod xdp;
