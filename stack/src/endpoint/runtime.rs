@@ -76,7 +76,7 @@ pub enum RuntimeError {
 /// How the event loop runs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RuntimeConfig {
-    /// Never sleep: poll the device in a tight loop.
+    /// Never sleep: poll the device in a tight loop, yielding the core between idle turns.
     pub busy_poll: bool,
     /// Take IPv4 neighbours from the kernel's table for this interface (AF_XDP, where the
     /// kernel keeps ARP; see [`super::backend::kernel_neighbour`]).
@@ -377,7 +377,15 @@ impl Runtime {
             Transmitted::None => false,
             Transmitted::Blocked => true,
         };
-        if busy || self.config.busy_poll {
+        if busy {
+            return Ok(());
+        }
+        if self.config.busy_poll {
+            // An idle turn hands the core to whatever else is runnable (the peer's process,
+            // the softirq thread carrying its frames) and comes straight back: spinning on
+            // through a whole time slice holds off the very work it waits for wherever
+            // cores are shared.
+            std::thread::yield_now();
             return Ok(());
         }
         self.sleep(deadline, blocked)

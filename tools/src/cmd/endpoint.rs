@@ -57,7 +57,8 @@ pub struct DeviceArgs {
     /// Longest wait, in seconds, for the peer: connecting, each exchange, each completion.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     pub timeout: u64,
-    /// Poll the device in a tight loop instead of sleeping (lowest latency, one busy core).
+    /// Poll the device in a tight loop instead of sleeping (lowest latency, one busy core;
+    /// an idle turn yields the core to whatever else is runnable).
     #[arg(long)]
     pub busy_poll: bool,
     /// At the end, print the endpoint's counters on stderr: frames, retransmissions, CNPs
