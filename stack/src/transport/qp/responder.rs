@@ -272,14 +272,19 @@ impl QueuePair {
             ctx.stats.duplicates_dropped += 1;
             return;
         }
+        // The READ has at most one queued response, whichever PSN its requester last resumed
+        // it from (rxe resets its one resource): a reordered older duplicate must not queue a
+        // second, which would fill the queue with one READ and refuse the next new request.
         // A queued response that has not reached this PSN yet will cover it anyway; one that
         // has is asked for again from here, and stays what it was (a first answer or not).
-        let covered = |it: &RespItem| match it {
-            RespItem::Read(r) => psn.distance(r.first_psn) >= 0 && r.last_psn.distance(psn) >= 0,
+        let of_read = |it: &RespItem| match it {
+            RespItem::Read(r) => {
+                r.first_psn.distance(res.first_psn) >= 0 && res.last_psn.distance(r.first_psn) >= 0
+            }
             _ => false,
         };
         let mut replay = true;
-        if let Some(i) = self.resp.queue.iter().position(covered) {
+        if let Some(i) = self.resp.queue.iter().position(of_read) {
             if let RespItem::Read(r) = &self.resp.queue[i] {
                 if r.psn.distance(psn) <= 0 {
                     return;

@@ -284,6 +284,34 @@ fn duplicates_of_a_queued_read_are_not_queued_twice() {
 }
 
 #[test]
+fn resumes_of_one_read_arriving_out_of_order_queue_one_response() {
+    // 35 of a 40-packet READ's responses are sent; the requester resumes the READ from
+    // PSN first+30, then from first+20, and the link swaps them. Both ask for the same READ:
+    // one response stays queued, from the older PSN. (A proptest found the older resume
+    // queueing a second response beside the first answer, which filled the queue and made
+    // the next new READ an Invalid Request.)
+    let mut r = Responder::new(2);
+    let first = r.read(0, 40 * 1024);
+    let mut buf = vec![0u8; MAX_PACKET_LEN];
+    for _ in 0..35 {
+        let sent = r.engine.poll_transmit(Instant::from_nanos(r.now), &mut buf);
+        assert!(sent.is_some());
+    }
+    r.read_at(first.add(30), r.rkey, 30 * 1024, 10 * 1024);
+    r.read_at(first.add(20), r.rkey, 20 * 1024, 20 * 1024);
+    assert_eq!(r.usage().rd_atomic, 1);
+    r.read(0, 1024);
+    assert_eq!(
+        r.state(),
+        QpState::Rtr,
+        "a READ within the depth was refused"
+    );
+    let sent = r.drain();
+    assert_eq!(sent[0].1, first.add(20));
+    assert_eq!(Responder::read_bytes(&sent), 20 * 1024 + 1024);
+}
+
+#[test]
 fn a_write_over_queued_reads_keeps_only_what_it_overwrites() {
     let mut r = Responder::new(16);
     let before = r.engine.mr(r.rkey).unwrap().bytes()[..65_536].to_vec();
