@@ -15,7 +15,9 @@
 //!   longer remembered is dropped silently (as rxe).
 //! - At most max_dest_rd_atomic READ and atomic responses wait to be sent; a new READ or
 //!   atomic beyond them is NAKed Invalid Request (IBA 9.9.3.1 class B, rxe's
-//!   ERR_TOO_MANY_RDMA_ATM_REQ), and max_dest_rd_atomic 0 accepts none (as rxe). Queued
+//!   ERR_TOO_MANY_RDMA_ATM_REQ), and max_dest_rd_atomic 0 accepts none (as rxe). FLUSH and
+//!   ATOMIC WRITE are not counted there (rxe's requester does not limit them by
+//!   max_rd_atomic); their empty READ responses have a bound of their own. Queued
 //!   answers to duplicates give way to new requests, and a duplicate finding no room is
 //!   dropped (the requester asks again).
 //! - An RC request the QP's access flags forbid is NAKed Invalid Request (as rxe does); an
@@ -224,7 +226,11 @@ impl QueuePair {
         if queued {
             return;
         }
-        if !self.resp.make_room(self.rd_atomic_depth()) {
+        let room = match reply {
+            Reply::EmptyRead => self.resp.room_for_empty_read(),
+            Reply::AtomicAck { .. } => self.resp.make_room(self.rd_atomic_depth()),
+        };
+        if !room {
             ctx.stats.duplicates_dropped += 1;
             return;
         }
@@ -688,7 +694,7 @@ impl QueuePair {
         let reth = pkt.ext.reth.ok_or(invalid)?;
         if self.resp.msg.is_some()
             || !self.attrs.access.contains(Access::REMOTE_WRITE)
-            || !self.resp.make_room(self.rd_atomic_depth())
+            || !self.resp.room_for_empty_read()
         {
             return Err(RespError::Nak(NakCode::InvalidRequest));
         }
@@ -736,7 +742,7 @@ impl QueuePair {
         if self.resp.msg.is_some()
             || !self.attrs.access.contains(need)
             || level > feth::selectivity::MEMORY_REGION
-            || !self.resp.make_room(self.rd_atomic_depth())
+            || !self.resp.room_for_empty_read()
         {
             return Err(RespError::Nak(NakCode::InvalidRequest));
         }

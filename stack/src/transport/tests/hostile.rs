@@ -10,10 +10,11 @@ use crate::transport::{
     Access, Engine, MAX_PACKET_LEN, ModifyQp, Mtu, QpInit, QpState, QpType, QpUsage,
     TransportConfig,
 };
+use crate::wire::feth::{placement, selectivity};
 use crate::wire::opcode::op;
 use crate::wire::{
-    AtomicEthRepr, BthRepr, ExtHeaders, IbPacketRepr, NakCode, Opcode, PKey, Psn, Qpn, RethRepr,
-    Syndrome, Transport,
+    AtomicEthRepr, BthRepr, ExtHeaders, FethRepr, IbPacketRepr, NakCode, Opcode, PKey, Psn, Qpn,
+    RethRepr, Syndrome, Transport,
 };
 
 const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
@@ -35,10 +36,12 @@ impl Responder {
         let mut engine = Engine::new(TransportConfig::default());
         let cq = engine.create_cq(64);
         let data = (0..LEN).map(|i| (i * 7) as u8).collect();
-        let rkey = engine.register_mr(VA, data, Access::ALL).unwrap();
+        // Every remote right, FLUSH's too.
+        let rights = Access::ALL | Access::FLUSH_GLOBAL;
+        let rkey = engine.register_mr(VA, data, rights).unwrap();
         let qpn = engine.create_qp(QpInit::new(QpType::Rc, cq)).unwrap();
         let init = ModifyQp {
-            access: Some(Access::ALL),
+            access: Some(rights),
             ..ModifyQp::to(QpState::Init)
         };
         let rtr = ModifyQp {
@@ -309,6 +312,42 @@ fn resumes_of_one_read_arriving_out_of_order_queue_one_response() {
     let sent = r.drain();
     assert_eq!(sent[0].1, first.add(20));
     assert_eq!(Responder::read_bytes(&sent), 20 * 1024 + 1024);
+}
+
+#[test]
+fn flushes_do_not_take_read_and_atomic_slots_but_are_bounded() {
+    // rxe's requester does not count FLUSH against max_rd_atomic: with depth 1 it sent a
+    // second FLUSH while the first one's answer still waited to go out (interop, iba15
+    // flush as server), and an Invalid Request NAK failed its QP.
+    let mut r = Responder::new(1);
+    let flush = |r: &mut Responder| {
+        let psn = r.psn;
+        let ext = ExtHeaders {
+            reth: Some(RethRepr {
+                va: VA,
+                rkey: r.rkey,
+                dma_len: 64,
+            }),
+            feth: Some(FethRepr::new(selectivity::RANGE, placement::GLOBAL)),
+            ..ExtHeaders::default()
+        };
+        r.feed(op::FLUSH, psn, ext, &[]);
+        r.psn = psn.next();
+    };
+    flush(&mut r);
+    flush(&mut r);
+    r.read(0, 1024);
+    assert_eq!(r.state(), QpState::Rtr, "a FLUSH or the READ was refused");
+    let sent = r.drain();
+    let answers: Vec<u8> = sent.iter().map(|s| s.0).collect();
+    assert_eq!(answers, vec![op::RDMA_READ_RESPONSE_ONLY; 3]);
+    // Their own bound: MAX_EMPTY_READS answers queued, the next FLUSH is one too many.
+    for _ in 0..64 {
+        flush(&mut r);
+    }
+    assert_eq!(r.state(), QpState::Rtr);
+    flush(&mut r);
+    assert_eq!(r.state(), QpState::Err);
 }
 
 #[test]

@@ -7,8 +7,8 @@
 //! `preserve.rs` kept when a later request was about to overwrite what they still send.
 //!
 //! What the queue holds is bounded whatever the peer sends: at most max_dest_rd_atomic READ
-//! and atomic responses (a request beyond them is NAKed Invalid Request), each with an ACK
-//! after it at most, and the executed READs and atomics remembered for duplicates are a ring
+//! and atomic responses and [`MAX_EMPTY_READS`] answers to FLUSH and ATOMIC WRITE (a request
+//! beyond them is NAKed Invalid Request), each with an ACK after it at most, and the executed READs and atomics remembered for duplicates are a ring
 //! of [`QueuePair::resources`] entries (IBA 9.7.5.2.x's responder resources).
 
 use std::collections::VecDeque;
@@ -24,6 +24,12 @@ use crate::wire::{
     AethRepr, AtomicAckEthRepr, BthRepr, ExtHeaders, FixedHeader, Msn, NakCode, Opcode, Psn,
     Syndrome, Transport, pad_for,
 };
+
+/// How many empty READ responses (answers to FLUSH and ATOMIC WRITE, which max_dest_rd_atomic
+/// does not count) may wait to be sent; a request beyond them is NAKed Invalid Request. A
+/// requester gets this far only with that many such requests unanswered: more than any
+/// sends while its answers flow.
+pub(super) const MAX_EMPTY_READS: usize = 64;
 
 /// An RDMA READ being answered.
 #[derive(Debug, Clone)]
@@ -81,10 +87,17 @@ impl RespItem {
     }
 
     /// A READ or atomic response (what max_dest_rd_atomic counts), and whether it answers a
-    /// duplicate.
+    /// duplicate. The empty READ response of a FLUSH or ATOMIC WRITE is not one: requesters
+    /// do not count those requests against max_rd_atomic (rxe's requester limits only
+    /// WR_ATOMIC_OR_READ_MASK, READ and the two atomics), so a responder that did would refuse
+    /// a second FLUSH sent while the first one's answer still waits to go out.
     fn response(&self) -> Option<bool> {
         match self {
-            RespItem::Ack { .. } => None,
+            RespItem::Ack { .. }
+            | RespItem::Reply {
+                reply: Reply::EmptyRead,
+                ..
+            } => None,
             RespItem::Reply { replay, .. } => Some(*replay),
             RespItem::Read(r) => Some(r.replay),
         }
@@ -157,6 +170,21 @@ impl Responder {
             .iter()
             .filter(|it| it.response().is_some())
             .count()
+    }
+
+    /// Room for one more empty READ response (a FLUSH's or an ATOMIC WRITE's answer): at most
+    /// [`MAX_EMPTY_READS`] wait, whatever the peer sends.
+    pub(super) fn room_for_empty_read(&self) -> bool {
+        let queued = self.queue.iter().filter(|it| {
+            matches!(
+                it,
+                RespItem::Reply {
+                    reply: Reply::EmptyRead,
+                    ..
+                }
+            )
+        });
+        queued.count() < MAX_EMPTY_READS
     }
 
     /// Room for one more READ or atomic response under the negotiated `depth`
