@@ -42,7 +42,10 @@
 # Knobs: ROCE_BENCH_ROUNDS (default 5), ROCE_BENCH_ITERS (64 KiB WRITEs, default 20000),
 # ROCE_BENCH_MSGS (64-byte SENDs, default 200000), ROCE_BENCH_PINGS (round trips, default
 # 20000), ROCE_BENCH_RAW_SECS (seconds counted per raw AF_XDP case, default 2),
-# ROCE_BENCH_NS (the namespaces' prefix, default roce-bench: NS-a and NS-b).
+# ROCE_BENCH_NS (the namespaces' prefix, default roce-bench: NS-a and NS-b), ROCE_BENCH_ONLY
+# (the parts to run, comma-separated, default all: write = the goodput table with its raw, TCP
+# and TAP cases, send = the message rate and its raw case, ping = the round trips and UDP's; the
+# table and the JSON object then carry only the chosen parts' rows and keys).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 roce=$here/target/release/roce
@@ -58,6 +61,7 @@ ITERS=${ROCE_BENCH_ITERS:-20000}
 MSGS=${ROCE_BENCH_MSGS:-200000}
 PINGS=${ROCE_BENCH_PINGS:-20000}
 RAW_SECS=${ROCE_BENCH_RAW_SECS:-2}
+ONLY=${ROCE_BENCH_ONLY:-write,send,ping}
 SIZE=65536
 # Our frames: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + payload + ICRC 4. A 64 KiB WRITE at path
 # MTU 4096 is 16 frames: the first with a 16-byte RETH (4170 bytes), 15 of 4154.
@@ -83,6 +87,17 @@ esac
 if ((json)); then exec 3>&1 1>&2; fi
 
 die() { echo "veth_bench: error: $*" >&2; exit 1; }
+want_write=0 want_send=0 want_ping=0
+IFS=, read -ra parts <<<"$ONLY"
+for part in "${parts[@]}"; do
+  case $part in
+    write) want_write=1 ;;
+    send) want_send=1 ;;
+    ping) want_ping=1 ;;
+    *) die "ROCE_BENCH_ONLY: unknown part '$part' (write, send or ping, comma-separated)" ;;
+  esac
+done
+((want_write + want_send + want_ping)) || die "ROCE_BENCH_ONLY: no part chosen (write, send or ping)"
 [[ $(id -u) -eq 0 ]] || die "needs root (namespaces, TAP, AF_XDP)"
 command -v ethtool >/dev/null || die "needs ethtool (TCP's offloads are switched for the baseline)"
 
@@ -241,11 +256,16 @@ udp_run() {
 }
 
 ours() {
-  xdp_write xdp
-  xdp_write xdp_busy --busy-poll
-  pair xdp_send "perf send --iface xdp:vb --ip 10.88.0.2/24 -s 64 -n $MSGS" \
-    "perf send --iface xdp:va --ip 10.88.0.1/24 -s 64 -n $MSGS"
-  note rate "$(mpps "$work/xdp_send.log")"
+  if ((want_write)); then
+    xdp_write xdp
+    xdp_write xdp_busy --busy-poll
+  fi
+  if ((want_send)); then
+    pair xdp_send "perf send --iface xdp:vb --ip 10.88.0.2/24 -s 64 -n $MSGS" \
+      "perf send --iface xdp:va --ip 10.88.0.1/24 -s 64 -n $MSGS"
+    note rate "$(mpps "$work/xdp_send.log")"
+  fi
+  ((want_ping)) || return 0
   local busy
   for busy in "" --busy-poll; do
     pair xdp_ping "pingpong --iface xdp:vb --ip 10.88.0.2/24 -s 64 -n $PINGS $busy" \
@@ -256,16 +276,19 @@ ours() {
 }
 
 baselines() {
-  raw raw_big $RAW_BIG $((128 * SIZE / PAYLOAD_BIG))
-  raw raw_small $RAW_SMALL 128
-  udp_run
-  tcp_run tcp
-  tcp_run tcp_off
+  ((want_write)) && raw raw_big $RAW_BIG $((128 * SIZE / PAYLOAD_BIG))
+  ((want_send)) && raw raw_small $RAW_SMALL 128
+  ((want_ping)) && udp_run
+  if ((want_write)); then
+    tcp_run tcp
+    tcp_run tcp_off
+  fi
 }
 
 echo "veth_bench: $ROUNDS rounds of $ITERS RC WRITEs of $SIZE bytes (and the same bytes over TCP),"
 echo "  $MSGS SENDs of 64 bytes, $PINGS round trips (and as many over UDP), raw AF_XDP frames of"
 echo "  $RAW_BIG and $RAW_SMALL bytes for ${RAW_SECS} s each; link MTU $MTU, RoCE path MTU 4096, TCP MSS $((MTU - 52))"
+echo "  parts: $ONLY"
 
 for round in $(seq "$ROUNDS"); do
   plain
@@ -276,82 +299,102 @@ for round in $(seq "$ROUNDS"); do
     baselines
     ours
   fi
-  # The goodput raw frames of RAW_BIG bytes would carry with PAYLOAD_BIG bytes each.
-  note raw_goodput "$(awk -v m="$(last raw_big)" -v p=$PAYLOAD_BIG \
-    'BEGIN { printf "%.2f\n", m * 1e6 * p * 8 / 1e9 }')"
-  for case in xdp xdp_busy; do
-    ratio "$(last $case)" "$(last raw_goodput)" >>"$work/${case}_raw"
-    ratio "$(last $case)" "$(last tcp)" >>"$work/${case}_tcp"
-    ratio "$(last $case)" "$(last tcp_off)" >>"$work/${case}_tcp_off"
-  done
-  ratio "$(last rate)" "$(last raw_small)" >>"$work/rate_raw"
-  ratio "$(last ping)" "$(last udp)" >>"$work/ping_udp"
-  ratio "$(last ping_busy)" "$(last udp)" >>"$work/ping_busy_udp"
-
-  bridged
-  pair tap_write "perf write --iface tap:tb --ip 10.88.0.12/24 -s $SIZE -n $ITERS" \
-    "perf write --iface tap:ta --ip 10.88.0.11/24 -s $SIZE -n $ITERS"
-  note tap "$(gbps "$work/tap_write.log")"
-  ratio "$(last tap)" "$(last tcp)" >>"$work/tap_tcp"
-  ratio "$(last tap)" "$(last tcp_off)" >>"$work/tap_tcp_off"
-  echo "  round $round: write xdp $(last xdp) xdp-busy $(last xdp_busy) raw $(last raw_goodput)" \
-    "tap $(last tap) tcp $(last tcp) tcp-no-offload $(last tcp_off) Gb/s;" \
-    "send64 $(last rate) raw $(last raw_small) M/s; rtt $(last ping) busy $(last ping_busy)" \
-    "udp $(last udp) usec"
+  line="  round $round:"
+  if ((want_write)); then
+    # The goodput raw frames of RAW_BIG bytes would carry with PAYLOAD_BIG bytes each.
+    note raw_goodput "$(awk -v m="$(last raw_big)" -v p=$PAYLOAD_BIG \
+      'BEGIN { printf "%.2f\n", m * 1e6 * p * 8 / 1e9 }')"
+    for case in xdp xdp_busy; do
+      ratio "$(last $case)" "$(last raw_goodput)" >>"$work/${case}_raw"
+      ratio "$(last $case)" "$(last tcp)" >>"$work/${case}_tcp"
+      ratio "$(last $case)" "$(last tcp_off)" >>"$work/${case}_tcp_off"
+    done
+    bridged
+    pair tap_write "perf write --iface tap:tb --ip 10.88.0.12/24 -s $SIZE -n $ITERS" \
+      "perf write --iface tap:ta --ip 10.88.0.11/24 -s $SIZE -n $ITERS"
+    note tap "$(gbps "$work/tap_write.log")"
+    ratio "$(last tap)" "$(last tcp)" >>"$work/tap_tcp"
+    ratio "$(last tap)" "$(last tcp_off)" >>"$work/tap_tcp_off"
+    line+=" write xdp $(last xdp) xdp-busy $(last xdp_busy) raw $(last raw_goodput)"
+    line+=" tap $(last tap) tcp $(last tcp) tcp-no-offload $(last tcp_off) Gb/s;"
+  fi
+  if ((want_send)); then
+    ratio "$(last rate)" "$(last raw_small)" >>"$work/rate_raw"
+    line+=" send64 $(last rate) raw $(last raw_small) M/s;"
+  fi
+  if ((want_ping)); then
+    ratio "$(last ping)" "$(last udp)" >>"$work/ping_udp"
+    ratio "$(last ping_busy)" "$(last udp)" >>"$work/ping_busy_udp"
+    line+=" rtt $(last ping) busy $(last ping_busy) udp $(last udp) usec"
+  fi
+  echo "$line"
 done
 teardown
 
 row() { printf '%-50s %8s %8s %8s %16s\n' "$@"; }
-echo
-row "goodput, $SIZE-byte messages (median)" "Gb/s" "vs raw" "vs TCP" "vs TCP no-offload"
-row "raw AF_XDP, $RAW_BIG-byte frames x $PAYLOAD_BIG payload" "$(median "$work/raw_goodput")" "1.00" "" ""
-row "kernel TCP, one connection (TSO/GSO on)" "$(median "$work/tcp")" "" "1.00" ""
-row "kernel TCP, TSO/GSO/GRO off" "$(median "$work/tcp_off")" "" "" "1.00"
-row "roce RC WRITE over AF_XDP" "$(median "$work/xdp")" "$(median "$work/xdp_raw")" \
-  "$(median "$work/xdp_tcp")" "$(median "$work/xdp_tcp_off")"
-row "roce RC WRITE over AF_XDP, receiver busy-polls" "$(median "$work/xdp_busy")" \
-  "$(median "$work/xdp_busy_raw")" "$(median "$work/xdp_busy_tcp")" \
-  "$(median "$work/xdp_busy_tcp_off")"
-row "roce RC WRITE over TAP (bridged)" "$(median "$work/tap")" "" "$(median "$work/tap_tcp")" \
-  "$(median "$work/tap_tcp_off")"
-echo
-row "message rate (median)" "M/s" "vs raw" "" ""
-row "raw AF_XDP, $RAW_SMALL-byte frames" "$(median "$work/raw_small" %.3f)" "1.00" "" ""
-row "roce 64-byte RC SEND over AF_XDP" "$(median "$work/rate" %.3f)" "$(median "$work/rate_raw")" "" ""
-echo
-row "round trip, 64 bytes (median)" "usec" "vs UDP" "" ""
-row "kernel UDP ping-pong, blocking recv" "$(median "$work/udp")" "1.00" "" ""
-row "roce RC pingpong over AF_XDP, epoll" "$(median "$work/ping")" "$(median "$work/ping_udp")" "" ""
-row "roce RC pingpong over AF_XDP, busy polling" "$(median "$work/ping_busy")" \
-  "$(median "$work/ping_busy_udp")" "" ""
-for case in ping ping_busy; do
+if ((want_write)); then
   echo
-  echo "roce pingpong${case#ping}, client, median run:"
-  # The run whose usec/iter is the median (the lower middle one for an even count).
-  mid=$(sort -g "$work/$case" | sed -n "$(((ROUNDS + 1) / 2))p")
-  grep -E 'bytes in|iters in' "$work/$case.$mid"
-done
+  row "goodput, $SIZE-byte messages (median)" "Gb/s" "vs raw" "vs TCP" "vs TCP no-offload"
+  row "raw AF_XDP, $RAW_BIG-byte frames x $PAYLOAD_BIG payload" "$(median "$work/raw_goodput")" "1.00" "" ""
+  row "kernel TCP, one connection (TSO/GSO on)" "$(median "$work/tcp")" "" "1.00" ""
+  row "kernel TCP, TSO/GSO/GRO off" "$(median "$work/tcp_off")" "" "" "1.00"
+  row "roce RC WRITE over AF_XDP" "$(median "$work/xdp")" "$(median "$work/xdp_raw")" \
+    "$(median "$work/xdp_tcp")" "$(median "$work/xdp_tcp_off")"
+  row "roce RC WRITE over AF_XDP, receiver busy-polls" "$(median "$work/xdp_busy")" \
+    "$(median "$work/xdp_busy_raw")" "$(median "$work/xdp_busy_tcp")" \
+    "$(median "$work/xdp_busy_tcp_off")"
+  row "roce RC WRITE over TAP (bridged)" "$(median "$work/tap")" "" "$(median "$work/tap_tcp")" \
+    "$(median "$work/tap_tcp_off")"
+fi
+if ((want_send)); then
+  echo
+  row "message rate (median)" "M/s" "vs raw" "" ""
+  row "raw AF_XDP, $RAW_SMALL-byte frames" "$(median "$work/raw_small" %.3f)" "1.00" "" ""
+  row "roce 64-byte RC SEND over AF_XDP" "$(median "$work/rate" %.3f)" "$(median "$work/rate_raw")" "" ""
+fi
+if ((want_ping)); then
+  echo
+  row "round trip, 64 bytes (median)" "usec" "vs UDP" "" ""
+  row "kernel UDP ping-pong, blocking recv" "$(median "$work/udp")" "1.00" "" ""
+  row "roce RC pingpong over AF_XDP, epoll" "$(median "$work/ping")" "$(median "$work/ping_udp")" "" ""
+  row "roce RC pingpong over AF_XDP, busy polling" "$(median "$work/ping_busy")" \
+    "$(median "$work/ping_busy_udp")" "" ""
+  for case in ping ping_busy; do
+    echo
+    echo "roce pingpong${case#ping}, client, median run:"
+    # The run whose usec/iter is the median (the lower middle one for an even count).
+    mid=$(sort -g "$work/$case" | sed -n "$(((ROUNDS + 1) / 2))p")
+    grep -E 'bytes in|iters in' "$work/$case.$mid"
+  done
+fi
 
 if ((json)); then
   {
-    printf '{"date":"%s","rounds":%d' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$ROUNDS"
-    printf ',"write_goodput_vs_raw":%s' "$(median "$work/xdp_raw")"
-    printf ',"write_busy_goodput_vs_raw":%s' "$(median "$work/xdp_busy_raw")"
-    printf ',"send64_rate_vs_raw":%s' "$(median "$work/rate_raw")"
-    printf ',"pingpong_rtt_vs_udp":%s' "$(median "$work/ping_udp")"
-    printf ',"pingpong_busy_rtt_vs_udp":%s' "$(median "$work/ping_busy_udp")"
-    printf ',"write_goodput_gbps":%s' "$(median "$work/xdp")"
-    printf ',"write_busy_goodput_gbps":%s' "$(median "$work/xdp_busy")"
-    printf ',"raw_frame_bytes":%d,"raw_frames_per_s":%s' $RAW_BIG \
-      "$(median "$work/raw_big" %.4f | awk '{ printf "%.0f", $1 * 1e6 }')"
-    printf ',"raw_goodput_gbps":%s' "$(median "$work/raw_goodput")"
-    printf ',"tap_write_goodput_gbps":%s' "$(median "$work/tap")"
-    printf ',"tcp_goodput_gbps":%s,"tcp_no_offload_goodput_gbps":%s' \
-      "$(median "$work/tcp")" "$(median "$work/tcp_off")"
-    printf ',"send64_mmsg_per_s":%s' "$(median "$work/rate" %.3f)"
-    printf ',"raw_small_frame_bytes":%d,"raw_small_mframes_per_s":%s' $RAW_SMALL \
-      "$(median "$work/raw_small" %.3f)"
-    printf ',"pingpong_rtt_us":%s,"pingpong_busy_rtt_us":%s,"udp_rtt_us":%s}\n' \
-      "$(median "$work/ping")" "$(median "$work/ping_busy")" "$(median "$work/udp")"
+    printf '{"date":"%s","rounds":%d,"parts":"%s"' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$ROUNDS" "$ONLY"
+    if ((want_write)); then
+      printf ',"write_goodput_vs_raw":%s' "$(median "$work/xdp_raw")"
+      printf ',"write_busy_goodput_vs_raw":%s' "$(median "$work/xdp_busy_raw")"
+      printf ',"write_goodput_gbps":%s' "$(median "$work/xdp")"
+      printf ',"write_busy_goodput_gbps":%s' "$(median "$work/xdp_busy")"
+      printf ',"raw_frame_bytes":%d,"raw_frames_per_s":%s' $RAW_BIG \
+        "$(median "$work/raw_big" %.4f | awk '{ printf "%.0f", $1 * 1e6 }')"
+      printf ',"raw_goodput_gbps":%s' "$(median "$work/raw_goodput")"
+      printf ',"tap_write_goodput_gbps":%s' "$(median "$work/tap")"
+      printf ',"tcp_goodput_gbps":%s,"tcp_no_offload_goodput_gbps":%s' \
+        "$(median "$work/tcp")" "$(median "$work/tcp_off")"
+    fi
+    if ((want_send)); then
+      printf ',"send64_rate_vs_raw":%s' "$(median "$work/rate_raw")"
+      printf ',"send64_mmsg_per_s":%s' "$(median "$work/rate" %.3f)"
+      printf ',"raw_small_frame_bytes":%d,"raw_small_mframes_per_s":%s' $RAW_SMALL \
+        "$(median "$work/raw_small" %.3f)"
+    fi
+    if ((want_ping)); then
+      printf ',"pingpong_rtt_vs_udp":%s,"pingpong_busy_rtt_vs_udp":%s' \
+        "$(median "$work/ping_udp")" "$(median "$work/ping_busy_udp")"
+      printf ',"pingpong_rtt_us":%s,"pingpong_busy_rtt_us":%s,"udp_rtt_us":%s' \
+        "$(median "$work/ping")" "$(median "$work/ping_busy")" "$(median "$work/udp")"
+    fi
+    printf '}\n'
   } >&3
 fi
