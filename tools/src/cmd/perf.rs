@@ -57,6 +57,9 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
       a server for `ib_send_bw -R -x 1 -F 10.77.0.2` (the guest connects to our address)
   roce perf atomic --iface tap:roce0 --ip 10.77.0.2/24 -A CMP_AND_SWAP -D 5 --report_gbits 10.77.0.11
       compare-and-swap for 5 seconds, against `ib_atomic_bw -x 1 -F -A CMP_AND_SWAP -D 5`
+  roce perf send --iface tap:roce0 --ip 10.77.0.2/24 -s 64 -n 100000 -Q 32 10.77.0.11
+      64-byte SENDs, a completion every 32 (perftest's -Q; default 100), against
+      `ib_send_bw -x 1 -F -s 64 -n 100000 -Q 32`
   roce perf write --iface tap:roce0 --ip 10.77.0.2/24 -q 4 -b -n 100 10.77.0.11
       four QPs, both directions at once, against `ib_write_bw -x 1 -F -q 4 -b -n 100`
   roce perf write --iface xdp:eth1 --ip 10.0.0.5/24 --tclass 106 --vlan 100 --pcp 3 --line-gbps 100 10.0.0.7
@@ -81,6 +84,10 @@ pub struct PerfArgs {
     /// Operations outstanding (default 128).
     #[arg(short = 't', long = "tx-depth")]
     pub tx_depth: Option<u32>,
+    /// A completion every N requests (perftest's CQ moderation; default 100, or 1 above 8
+    /// KiB but with -a; at most -t).
+    #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
+    pub cq_mod: Option<u32>,
     /// Receives the send server keeps posted (default 512).
     #[arg(short = 'r', long = "rx-depth")]
     pub rx_depth: Option<u32>,
@@ -157,6 +164,7 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     opts.duplex = args.duplex;
     opts.rdma_cm = args.rdma_cm;
     opts.qp_timeout = args.qp_timeout.unwrap_or(opts.qp_timeout);
+    opts.cq_mod = args.cq_mod;
     if args.lat {
         // perftest's DEF_SIZE_LAT and one operation at a time.
         opts.size = 2;

@@ -123,6 +123,9 @@ pub struct PerfOptions {
     /// `-u`: the local ACK timeout exponent of the test's QPs, 4.096 us x 2^u (perftest's
     /// default 14, about 67 ms; 0-31, the field's five bits).
     pub qp_timeout: u8,
+    /// `-Q`: a completion every this many requests, as asked; `None` takes perftest's
+    /// default (100, or 1 above 8 KiB but with `-a`). Either way at most the TX depth.
+    pub cq_mod: Option<u32>,
 }
 
 impl PerfOptions {
@@ -150,6 +153,7 @@ impl PerfOptions {
             num_qps: 1,
             duplex: false,
             rdma_cm: false,
+            cq_mod: None,
         }
     }
 
@@ -176,6 +180,9 @@ impl PerfOptions {
         }
         if self.use_srq && self.test != BwTest::Send {
             return usage("--use-srq applies to the send test only (its receives)");
+        }
+        if self.cq_mod == Some(0) {
+            return usage("CQ moderation (-Q) must be positive");
         }
         if self.qp_timeout > 31 {
             return usage("the QP timeout (-u) is an exponent of 0 to 31");
@@ -533,13 +540,15 @@ fn setup(
         Some(_) => opts.tx_depth,
         None => opts.tx_depth.min(opts.iters),
     };
-    // Moderation is off for large messages, but not with -a (perftest cannot change it
-    // between sizes).
-    let cq_mod = if size > 8192 && !opts.all_sizes {
-        1
-    } else {
-        tx_depth.min(100)
-    };
+    // Moderation is off for large messages unless asked for, but not with -a (perftest
+    // cannot change it between sizes); never beyond the TX depth (force_dependecies).
+    let large = size > 8192 && !opts.all_sizes;
+    let cq_mod = match opts.cq_mod {
+        Some(q) => q,
+        None if large => 1,
+        None => 100,
+    }
+    .min(tx_depth);
     // One CQ for every QP, as perftest's.
     let cq = rt.create_cq(n_qps * (tx_depth + opts.rx_depth) as usize);
     let mut init = QpInit::new(QpType::Rc, cq);
@@ -635,7 +644,16 @@ fn setup(
         mtu,
         out_reads,
     };
-    let mut lines = header.lines();
+    let mut lines = String::new();
+    if large && cq_mod > 1 {
+        // perftest's warning, from its parser: the moderation hides when each large
+        // message completed.
+        lines.push_str(&format!(
+            "{LINE}\nWarning: Large message requested and CQ moderation enabled\n\
+             Warning: It can lead to inaccurate results\n"
+        ));
+    }
+    lines.push_str(&header.lines());
     for keys in conn.locals() {
         lines.push_str(&keys.print_lines("local", opts.test));
     }
@@ -1959,6 +1977,31 @@ mod tests {
         }
     }
 
+    /// -Q: the moderation asked for, at most the TX depth, in the header; above 8 KiB with
+    /// perftest's warning; every message still arrives.
+    #[test]
+    fn cq_moderation_as_asked() {
+        for (size, q, shown, warned) in [
+            (64, Some(8), 8, false),
+            (64, Some(1000), 32, false),
+            (64, None, 32, false),
+            (16384, None, 1, false),
+            (16384, Some(4), 4, true),
+        ] {
+            let mut opts = options(BwTest::Send, size);
+            opts.cq_mod = q;
+            opts.iters = 100;
+            let (client, server, out) = perf_with(opts, 3);
+            assert_eq!(client.own.unwrap().iters, 100, "{q:?}\n{out}");
+            assert_eq!(server.printed.iters, 100, "{q:?}");
+            assert!(
+                out.contains(&format!(" CQ Moderation   : {shown}\n")),
+                "{q:?}\n{out}"
+            );
+            assert_eq!(out.contains("CQ moderation enabled"), warned, "{out}");
+        }
+    }
+
     /// -b: both sides run the test, measure their own half, and print the sum of both;
     /// with -q too, and with -R (the results swapped over the dialogue's connection).
     #[test]
@@ -2132,6 +2175,7 @@ mod tests {
         );
         assert!(refused(&|o| o.iters = 0).contains("positive"));
         assert!(refused(&|o| o.qp_timeout = 32).contains("0 to 31"));
+        assert!(refused(&|o| o.cq_mod = Some(0)).contains("-Q"));
         assert!(refused(&|o| o.use_srq = true).contains("send test only"));
         // The latency tests run -a and -D (not both, as no perftest test does).
         let m = refused(&|o| {
