@@ -493,10 +493,15 @@ impl QueuePair {
             if self.state == QpState::Sqd || window_full {
                 return None;
             }
-            let limit = usize::from(self.attrs.max_rd_atomic.max(1));
-            let busy = self.sq.rd_atomic_before(i);
-            if (w.wr.op.needs_response() && busy >= limit) || (w.wr.fence && busy > 0) {
-                return None;
+            // Only a READ, an atomic or a fenced request waits for earlier READs and atomics:
+            // the count walks the queue, so a SEND or WRITE does not take it.
+            let needs_response = w.wr.op.needs_response();
+            if needs_response || w.wr.fence {
+                let limit = usize::from(self.attrs.max_rd_atomic.max(1));
+                let busy = self.sq.rd_atomic_before(i);
+                if (needs_response && busy >= limit) || (w.wr.fence && busy > 0) {
+                    return None;
+                }
             }
             if let Err(status) = self.validate(ctx, i) {
                 // Earlier requests complete first so that completions stay in order.
