@@ -31,8 +31,12 @@
 //! pcaps/, `tests/tests/transport_golden.rs`). Where the spec leaves room, or rxe and the
 //! spec differ, these are the choices, each explained where it is made:
 //! - Responder ACKs: one per packet with AckReq, as rxe; an ACK still queued is replaced by a
-//!   newer one (coalescing when the link is slower than the responder). Duplicate SEND and
-//!   WRITE packets are re-ACKed only when they carry AckReq or end a message (rxe: each).
+//!   newer one (IBA 9.7.5.1 lets a responder coalesce: an ACK acknowledges every earlier
+//!   PSN). So one ACK answers all the packets handled between two `poll_transmit`s: the
+//!   runtime handles at most 64 received frames per turn before it transmits, which bounds
+//!   how many packets one ACK covers and how long an answer waits (64-byte SENDs over veth:
+//!   one ACK per about 40). Duplicate SEND and WRITE packets are re-ACKed only when they
+//!   carry AckReq or end a message (rxe: each).
 //! - A PSN sequence error is NAKed once per gap; an RNR NAK does not count as that NAK, so
 //!   the next out-of-sequence packet still gets one (rxe, seen in rc_rnr_nak.pcap).
 //! - A duplicate READ is answered again only inside a READ the responder still remembers
