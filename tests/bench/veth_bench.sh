@@ -6,7 +6,8 @@
 # failure or interrupt).
 #
 #   goodput: RC WRITE of 64 KiB messages (`roce perf write`, 128 outstanding) over AF_XDP
-#            (the receiver sleeping in epoll, then busy polling) and over TAP, beside
+#            (both ends spinning after traffic, then sleeping in epoll: the default --spin;
+#            then the receiver busy polling) and over TAP, beside
 #            - raw AF_XDP: frames of the size of our WRITE frames (RAW_BIG bytes: path MTU
 #              4096, so 4096 payload bytes each) sent from one AF_XDP socket and counted at
 #              the other (stack/examples/veth_rate.rs); their rate times 4096 payload bytes is

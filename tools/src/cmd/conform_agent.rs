@@ -80,6 +80,7 @@ pub fn run(args: ConformAgentArgs) -> anyhow::Result<ExitCode> {
         mac: args.mac,
         pcap_out: args.pcap_out.as_deref(),
         busy_poll: args.busy_poll,
+        spin: roce::endpoint::DEFAULT_SPIN,
         dcqcn: &args.dcqcn,
         line_gbps: args.line_gbps,
         tclass: None,

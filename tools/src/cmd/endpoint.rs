@@ -7,7 +7,9 @@ use std::time::Duration;
 use clap::Args;
 use roce::cc::Preset;
 use roce::endpoint::dcqcn::DcqcnHook;
-use roce::endpoint::{Backend, Host, HostConfig, IpCidr, Runtime, RuntimeConfig};
+use roce::endpoint::{
+    Backend, Host, HostConfig, IpCidr, Runtime, RuntimeConfig, SPIN_DEFAULT_USEC,
+};
 use roce::io::SystemClock;
 use roce::io::pause::PauseHonouring;
 use roce::io::vlan::VlanTagging;
@@ -61,6 +63,15 @@ pub struct DeviceArgs {
     /// an idle turn yields the core to whatever else is runnable).
     #[arg(long)]
     pub busy_poll: bool,
+    /// After frames moved, keep polling this many microseconds (yielding the core between
+    /// idle turns) before sleeping in epoll, as NAPI busy polling does: while traffic flows
+    /// the endpoint does not pay a sleep and a wake-up per burst; an idle endpoint sleeps.
+    /// 0 sleeps as soon as nothing is left to do. Default 200; 0 for one message at a time
+    /// (pingpong, perf --lat), where the wait is the peer's whole turnaround and a spinning
+    /// process on a busy machine waits behind others instead of being woken first.
+    #[arg(long, value_name = "USEC",
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub spin: Option<u64>,
     /// At the end, print the endpoint's counters on stderr: frames, retransmissions, CNPs
     /// and every kind of dropped frame (bad ICRC, unknown QP, P_Key or Q_Key mismatch...).
     #[arg(long)]
@@ -103,14 +114,22 @@ impl DeviceArgs {
         Duration::from_secs(self.timeout)
     }
 
-    /// Opens the device and puts a host on it.
+    /// Opens the device and puts a host on it, spinning [`SPIN_DEFAULT_USEC`] after
+    /// traffic unless --spin says otherwise.
     pub fn open(&self) -> anyhow::Result<Runtime> {
+        self.open_spinning(SPIN_DEFAULT_USEC)
+    }
+
+    /// Opens the device and puts a host on it, spinning `default_spin` microseconds after
+    /// traffic unless --spin says otherwise.
+    pub fn open_spinning(&self, default_spin: u64) -> anyhow::Result<Runtime> {
         open_runtime(&OpenEndpoint {
             iface: &self.iface,
             ip: &self.ip,
             mac: self.mac,
             pcap_out: self.pcap_out.as_deref(),
             busy_poll: self.busy_poll,
+            spin: Duration::from_micros(self.spin.unwrap_or(default_spin)),
             dcqcn: &self.dcqcn,
             line_gbps: self.line_gbps,
             tclass: self.tclass,
@@ -142,6 +161,8 @@ pub struct OpenEndpoint<'a> {
     pub pcap_out: Option<&'a std::path::Path>,
     /// Poll in a tight loop.
     pub busy_poll: bool,
+    /// How long to keep polling after frames moved before sleeping.
+    pub spin: Duration,
     /// DCQCN preset name, or `off`.
     pub dcqcn: &'a str,
     /// DCQCN's line rate, and the speed pause quanta are counted at.
@@ -205,6 +226,7 @@ pub fn open_runtime(o: &OpenEndpoint<'_>) -> anyhow::Result<Runtime> {
     }
     let config = RuntimeConfig {
         busy_poll: o.busy_poll,
+        spin: o.spin,
         kernel_neighbours: o.iface.kernel_neighbours().map(str::to_owned),
         coalesce_replies: false,
     };

@@ -4,6 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
+use roce::endpoint::SPIN_DEFAULT_USEC;
 use roce::endpoint::app::default_gid_index;
 use roce::endpoint::app::perf::{self, AtomicType, PerfOptions};
 use roce::endpoint::oob::perftest::BwTest;
@@ -188,7 +189,11 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     };
     // Before any device is opened.
     opts.check().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut rt = args.endpoint.open()?;
+    // A latency test sends one message at a time: it sleeps as soon as nothing is left to
+    // do (see --spin).
+    let mut rt = args
+        .endpoint
+        .open_spinning(if args.lat { 0 } else { SPIN_DEFAULT_USEC })?;
     opts.gid_index = args.gid_index.unwrap_or_else(|| default_gid_index(&rt));
     let stdout = std::io::stdout();
     let result = perf::run(&mut rt, &opts, &mut stdout.lock());

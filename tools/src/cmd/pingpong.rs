@@ -105,7 +105,8 @@ pub fn run(args: PingpongArgs) -> anyhow::Result<ExitCode> {
         TransportArg::Uc => Tool::UcPingpong,
         TransportArg::Ud => Tool::UdPingpong,
     };
-    let mut rt = args.endpoint.open()?;
+    // One message at a time: sleep as soon as nothing is left to do (see --spin).
+    let mut rt = args.endpoint.open_spinning(0)?;
     let mut opts = PingpongOptions::new(tool, args.endpoint.server.clone());
     opts.gid_index = args.gid_index.unwrap_or_else(|| default_gid_index(&rt));
     opts.size = args.size.unwrap_or(opts.size);
