@@ -19,7 +19,7 @@
 //! wake of an idle core is slow in a VM, so a sleeping receiver halves the rate a sender
 //! reaches (see README's Performance section). When no frame has moved for `spin`, the loop
 //! sleeps in epoll again, so an idle endpoint spends no CPU. A yield that gave the core to
-//! another process for a while pauses spinning (as NAPI's busy polling stops when the
+//! another process for half a millisecond or more pauses spinning (as NAPI's busy polling stops when the
 //! scheduler wants the CPU): a yielding process waits behind the other for its whole time
 //! slice, where a sleeping one is woken ahead of it, and on a contended core spinning took a
 //! WRITE stream from 2.8 to 0.7 Gb/s.
@@ -57,12 +57,16 @@ const TX_RETRY: Duration = Duration::from_micros(50);
 const WORKER_CHECK: Duration = Duration::from_millis(1);
 /// [`RuntimeConfig::spin`]'s default.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(SPIN_DEFAULT_USEC);
-/// A yield that gave the core away at least this long means another process wants it:
-/// longer than a yield that finds nothing else runnable (about a microsecond), shorter than
-/// a time slice.
-const SPIN_CONTENDED: Duration = Duration::from_micros(20);
+/// A yield that gave the core away at least this long means another process wants it for
+/// whole time slices (a build beside us; a slice is 0.75-3 ms): far longer than a yield that
+/// finds nothing else runnable (about a microsecond) or one a kernel worker interrupts. At
+/// 20 usec (pausing 20 ms) the pause came on at a load of 3 and took the WRITE stream back to
+/// where it was without spinning (5.0 Gb/s against 7.7 spinning regardless); at 500 usec
+/// (pausing 2 ms) it kept the gain (8.5) and still kept off the loss beside two busy loops at
+/// nice 0 (3.5 Gb/s against 3.6 without spinning, 1.2 spinning regardless).
+const SPIN_CONTENDED: Duration = Duration::from_micros(500);
 /// How long spinning stays off after a contended yield.
-const SPIN_PAUSE: Duration = Duration::from_millis(20);
+const SPIN_PAUSE: Duration = Duration::from_millis(2);
 /// [`DEFAULT_SPIN`] in microseconds, for command-line defaults.
 pub const SPIN_DEFAULT_USEC: u64 = 200;
 
