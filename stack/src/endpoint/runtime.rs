@@ -19,10 +19,10 @@
 //! wake of an idle core is slow in a VM, so a sleeping receiver halves the rate a sender
 //! reaches (see README's Performance section). When no frame has moved for `spin`, the loop
 //! sleeps in epoll again, so an idle endpoint spends no CPU. A yield that gave the core to
-//! another process for half a millisecond or more pauses spinning (as NAPI's busy polling stops when the
-//! scheduler wants the CPU): a yielding process waits behind the other for its whole time
-//! slice, where a sleeping one is woken ahead of it, and on a contended core spinning took a
-//! WRITE stream from 2.8 to 0.7 Gb/s.
+//! another process for half a millisecond or more pauses spinning (as NAPI's busy polling
+//! stops when the scheduler wants the CPU): a yielding process waits behind the other for its
+//! whole time slice, where a sleeping one is woken ahead of it, and on a contended core
+//! spinning took a WRITE stream from 2.8 to 0.7 Gb/s.
 
 use core::time::Duration;
 use std::net::IpAddr;
