@@ -57,8 +57,10 @@
 //!   driven by NAKs, implied NAKs, a fast retransmit timer with a tail-loss probe and the
 //!   spec's local ACK timeout (only the latter costs retry_cnt); the fast timer adapts to the
 //!   round trip (srtt + 4 rttvar, at least 20 us) and, once it has fired, stays backed off
-//!   until a packet sent only once is timed (Karn); the in-flight window shrinks after losses
-//!   (`qp/completer.rs`). None of this changes what the peer must accept.
+//!   until a packet sent only once is timed (Karn); after a go-back on a timer only the
+//!   oldest packet goes until the responder answers (a stalled responder then costs one
+//!   packet, not a window); the in-flight window shrinks after losses (`qp/completer.rs`).
+//!   None of this changes what the peer must accept.
 //! - No end-to-end credits: ACKs carry the "invalid" credit count 0x1F as rxe's do, and
 //!   credits received are ignored. max_rd_atomic 0 is taken as 1.
 //! - UD: a receive gets the 40-byte GRH area with the sender's address as SGID (IPv4-mapped)
