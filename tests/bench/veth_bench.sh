@@ -286,10 +286,10 @@ baselines() {
   fi
 }
 
-echo "veth_bench: $ROUNDS rounds of $ITERS RC WRITEs of $SIZE bytes (and the same bytes over TCP),"
-echo "  $MSGS SENDs of 64 bytes, $PINGS round trips (and as many over UDP), raw AF_XDP frames of"
-echo "  $RAW_BIG and $RAW_SMALL bytes for ${RAW_SECS} s each; link MTU $MTU, RoCE path MTU 4096, TCP MSS $((MTU - 52))"
-echo "  parts: $ONLY"
+echo "veth_bench: $ROUNDS rounds (parts: $ONLY); link MTU $MTU, RoCE path MTU 4096, TCP MSS $((MTU - 52))"
+((want_write)) && echo "  write: $ITERS RC WRITEs of $SIZE bytes (and the same bytes over TCP), raw AF_XDP frames of $RAW_BIG bytes for ${RAW_SECS} s"
+((want_send)) && echo "  send: $MSGS SENDs of 64 bytes, raw AF_XDP frames of $RAW_SMALL bytes for ${RAW_SECS} s"
+((want_ping)) && echo "  ping: $PINGS round trips (and as many over UDP)"
 
 for round in $(seq "$ROUNDS"); do
   plain

@@ -32,7 +32,7 @@ pub mod virtual_net;
 pub use backend::Backend;
 pub use gid::{GidTable, IpCidr};
 pub use host::{Drops, Host, HostConfig, HostStats};
-pub use runtime::{DEFAULT_SPIN, Runtime, RuntimeConfig, RuntimeError, SPIN_DEFAULT_USEC};
+pub use runtime::{DEFAULT_SPIN, Runtime, RuntimeConfig, RuntimeError};
 
 #[cfg(test)]
 mod tests;

@@ -56,7 +56,7 @@ const TX_RETRY: Duration = Duration::from_micros(50);
 /// How often the loop looks whether a [`Runtime::serve_while`] helper has finished.
 const WORKER_CHECK: Duration = Duration::from_millis(1);
 /// [`RuntimeConfig::spin`]'s default.
-pub const DEFAULT_SPIN: Duration = Duration::from_micros(SPIN_DEFAULT_USEC);
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(200);
 /// A yield that gave the core away at least this long means another process wants it for
 /// whole time slices (a build beside us; a slice is 0.75-3 ms): far longer than a yield that
 /// finds nothing else runnable (about a microsecond) or one a kernel worker interrupts. At
@@ -67,8 +67,6 @@ pub const DEFAULT_SPIN: Duration = Duration::from_micros(SPIN_DEFAULT_USEC);
 const SPIN_CONTENDED: Duration = Duration::from_micros(500);
 /// How long spinning stays off after a contended yield.
 const SPIN_PAUSE: Duration = Duration::from_millis(2);
-/// [`DEFAULT_SPIN`] in microseconds, for command-line defaults.
-pub const SPIN_DEFAULT_USEC: u64 = 200;
 
 /// Why a runtime call failed.
 #[derive(Debug, Error)]

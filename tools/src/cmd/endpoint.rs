@@ -7,9 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use roce::cc::Preset;
 use roce::endpoint::dcqcn::DcqcnHook;
-use roce::endpoint::{
-    Backend, Host, HostConfig, IpCidr, Runtime, RuntimeConfig, SPIN_DEFAULT_USEC,
-};
+use roce::endpoint::{Backend, DEFAULT_SPIN, Host, HostConfig, IpCidr, Runtime, RuntimeConfig};
 use roce::io::SystemClock;
 use roce::io::pause::PauseHonouring;
 use roce::io::vlan::VlanTagging;
@@ -114,22 +112,22 @@ impl DeviceArgs {
         Duration::from_secs(self.timeout)
     }
 
-    /// Opens the device and puts a host on it, spinning [`SPIN_DEFAULT_USEC`] after
-    /// traffic unless --spin says otherwise.
+    /// Opens the device and puts a host on it, spinning [`DEFAULT_SPIN`] after traffic
+    /// unless --spin says otherwise.
     pub fn open(&self) -> anyhow::Result<Runtime> {
-        self.open_spinning(SPIN_DEFAULT_USEC)
+        self.open_spinning(DEFAULT_SPIN)
     }
 
-    /// Opens the device and puts a host on it, spinning `default_spin` microseconds after
-    /// traffic unless --spin says otherwise.
-    pub fn open_spinning(&self, default_spin: u64) -> anyhow::Result<Runtime> {
+    /// Opens the device and puts a host on it, spinning `default_spin` after traffic unless
+    /// --spin says otherwise.
+    pub fn open_spinning(&self, default_spin: Duration) -> anyhow::Result<Runtime> {
         open_runtime(&OpenEndpoint {
             iface: &self.iface,
             ip: &self.ip,
             mac: self.mac,
             pcap_out: self.pcap_out.as_deref(),
             busy_poll: self.busy_poll,
-            spin: Duration::from_micros(self.spin.unwrap_or(default_spin)),
+            spin: self.spin.map_or(default_spin, Duration::from_micros),
             dcqcn: &self.dcqcn,
             line_gbps: self.line_gbps,
             tclass: self.tclass,

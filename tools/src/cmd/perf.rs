@@ -2,9 +2,10 @@
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use roce::endpoint::SPIN_DEFAULT_USEC;
+use roce::endpoint::DEFAULT_SPIN;
 use roce::endpoint::app::default_gid_index;
 use roce::endpoint::app::perf::{self, AtomicType, PerfOptions};
 use roce::endpoint::oob::perftest::BwTest;
@@ -179,9 +180,7 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     opts.mtu = args.mtu;
     opts.timeout = args.endpoint.timeout();
     opts.all_sizes = args.all;
-    opts.duration = args
-        .duration
-        .map(|s| std::time::Duration::from_secs(s.into()));
+    opts.duration = args.duration.map(|s| Duration::from_secs(s.into()));
     opts.gbits = args.report_gbits;
     opts.atomic = match args.atomic_type {
         Some(AtomicArg::CmpAndSwap) => AtomicType::CmpAndSwap,
@@ -191,9 +190,11 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     opts.check().map_err(|e| anyhow::anyhow!("{e}"))?;
     // A latency test sends one message at a time: it sleeps as soon as nothing is left to
     // do (see --spin).
-    let mut rt = args
-        .endpoint
-        .open_spinning(if args.lat { 0 } else { SPIN_DEFAULT_USEC })?;
+    let mut rt = args.endpoint.open_spinning(if args.lat {
+        Duration::ZERO
+    } else {
+        DEFAULT_SPIN
+    })?;
     opts.gid_index = args.gid_index.unwrap_or_else(|| default_gid_index(&rt));
     let stdout = std::io::stdout();
     let result = perf::run(&mut rt, &opts, &mut stdout.lock());

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use roce::endpoint::app::default_gid_index;
@@ -106,7 +107,7 @@ pub fn run(args: PingpongArgs) -> anyhow::Result<ExitCode> {
         TransportArg::Ud => Tool::UdPingpong,
     };
     // One message at a time: sleep as soon as nothing is left to do (see --spin).
-    let mut rt = args.endpoint.open_spinning(0)?;
+    let mut rt = args.endpoint.open_spinning(Duration::ZERO)?;
     let mut opts = PingpongOptions::new(tool, args.endpoint.server.clone());
     opts.gid_index = args.gid_index.unwrap_or_else(|| default_gid_index(&rt));
     opts.size = args.size.unwrap_or(opts.size);

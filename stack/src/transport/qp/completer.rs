@@ -198,12 +198,14 @@ impl QueuePair {
         [t.ack, t.fast, t.rnr].into_iter().flatten().min()
     }
 
-    /// Go-back-N to `psn` after a loss.
-    fn go_back(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
-        if self.rewind(ctx, psn) {
+    /// Go-back-N to `psn` after a loss; false if there was nothing to go back to.
+    fn go_back(&mut self, ctx: &mut Ctx<'_>, psn: Psn) -> bool {
+        let rewound = self.rewind(ctx, psn);
+        if rewound {
             ctx.stats.rewinds += 1;
             self.shrink_window(ctx);
         }
+        rewound
     }
 
     /// Go-back-N on a timer (the fast retransmit timer after its probe, or the local ACK
@@ -214,9 +216,7 @@ impl QueuePair {
     /// has, or a NAK) then says where to go on, and the rest follows at once. A real loss
     /// costs one round trip more; a stalled responder costs one packet instead of a window.
     fn go_back_on_timer(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
-        if self.rewind(ctx, psn) {
-            ctx.stats.rewinds += 1;
-            self.shrink_window(ctx);
+        if self.go_back(ctx, psn) {
             self.comp.awaiting_answer = true;
         }
     }

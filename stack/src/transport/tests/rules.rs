@@ -256,6 +256,15 @@ fn implied_nak_from_an_ack_past_a_read() {
     assert_eq!(s.a_bytes(s.dst_a)[..500], s.b_bytes(s.dst_b)[..500]);
 }
 
+/// Runs the pair until A's fast retransmit timer has gone back `n` times (within a second).
+fn went_back(s: &mut Setup, n: u64, what: &str) {
+    let limit = s.pair.now() + Duration::from_secs(1);
+    let done = s
+        .pair
+        .run_until(limit, |p| p.a.stats().fast_retransmits == n);
+    assert!(done, "{what}");
+}
+
 /// After the requester went back on a timer, only the oldest packet goes until the responder
 /// answers: a request posted meanwhile waits. Here the READ's response is lost twice, so the
 /// READ sent again goes unanswered too, the SEND stays queued, and the timer goes back once
@@ -270,19 +279,11 @@ fn after_going_back_on_a_timer_one_packet_awaits_the_answer() {
     let read = s.b_bytes(s.dst_b)[..500].to_vec();
     let op = s.read_op(0);
     s.post_a(1, op, 0, 500);
-    let limit = s.pair.now() + Duration::from_secs(1);
-    let timed_out = s
-        .pair
-        .run_until(limit, |p| p.a.stats().fast_retransmits == 1);
-    assert!(timed_out, "the fast timer went back to the READ");
+    went_back(&mut s, 1, "the fast timer went back to the READ");
     let sent = s.pair.a.stats().packets_sent;
     s.recv_b(1, 0, 100);
     s.post_a(2, SendOp::Send, 0, 100);
-    let limit = s.pair.now() + Duration::from_secs(1);
-    let again = s
-        .pair
-        .run_until(limit, |p| p.a.stats().fast_retransmits == 2);
-    assert!(again, "the timer went back again");
+    went_back(&mut s, 2, "the timer went back again");
     let stats = *s.pair.a.stats();
     // Only the READ, sent again (a READ is not probed: its response would be the answer);
     // not the SEND.
@@ -313,19 +314,11 @@ fn a_stalled_responder_costs_one_packet_not_a_window() {
     for i in 0..16 {
         s.post_a(i, SendOp::Send, 0, 64);
     }
-    let limit = s.pair.now() + Duration::from_secs(1);
-    let went_back = s
-        .pair
-        .run_until(limit, |p| p.a.stats().fast_retransmits == 1);
-    assert!(went_back, "the fast timer went back");
+    went_back(&mut s, 1, "the fast timer went back");
     // 16 SENDs and the probe of the tail; then, still unanswered, the oldest SEND again and
     // a second probe before the timer goes back again: a window each time before.
     assert_eq!(s.pair.a.stats().packets_sent, 17);
-    let limit = s.pair.now() + Duration::from_secs(1);
-    let again = s
-        .pair
-        .run_until(limit, |p| p.a.stats().fast_retransmits == 2);
-    assert!(again, "the fast timer went back again");
+    went_back(&mut s, 2, "the fast timer went back again");
     let stats = *s.pair.a.stats();
     assert_eq!(stats.packets_sent, 19, "{stats:?}");
     mute.set(false);
