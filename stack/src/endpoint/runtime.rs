@@ -17,7 +17,7 @@
 //! microseconds away, and a sleep costs both sides far more than that. The sender's core
 //! pays for waking the receiver (the wake-up is part of its transmit system call) and every
 //! wake of an idle core is slow in a VM, so a sleeping receiver halves the rate a sender
-//! reaches (see README's Performance section). When no frame has moved for `spin`, the loop
+//! reaches (see tests/bench/RESULTS.md). When no frame has moved for `spin`, the loop
 //! sleeps in epoll again, so an idle endpoint spends no CPU. A yield that gave the core to
 //! another process for half a millisecond or more pauses spinning (as NAPI's busy polling
 //! stops when the scheduler wants the CPU): a yielding process waits behind the other for its
