@@ -55,9 +55,10 @@
 //!   rxe sends the whole READ before executing the next request).
 //! - Requester: an error NAK overtaking earlier READ responses waits for them; go-back-N is
 //!   driven by NAKs, implied NAKs, a fast retransmit timer with a tail-loss probe and the
-//!   spec's local ACK timeout (only the latter costs retry_cnt); the fast timer adapts to the
-//!   round trip (srtt + 4 rttvar, at least 20 us) and, once it has fired, stays backed off
-//!   until a packet sent only once is timed (Karn); after a go-back on a timer only the
+//!   spec's local ACK timeout (that timeout, and a sequence NAK acknowledging nothing new,
+//!   cost retry_cnt; the fast timer does not); the fast timer adapts to the round trip
+//!   (srtt + 4 rttvar, at least 20 us) and, once it has fired, stays backed off until a
+//!   packet sent only once is timed (Karn); after a go-back on a timer only the
 //!   oldest packet goes until the responder answers (a stalled responder then costs one
 //!   packet, not a window); the in-flight window shrinks after losses (`qp/completer.rs`).
 //!   None of this changes what the peer must accept.

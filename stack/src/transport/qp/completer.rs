@@ -15,8 +15,9 @@
 //!   tail in a few round trips instead of a whole local ACK timeout, and it does not consume
 //!   `retry_cnt`;
 //! - the spec's **local ACK timeout** (4.096 us x 2^timeout, IBA 9.7.6.1.3) still runs from
-//!   the last progress; each expiry costs one retry and `retry_cnt` expiries without progress
-//!   fail the request with RETRY_EXC_ERR, as the spec requires.
+//!   the last progress; each expiry costs one retry, as does a sequence error NAK that
+//!   acknowledges nothing new, and `retry_cnt` + 1 of them without progress fail the request
+//!   with RETRY_EXC_ERR, as the spec requires.
 
 use core::time::Duration;
 
@@ -352,9 +353,27 @@ impl QueuePair {
         }
         // The responder NAKs a gap once; a second NAK for the same PSN is a duplicate packet
         // or older than a retransmission already under way.
-        if !self.echoes_last_rewind(ctx, psn) {
+        if self.echoes_last_rewind(ctx, psn) {
+            return;
+        }
+        // A NAK that acknowledges nothing new costs a retry, as the local ACK timeout does
+        // (rxe's completer too): a peer NAKing the same PSN over and over fails the request
+        // with RETRY_EXC_ERR instead of being answered for ever. Progress resets the count.
+        if self.spend_retry(ctx) {
             self.go_back(ctx, psn);
         }
+    }
+
+    /// Takes one retry for the request at the head of the send queue; when none is left,
+    /// fails it with RETRY_EXC_ERR (IBA 9.7.6.1.3), the QP entering ERR, and returns false.
+    fn spend_retry(&mut self, ctx: &mut Ctx<'_>) -> bool {
+        if self.comp.timers.retry_left == 0 {
+            self.complete_send_front(ctx, WcStatus::RetryExcErr);
+            self.enter_error(ctx);
+            return false;
+        }
+        self.comp.timers.retry_left -= 1;
+        true
     }
 
     /// A NAK that ends the connection (IBA 9.9.2.2, class B/C/D). Responses to earlier READs
@@ -547,11 +566,9 @@ impl QueuePair {
         }
         if self.comp.timers.ack.is_some_and(|t| t <= now) {
             ctx.stats.local_ack_timeouts += 1;
-            if self.comp.timers.retry_left == 0 {
-                self.complete_send_front(ctx, WcStatus::RetryExcErr);
-                return self.enter_error(ctx);
+            if !self.spend_retry(ctx) {
+                return;
             }
-            self.comp.timers.retry_left -= 1;
             let una = self.sq.una();
             self.go_back_on_timer(ctx, una);
             self.comp.timers.ack = None;

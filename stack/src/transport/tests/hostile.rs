@@ -1,20 +1,20 @@
 //! A responder facing a peer that does not follow the rules: more READs and atomics than
 //! max_dest_rd_atomic, duplicates of READs it never sent, WRITEs over queued READs. Packets
 //! are built by hand and fed to one engine whose output is not drained, so that a queue that
-//! grows shows.
+//! grows shows. Last, a requester whose peer NAKs the same request for ever.
 
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::time::Instant;
 use crate::transport::{
-    Access, Engine, MAX_PACKET_LEN, ModifyQp, Mtu, QpInit, QpState, QpType, QpUsage,
-    TransportConfig,
+    Access, Engine, MAX_PACKET_LEN, ModifyQp, Mtu, QpInit, QpState, QpType, QpUsage, SendOp,
+    SendWr, TransportConfig, WcStatus,
 };
 use crate::wire::feth::{placement, selectivity};
 use crate::wire::opcode::op;
 use crate::wire::{
-    AtomicEthRepr, BthRepr, ExtHeaders, FethRepr, IbPacketRepr, NakCode, Opcode, PKey, Psn, Qpn,
-    RethRepr, Syndrome, Transport,
+    AethRepr, AtomicEthRepr, BthRepr, ExtHeaders, FethRepr, IbPacketRepr, Msn, NakCode, Opcode,
+    PKey, Psn, Qpn, RethRepr, Syndrome, Transport,
 };
 
 const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
@@ -384,4 +384,90 @@ fn a_write_over_queued_reads_keeps_only_what_it_overwrites() {
             ..QpUsage::default()
         }
     );
+}
+
+/// A requester whose peer answers every SEND with a sequence error NAK for that same SEND,
+/// acknowledging nothing: each such NAK costs a retry, as a local ACK timeout does, so the
+/// request fails with RETRY_EXC_ERR after retry_cnt + 1 of them instead of being sent again
+/// for ever (the old code went back on every one).
+#[test]
+fn sequence_naks_without_progress_spend_retry_cnt() {
+    const RETRY_CNT: u8 = 3;
+    let mut engine = Engine::new(TransportConfig::default());
+    let cq = engine.create_cq(8);
+    let qpn = engine.create_qp(QpInit::new(QpType::Rc, cq)).unwrap();
+    let rtr = ModifyQp {
+        path_mtu: Some(Mtu::M1024),
+        dest_qp: Some(Qpn::new(0x99)),
+        dest_addr: Some(PEER),
+        rq_psn: Some(Psn::new(0)),
+        max_dest_rd_atomic: Some(1),
+        min_rnr_timer: Some(crate::wire::RnrTimer::new(1)),
+        ..ModifyQp::to(QpState::Rtr)
+    };
+    let rts = ModifyQp {
+        sq_psn: Some(Psn::new(FIRST)),
+        // A local ACK timeout of 4.3 s: only the NAKs can spend retries here.
+        timeout: Some(20),
+        retry_cnt: Some(RETRY_CNT),
+        rnr_retry: Some(7),
+        max_rd_atomic: Some(1),
+        ..ModifyQp::to(QpState::Rts)
+    };
+    let init = ModifyQp {
+        access: Some(Access::NONE),
+        ..ModifyQp::to(QpState::Init)
+    };
+    for m in [init, rtr, rts] {
+        engine.modify_qp(qpn, &m).unwrap();
+    }
+    engine
+        .post_send(qpn, SendWr::new(1, SendOp::Send, Vec::new()))
+        .unwrap();
+    let mut buf = vec![0u8; MAX_PACKET_LEN];
+    let mut nak = vec![0u8; MAX_PACKET_LEN];
+    let mut sent = 0;
+    let mut naks = 0;
+    // 10 ms apart: each NAK comes long after the requester's last transmission, so none is
+    // taken for an echo of the one before.
+    for step in 1..=20u64 {
+        let now = Instant::from_nanos(step * 10_000_000);
+        while let Some(tx) = engine.poll_transmit(now, &mut buf) {
+            let p = IbPacketRepr::parse(&buf[..tx.len]).unwrap();
+            assert_eq!(
+                p.bth.psn,
+                Psn::new(FIRST),
+                "only the SEND goes, again and again"
+            );
+            sent += 1;
+        }
+        if let Some(wc) = engine.poll_completion(cq) {
+            assert_eq!(wc.status, WcStatus::RetryExcErr);
+            assert_eq!(naks, RETRY_CNT as usize + 1, "retry_cnt + 1 NAKs");
+            assert_eq!(
+                sent,
+                RETRY_CNT as usize + 1,
+                "sent once, then once per retry"
+            );
+            assert_eq!(engine.query_qp(qpn).unwrap().0, QpState::Err);
+            return;
+        }
+        let mut bth = BthRepr::new(
+            Opcode::new(Transport::Rc, op::ACKNOWLEDGE),
+            qpn,
+            Psn::new(FIRST),
+        );
+        bth.pkey = PKey::DEFAULT;
+        let ext = ExtHeaders {
+            aeth: Some(AethRepr {
+                syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
+                msn: Msn::new(0),
+            }),
+            ..ExtHeaders::default()
+        };
+        let len = IbPacketRepr::new(bth, ext, &[]).emit(&mut nak).unwrap();
+        let _ = engine.handle_packet(now, PEER, &nak[..len]);
+        naks += 1;
+    }
+    panic!("{naks} NAKs without progress and the request still stands ({sent} sent)");
 }
