@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use roce::io::tap::TapDevice;
 use roce::io::xdp::{XdpConfig, XdpDevice, XdpFilter, XdpMode};
-use roce::io::{Device, DeviceError};
+use roce::io::{Built, Device, DeviceError};
 use roce_tests::netns::{Netns, inside, ip};
 
 const OUR_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x77];
@@ -296,6 +296,103 @@ fn xdp_native_carries_frames_larger_than_a_chunk_needs_root() {
     let (packets, bytes) = send_to_nobody(&mut dev, len, 1000);
     assert!((1000..1010).contains(&packets), "{packets}");
     assert!(bytes >= 1000 * len as u64, "each frame whole: {bytes}");
+}
+
+/// Frames built straight into the UMEM (`transmit_built` lends a free transmit slot, which
+/// still holds an earlier frame) leave exactly as frames copied in by `transmit`: every size
+/// from the minimum to a two-chunk chain, thousands of them so that every slot is reused,
+/// all arriving whole and in order at a second AF_XDP socket.
+#[test]
+#[ignore = "needs root; .ci/run runs it with --include-ignored"]
+fn xdp_native_lent_umem_sends_what_copying_sends_needs_root() {
+    let test = "xdp_native_lent_umem_sends_what_copying_sends_needs_root";
+    if !in_xdp_namespaces_with_mtu(test, 4200) {
+        return;
+    }
+    // A second pair with both ends in this namespace: one process holds both sockets.
+    ip(&[
+        "link", "add", "xc", "mtu", "4200", "type", "veth", "peer", "name", "xd", "mtu", "4200",
+    ]);
+    ip(&["link", "set", "xc", "up"]);
+    ip(&["link", "set", "xd", "up"]);
+    let config = XdpConfig {
+        mode: XdpMode::Native,
+        filter: XdpFilter::All,
+        ..XdpConfig::default()
+    };
+    let mut tx = XdpDevice::open("xc", config).expect("open AF_XDP on xc");
+    let mut rx = XdpDevice::open("xd", config).expect("open AF_XDP on xd");
+    let (src, dst) = (
+        tx.capabilities().mac.unwrap(),
+        rx.capabilities().mac.unwrap(),
+    );
+    let sizes = [60, 1514, 4096, 4097, 4174, 122, 4218];
+    let frame = |i: usize| {
+        let mut f = vec![(i * 7) as u8; sizes[i % sizes.len()]];
+        f[..6].copy_from_slice(&dst);
+        f[6..12].copy_from_slice(&src);
+        f[12..14].copy_from_slice(&[0x88, 0xb5]);
+        f[14..22].copy_from_slice(&(i as u64).to_be_bytes());
+        f
+    };
+    let mut got = Vec::new();
+    let drain = |rx: &mut XdpDevice, got: &mut Vec<Vec<u8>>| {
+        while rx
+            .receive(&mut |f| {
+                if f[12..14] == [0x88, 0xb5] {
+                    got.push(f.to_vec());
+                }
+            })
+            .unwrap()
+        {}
+    };
+    // The endpoint's frame buffer: a little over 4 KiB, lent as one two-chunk slot.
+    let mut scratch = vec![0u8; 4218 + 4];
+    let count = 6000;
+    for i in 0..count {
+        let f = frame(i);
+        loop {
+            let built = if i % 3 == 0 {
+                let ok = tx.transmit(&f).unwrap();
+                if ok {
+                    Built::Sent
+                } else {
+                    Built::Held(f.len())
+                }
+            } else {
+                tx.transmit_built(&mut scratch, &mut |buf| {
+                    buf[..f.len()].copy_from_slice(&f);
+                    Some(f.len())
+                })
+                .unwrap()
+            };
+            match built {
+                Built::Sent => break,
+                Built::Held(len) => assert_eq!(&scratch[..len], &f[..]),
+                Built::Nothing => unreachable!("the builder always has a frame"),
+            }
+            tx.flush().unwrap();
+            drain(&mut rx, &mut got);
+        }
+        if i % 16 == 15 {
+            tx.flush().unwrap();
+            drain(&mut rx, &mut got);
+        }
+    }
+    tx.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while got.len() < count && Instant::now() < deadline {
+        drain(&mut rx, &mut got);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(got.len(), count, "{:?}", rx.statistics().unwrap());
+    for (i, f) in got.iter().enumerate() {
+        assert!(*f == frame(i), "frame {i} of {} bytes differs", f.len());
+    }
+    assert_eq!(
+        tx.transmit_built(&mut scratch, &mut |_| None).unwrap(),
+        Built::Nothing
+    );
 }
 
 /// A queue held by a live AF_XDP socket is refused with one clear error; once that socket is

@@ -25,10 +25,10 @@ use crate::time::Instant;
 use crate::transport::{
     DropReason, Engine, MAX_PACKET_LEN, Transmit, TransportConfig, TransportError,
 };
-use crate::wire::builder::MAX_UNTAGGED_OVERHEAD;
+use crate::wire::builder::{MAX_UNTAGGED_OVERHEAD, UNTAGGED_IPV4_HEADERS_LEN};
 use crate::wire::{
-    BthRepr, CnpRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, Psn, Qpn, RocePacket, RoceRepr,
-    Transport, UdpRepr,
+    BthRepr, CnpRepr, Ecn, EthernetRepr, ExtHeaders, IbPacketRepr, IpRepr, Opcode, Psn, Qpn,
+    RoceHeaders, RocePacket, RoceRepr, Transport, UdpRepr,
 };
 
 /// No ARP or neighbour discovery answer or solicitation is queued while this many frames
@@ -157,7 +157,6 @@ pub struct Host {
     /// Frames ready to go before any new engine packet: ARP/NDP, released frames, CNPs;
     /// each with whether it is RoCE.
     ready: VecDeque<(Vec<u8>, bool)>,
-    scratch: Vec<u8>,
     congestion: Box<dyn CongestionHook + Send>,
     /// Per local QP, where its last CE-marked packet came from (address, and the DETH's
     /// source QP for UD): the destination of a CNP the notification point defers.
@@ -190,7 +189,6 @@ impl Host {
             engine: Engine::new(config.transport),
             neighbours: NeighbourCache::new(config.neighbour),
             ready: VecDeque::new(),
-            scratch: vec![0; MAX_PACKET_LEN],
             congestion: Box::new(NoCongestionControl),
             marked_by: HashMap::new(),
             cm: ConnectionManager::new(cm),
@@ -534,9 +532,10 @@ impl Host {
             }
             let congestion = &self.congestion;
             let may_send = |qpn| congestion.next_send_time(now, qpn).is_none_or(|t| t <= now);
-            let t = self
-                .engine
-                .poll_transmit_gated(now, &mut self.scratch, may_send)?;
+            // The engine writes its packet where an IPv4 frame's headers end, so that it
+            // is not copied again when the frame is built around it.
+            let packet_buf = buf.get_mut(UNTAGGED_IPV4_HEADERS_LEN..)?;
+            let t = self.engine.poll_transmit_gated(now, packet_buf, may_send)?;
             if let Some(n) = self.frame(now, t, buf) {
                 self.stats.frames_sent += 1;
                 self.stats.roce_sent += 1;
@@ -551,53 +550,52 @@ impl Host {
         self.engine.query_qp(qpn).map_or(0, |(_, a)| a.flow_label)
     }
 
-    /// Wraps the engine's packet in a frame: into `buf` if the next hop is known, else into
-    /// the neighbour queue (then `None`).
+    /// Wraps the engine's packet, written in `buf` at [`UNTAGGED_IPV4_HEADERS_LEN`], in its
+    /// frame there (an IPv6 packet moves up to make room for the longer header): the frame in
+    /// `buf` if the next hop is known, else into the neighbour queue (then `None`).
     fn frame(&mut self, now: Instant, t: Transmit, buf: &mut [u8]) -> Option<usize> {
         let Some(src) = self.gids.source_for(t.dest) else {
             self.stats.drops.no_route += 1;
             return None;
         };
+        let at = UNTAGGED_IPV4_HEADERS_LEN;
         // The engine wrote a well-formed packet; should it not parse, it cannot be sent.
-        let ib = IbPacketRepr::parse(&self.scratch[..t.len]).ok()?;
+        let opcode = IbPacketRepr::parse(buf.get(at..at + t.len)?)
+            .ok()?
+            .bth
+            .opcode;
         let next_hop = self.neighbours.lookup(t.dest);
-        let mut repr = RoceRepr::rxe(
-            self.mac,
-            next_hop.unwrap_or([0; 6]),
-            src,
-            t.dest,
-            t.src_qp,
-            ib,
-        )?
-        .with_ecn(self.ecn)
-        .with_dscp(self.dscp);
-        repr.udp = udp_for(
-            ib.bth.opcode.transport(),
-            t.src_qp,
-            t.dest_qp,
-            self.flow_label(t.src_qp),
-        );
-        let rxe_icrc = self.rxe_flush_icrc
-            && ib.bth.opcode == Opcode::new(Transport::Rc, crate::wire::opcode::op::FLUSH);
-        let ip_len = repr.ip_len();
-        let with_icrc = |frame: &mut [u8]| {
-            if rxe_icrc {
-                let n = frame.len();
-                crate::wire::icrc::fill_rxe_flush(&mut frame[n - ip_len..]).ok()?;
-            }
-            Some(())
+        let mut ip = IpRepr::new(src, t.dest)?;
+        ip.set_ecn(self.ecn);
+        ip.set_dscp(self.dscp);
+        let headers = RoceHeaders {
+            eth: Some(EthernetRepr::new(self.mac, next_hop.unwrap_or([0; 6]))),
+            ip,
+            udp: udp_for(
+                opcode.transport(),
+                t.src_qp,
+                t.dest_qp,
+                self.flow_label(t.src_qp),
+            ),
         };
-        if next_hop.is_some() {
-            let n = repr.emit(buf).ok()?;
-            with_icrc(&mut buf[..n])?;
-            return Some(n);
+        if buf.len() < headers.frame_len(t.len) {
+            return None;
         }
-        if let Ok(mut frame) = repr.to_vec()
-            && with_icrc(&mut frame).is_some()
+        if headers.len() != at {
+            buf.copy_within(at..at + t.len, headers.len());
+        }
+        let n = headers.emit_around(buf, t.len).ok()?;
+        if self.rxe_flush_icrc
+            && opcode == Opcode::new(Transport::Rc, crate::wire::opcode::op::FLUSH)
         {
-            self.hold(now, t.dest, frame);
+            let ip_len = headers.ip_len(t.len);
+            crate::wire::icrc::fill_rxe_flush(&mut buf[n - ip_len..n]).ok()?;
         }
-        None
+        if next_hop.is_none() {
+            self.hold(now, t.dest, buf[..n].to_vec());
+            return None;
+        }
+        Some(n)
     }
 
     /// Interoperate with rdma_rxe's FLUSH (Linux 6.2 through at least 6.12), whose ICRC

@@ -40,7 +40,7 @@ mod cm;
 use super::connect::{self, QpPath};
 use super::host::{Host, HostCmError, HostConfig};
 use crate::io::timer::Timer;
-use crate::io::{Device, DeviceError};
+use crate::io::{Built, Device, DeviceError};
 use crate::transport::{
     Access, CqId, Event, QpInit, RecvWr, SendWr, TransportError, WorkCompletion,
 };
@@ -500,17 +500,26 @@ impl Runtime {
         Ok(any)
     }
 
+    /// Builds the host's frames straight into the device's transmit buffers where it lends
+    /// them (AF_XDP: into the UMEM), else in `tx_buf`.
     fn transmit(&mut self, now: time::Instant) -> Result<Transmitted, RuntimeError> {
         let mut sent = false;
         loop {
-            let len = match self.tx_pending.take() {
-                Some(len) => len,
-                None => match self.host.poll_transmit(now, &mut self.tx_buf) {
-                    Some(len) => len,
-                    None => break,
-                },
+            let held = match self.tx_pending.take() {
+                Some(len) => (!self.device.transmit(&self.tx_buf[..len])?).then_some(len),
+                None => {
+                    let host = &mut self.host;
+                    match self
+                        .device
+                        .transmit_built(&mut self.tx_buf, &mut |buf| host.poll_transmit(now, buf))?
+                    {
+                        Built::Sent => None,
+                        Built::Nothing => break,
+                        Built::Held(len) => Some(len),
+                    }
+                }
             };
-            if !self.device.transmit(&self.tx_buf[..len])? {
+            if let Some(len) = held {
                 self.tx_pending = Some(len);
                 self.device.flush()?;
                 return Ok(Transmitted::Blocked);

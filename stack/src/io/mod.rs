@@ -175,6 +175,22 @@ pub trait Device {
     /// retry once its descriptor is writable or after [`flush`](Self::flush).
     fn transmit(&mut self, frame: &[u8]) -> Result<bool, DeviceError>;
 
+    /// Builds a frame and queues it, into the device's own transmit buffer where it can lend
+    /// one (AF_XDP lends UMEM: the frame is written where the kernel reads it, one copy
+    /// fewer than building it elsewhere and calling [`transmit`](Self::transmit)), else into
+    /// `scratch`. `build` writes a frame at the start of the buffer it is given, which is
+    /// `scratch.len()` bytes long and holds anything (every byte of the frame must be
+    /// written), and returns its length, or `None` for no frame. The result says which:
+    /// [`Built::Held`] when the device has no room now, the frame then in `scratch`, for
+    /// `transmit` once there is.
+    fn transmit_built(
+        &mut self,
+        scratch: &mut [u8],
+        build: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<Built, DeviceError> {
+        transmit_from(self, scratch, build)
+    }
+
     /// What the device can do: its MTU, ICRC offload, its own MAC address.
     fn capabilities(&self) -> Capabilities;
 
@@ -223,6 +239,13 @@ impl<D: Device + ?Sized> Device for Box<D> {
     fn transmit(&mut self, frame: &[u8]) -> Result<bool, DeviceError> {
         (**self).transmit(frame)
     }
+    fn transmit_built(
+        &mut self,
+        scratch: &mut [u8],
+        build: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<Built, DeviceError> {
+        (**self).transmit_built(scratch, build)
+    }
     fn capabilities(&self) -> Capabilities {
         (**self).capabilities()
     }
@@ -235,6 +258,41 @@ impl<D: Device + ?Sized> Device for Box<D> {
     fn flush(&mut self) -> Result<(), DeviceError> {
         (**self).flush()
     }
+}
+
+/// What [`Device::transmit_built`] did with the frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Built {
+    /// Queued for transmission.
+    Sent,
+    /// `build` had no frame.
+    Nothing,
+    /// The device had no room: the frame of this length is in `scratch`, not sent.
+    Held(usize),
+}
+
+/// [`Device::transmit_built`] for a device that lends nothing: builds into `scratch`, then
+/// [`Device::transmit`]s it.
+pub(crate) fn transmit_from<D: Device + ?Sized>(
+    device: &mut D,
+    scratch: &mut [u8],
+    build: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+) -> Result<Built, DeviceError> {
+    let Some(len) = build(scratch) else {
+        return Ok(Built::Nothing);
+    };
+    let frame = scratch
+        .get(..len)
+        .ok_or_else(|| DeviceError::BufferTooSmall {
+            device: "transmit_built".to_owned(),
+            len,
+            capacity: scratch.len(),
+        })?;
+    Ok(if device.transmit(frame)? {
+        Built::Sent
+    } else {
+        Built::Held(len)
+    })
 }
 
 /// Fails with [`DeviceError::FrameTooLarge`] if `frame` exceeds what `caps` allows.

@@ -14,7 +14,7 @@ use crate::wire::encap::{ETHERNET_HEADER_LEN, VlanTag};
 use crate::wire::pause::{ETHERTYPE_MAC_CONTROL, MacControlRepr, PRIORITIES, quanta_to_ps};
 use crate::wire::{NotRoce, PacketError, RocePacket};
 
-use super::{Clock, Device, DeviceError};
+use super::{Built, Clock, Device, DeviceError, transmit_from};
 
 /// Until when each of the eight priorities is paused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +156,20 @@ impl<D: Device, C: Clock> Device for PauseHonouring<D, C> {
             return Ok(false);
         }
         self.inner.transmit(frame)
+    }
+
+    /// While no priority is paused no frame can be held: the inner device's buffer is lent
+    /// straight through (AF_XDP's UMEM). Otherwise the frame is built in `scratch`, where a
+    /// paused one waits.
+    fn transmit_built(
+        &mut self,
+        scratch: &mut [u8],
+        build: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<Built, DeviceError> {
+        if self.gate.next_resume(self.clock.now()).is_some() {
+            return transmit_from(self, scratch, build);
+        }
+        self.inner.transmit_built(scratch, build)
     }
 
     fn flush(&mut self) -> Result<(), DeviceError> {

@@ -436,3 +436,159 @@ fn summary_ethertype_is_the_one_after_a_vlan_tag() {
     assert_eq!((s.ecn, s.bth), (plain.ecn, plain.bth));
     assert_eq!(FrameSummary::of(&tagged[..17]).ethertype, None);
 }
+
+/// A device that lends its own transmit buffer, as AF_XDP lends UMEM: it holds `0xa5` at
+/// first and then whatever the last frame left. With `room` false it takes nothing.
+struct Lending<D> {
+    inner: D,
+    slot: Vec<u8>,
+    room: bool,
+    /// Frames built in the lent buffer.
+    lent: usize,
+}
+
+impl<D: Device> Device for Lending<D> {
+    fn receive(&mut self, consume: &mut dyn FnMut(&[u8])) -> Result<bool, DeviceError> {
+        self.inner.receive(consume)
+    }
+    fn transmit(&mut self, frame: &[u8]) -> Result<bool, DeviceError> {
+        if !self.room {
+            return Ok(false);
+        }
+        self.inner.transmit(frame)
+    }
+    fn transmit_built(
+        &mut self,
+        scratch: &mut [u8],
+        build: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<Built, DeviceError> {
+        if !self.room || scratch.len() > self.slot.len() {
+            return transmit_from(self, scratch, build);
+        }
+        let Some(len) = build(&mut self.slot[..scratch.len()]) else {
+            return Ok(Built::Nothing);
+        };
+        self.lent += 1;
+        self.inner.transmit(&self.slot[..len])?;
+        Ok(Built::Sent)
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+}
+
+/// `transmit_built` sends the same frames whether the device lends a used buffer or the
+/// frame is built in the caller's and copied; says when there was no frame; and keeps a frame
+/// the device had no room for in the caller's buffer, for `transmit` later.
+#[test]
+fn lent_and_copied_transmit_buffers_send_the_same_frames() {
+    let frames = [roce_v4(3000), tagged(1, 60), roce_v4(10), tagged(2, 1500)];
+    let sent_by = |lend: bool| {
+        let clock = VirtualClock::new(Instant::ZERO);
+        let (a, mut b) = pair(MemoryLinkConfig::default(), clock).unwrap();
+        let mut dev: Box<dyn Device> = if lend {
+            Box::new(Lending {
+                inner: a,
+                slot: vec![0xa5; 8192],
+                room: true,
+                lent: 0,
+            })
+        } else {
+            Box::new(a)
+        };
+        let mut scratch = vec![0x5a; 4200];
+        for frame in &frames {
+            let built = dev
+                .transmit_built(&mut scratch, &mut |buf| {
+                    buf[..frame.len()].copy_from_slice(frame);
+                    Some(frame.len())
+                })
+                .unwrap();
+            assert_eq!(built, Built::Sent);
+        }
+        let none = dev.transmit_built(&mut scratch, &mut |_| None).unwrap();
+        assert_eq!(none, Built::Nothing);
+        drain(&mut b)
+    };
+    assert_eq!(sent_by(false), frames);
+    assert_eq!(sent_by(true), frames);
+
+    let clock = VirtualClock::new(Instant::ZERO);
+    let (a, mut b) = pair(MemoryLinkConfig::default(), clock).unwrap();
+    let mut full = Lending {
+        inner: a,
+        slot: vec![0; 8192],
+        room: false,
+        lent: 0,
+    };
+    let mut scratch = vec![0; 4200];
+    let frame = tagged(3, 90);
+    let built = full.transmit_built(&mut scratch, &mut |buf| {
+        buf[..90].copy_from_slice(&frame);
+        Some(90)
+    });
+    assert_eq!(built.unwrap(), Built::Held(90));
+    assert_eq!(&scratch[..90], &frame[..], "held in the caller's buffer");
+    assert!(drain(&mut b).is_empty());
+    full.room = true;
+    assert!(full.transmit(&scratch[..90]).unwrap());
+    assert_eq!(drain(&mut b), vec![frame]);
+
+    // A builder claiming more than it was given is an error, not a panic.
+    let mut dev = pair(
+        MemoryLinkConfig::default(),
+        VirtualClock::new(Instant::ZERO),
+    )
+    .unwrap()
+    .0;
+    let err = dev
+        .transmit_built(&mut [0; 64], &mut |_| Some(65))
+        .unwrap_err();
+    assert!(
+        matches!(err, DeviceError::BufferTooSmall { len: 65, .. }),
+        "{err}"
+    );
+}
+
+/// The PAUSE/PFC middleware lends its inner device's buffer while nothing is paused, and
+/// builds in the caller's while a priority is, so that a paused frame waits there.
+#[test]
+fn pause_honouring_lends_only_while_nothing_is_paused() {
+    use crate::io::pause::PauseHonouring;
+    use crate::wire::encap::VlanTag;
+    use crate::wire::pause::{MacControlRepr, PfcRepr};
+    let clock = VirtualClock::new(Instant::ZERO);
+    let (a, mut b) = pair(MemoryLinkConfig::default(), clock.clone()).unwrap();
+    let lending = Lending {
+        inner: a,
+        slot: vec![0; 8192],
+        room: true,
+        lent: 0,
+    };
+    let mut dev = PauseHonouring::new(lending, clock, 10_000_000_000);
+    let mut on_priority_3 = Vec::new();
+    let tag = VlanTag {
+        pcp: 3,
+        dei: false,
+        vid: 7,
+    };
+    tag.tag(&roce_v4(64), &mut on_priority_3);
+    let mut scratch = vec![0; 4200];
+    let mut send = |dev: &mut PauseHonouring<_, _>, frame: &[u8]| {
+        dev.transmit_built(&mut scratch, &mut |buf| {
+            buf[..frame.len()].copy_from_slice(frame);
+            Some(frame.len())
+        })
+        .unwrap()
+    };
+    assert_eq!(send(&mut dev, &on_priority_3), Built::Sent);
+    assert_eq!(dev.inner().lent, 1, "nothing paused: lent");
+    let xoff = MacControlRepr::Pfc(PfcRepr::new(&[(3, 0xffff)]));
+    assert!(b.transmit(&xoff.frame(super::memory::MAC_B)).unwrap());
+    while dev.receive(&mut |_| {}).unwrap() {}
+    let len = on_priority_3.len();
+    assert_eq!(send(&mut dev, &on_priority_3), Built::Held(len));
+    assert_eq!(send(&mut dev, &roce_v4(10)), Built::Sent, "priority 0 goes");
+    assert_eq!(dev.inner().lent, 1, "a priority paused: copied");
+    assert_eq!(drain(&mut b), vec![on_priority_3.clone(), roce_v4(10)]);
+}

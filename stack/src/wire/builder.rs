@@ -11,8 +11,8 @@ use etherparse::{
 };
 
 use super::encap::{
-    ETHERNET_HEADER_LEN, ETHERTYPE_VLAN, Ecn, EthernetRepr, IPV6_HEADER_LEN, IpRepr, Ipv4Repr,
-    Ipv6Repr, UDP_HEADER_LEN, UdpRepr, VLAN_TAG_LEN,
+    ETHERNET_HEADER_LEN, ETHERTYPE_VLAN, Ecn, EthernetRepr, IPV4_HEADER_LEN, IPV6_HEADER_LEN,
+    IpRepr, Ipv4Repr, Ipv6Repr, UDP_HEADER_LEN, UdpRepr, VLAN_TAG_LEN,
 };
 use super::error::{Result, WireError, check_len};
 use super::ext::IbPacketRepr;
@@ -24,6 +24,10 @@ use super::icrc::{self, ICRC_LEN};
 /// adds [`VLAN_TAG_LEN`].
 pub const MAX_UNTAGGED_OVERHEAD: usize =
     ETHERNET_HEADER_LEN + IPV6_HEADER_LEN + UDP_HEADER_LEN + ICRC_LEN;
+
+/// The headers in front of the IB packet in an untagged IPv4 frame without IP options: where a
+/// sender that does not know the destination yet writes the packet before the headers.
+pub const UNTAGGED_IPV4_HEADERS_LEN: usize = ETHERNET_HEADER_LEN + IPV4_HEADER_LEN + UDP_HEADER_LEN;
 
 /// Everything that makes up a RoCEv2 frame, from the Ethernet header to the pad; the ICRC is
 /// computed on emit.
@@ -96,32 +100,88 @@ impl<'a> RoceRepr<'a> {
         self
     }
 
-    fn link_len(&self) -> usize {
-        self.eth.as_ref().map_or(0, EthernetRepr::header_len)
-    }
-
-    /// Bytes from the UDP header through the ICRC.
-    fn udp_len(&self) -> usize {
-        UDP_HEADER_LEN + self.ib.buffer_len() + ICRC_LEN
+    /// The headers around the IB packet.
+    pub fn headers(&self) -> RoceHeaders<'a> {
+        RoceHeaders {
+            eth: self.eth,
+            ip: self.ip,
+            udp: self.udp,
+        }
     }
 
     /// Bytes of the IP packet, ICRC included.
     pub fn ip_len(&self) -> usize {
-        self.ip.header_len() + self.udp_len()
+        self.headers().ip_len(self.ib.buffer_len())
     }
 
     /// Bytes of the whole frame.
     pub fn buffer_len(&self) -> usize {
-        self.link_len() + self.ip_len()
+        self.headers().frame_len(self.ib.buffer_len())
     }
 
     /// Writes the frame into the start of `buf` and returns its length. Fails, writing
     /// nothing useful, if `buf` is short, if the extension headers differ from what the opcode
     /// calls for, or if the packet does not fit the IP and UDP length fields.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
-        let total = self.buffer_len();
+        let headers = self.headers();
+        let ib_len = self.ib.buffer_len();
+        let total = headers.frame_len(ib_len);
         check_len("frame", buf, total)?;
-        let udp_len = length_field("UDP", self.udp_len())?;
+        let ib_start = headers.len();
+        self.ib.emit(&mut buf[ib_start..total - ICRC_LEN])?;
+        headers.emit_around(buf, ib_len)
+    }
+
+    /// The frame in a new vector (see [`RoceRepr::emit`]).
+    pub fn to_vec(&self) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; self.buffer_len()];
+        self.emit(&mut buf)?;
+        Ok(buf)
+    }
+}
+
+/// The headers RoCEv2 wraps an IB packet in: Ethernet (unless `None`), IP and UDP; the ICRC
+/// follows the packet. [`RoceHeaders::emit_around`] writes them around a packet already in
+/// place, so a packet written where the frame is sent from is not copied again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoceHeaders<'a> {
+    /// `None` for a bare IP packet without a link header.
+    pub eth: Option<EthernetRepr>,
+    /// IPv4 or IPv6 header.
+    pub ip: IpRepr<'a>,
+    /// UDP header (destination port 4791).
+    pub udp: UdpRepr,
+}
+
+impl RoceHeaders<'_> {
+    fn link_len(&self) -> usize {
+        self.eth.as_ref().map_or(0, EthernetRepr::header_len)
+    }
+
+    /// Bytes from the start of the frame to the IB packet (the BTH).
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
+        self.link_len() + self.ip.header_len() + UDP_HEADER_LEN
+    }
+
+    /// Bytes of the IP packet around an IB packet of `ib_len` bytes, ICRC included.
+    pub fn ip_len(&self, ib_len: usize) -> usize {
+        self.ip.header_len() + UDP_HEADER_LEN + ib_len + ICRC_LEN
+    }
+
+    /// Bytes of the frame around an IB packet of `ib_len` bytes.
+    pub fn frame_len(&self, ib_len: usize) -> usize {
+        self.link_len() + self.ip_len(ib_len)
+    }
+
+    /// Writes the headers into the start of `buf`, in front of the IB packet (BTH through pad,
+    /// `ib_len` bytes) that is already at [`RoceHeaders::len`], and the ICRC after it; returns
+    /// the frame's length. Fails if `buf` is short or the packet does not fit the IP and UDP
+    /// length fields.
+    pub fn emit_around(&self, buf: &mut [u8], ib_len: usize) -> Result<usize> {
+        let total = self.frame_len(ib_len);
+        check_len("frame", buf, total)?;
+        let udp_len = length_field("UDP", UDP_HEADER_LEN + ib_len + ICRC_LEN)?;
         let ip_start = self.link_len();
         if let Some(eth) = &self.eth {
             emit_ethernet(eth, self.ip.ethertype(), &mut buf[..ip_start]);
@@ -137,18 +197,9 @@ impl<'a> RoceRepr<'a> {
             length: udp_len,
             checksum: self.udp.checksum,
         };
-        let ib_start = udp_start + UDP_HEADER_LEN;
-        buf[udp_start..ib_start].copy_from_slice(&udp.to_bytes());
-        self.ib.emit(&mut buf[ib_start..total - ICRC_LEN])?;
+        buf[udp_start..udp_start + UDP_HEADER_LEN].copy_from_slice(&udp.to_bytes());
         icrc::fill(&mut buf[ip_start..total])?;
         Ok(total)
-    }
-
-    /// The frame in a new vector (see [`RoceRepr::emit`]).
-    pub fn to_vec(&self) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; self.buffer_len()];
-        self.emit(&mut buf)?;
-        Ok(buf)
     }
 }
 

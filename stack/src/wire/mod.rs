@@ -37,7 +37,7 @@ pub use aeth::{Aeth, AethRepr, NakCode, RnrTimer, Syndrome};
 pub use atomic_ack_eth::{AtomicAckEth, AtomicAckEthRepr};
 pub use atomic_eth::{AtomicEth, AtomicEthRepr};
 pub use bth::{Bth, BthRepr};
-pub use builder::RoceRepr;
+pub use builder::{RoceHeaders, RoceRepr};
 pub use cnp::{Cnp, CnpRepr};
 pub use deth::{Deth, DethRepr};
 pub use encap::{

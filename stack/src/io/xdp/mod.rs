@@ -29,7 +29,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 
 use super::netdev::Netdev;
-use super::{Capabilities, Device, DeviceError, check_frame_len};
+use super::{Built, Capabilities, Device, DeviceError, check_frame_len, transmit_from};
 use crate::wire::encap::{ETHERNET_HEADER_LEN, VLAN_TAG_LEN};
 
 mod bpf;
@@ -236,8 +236,14 @@ pub struct XdpDevice {
     completion: Consumer<u64>,
     rx: Consumer<libc::xdp_desc>,
     tx: Producer<libc::xdp_desc>,
-    /// Transmit chunks we own.
+    /// Transmit slots we own: each `slot_chunks` adjacent chunks, named by the first one's
+    /// address, so that a frame larger than a chunk is one contiguous buffer (lent to
+    /// `transmit_built`) sent as one descriptor per chunk.
     tx_free: Vec<u64>,
+    /// Chunks per transmit slot.
+    slot_chunks: u32,
+    /// The first transmit chunk's address: slots start every `slot_chunks` chunks from it.
+    tx_base: u64,
     /// Bound with XDP_USE_SG: frames may span several chunks.
     multi_buffer: bool,
     /// The first parts of a received frame whose last descriptor has not been read yet.
@@ -344,6 +350,8 @@ impl XdpDevice {
             rx,
             tx,
             tx_free: Vec::new(),
+            slot_chunks: 1,
+            tx_base: 0,
             multi_buffer,
             partial: Vec::new(),
             unkicked: 0,
@@ -361,8 +369,17 @@ impl XdpDevice {
             );
         }
         device.fill.publish();
-        device.tx_free = (half..config.chunks)
-            .map(|c| u64::from(c) * u64::from(CHUNK_SIZE))
+        // A slot holds the largest frame and, at least two chunks, the caller's frame buffer
+        // (the endpoint's is a little over 4 KiB): room to build any frame in place.
+        let largest = device.capabilities().max_frame_len();
+        device.slot_chunks = largest
+            .div_ceil(CHUNK_SIZE as usize)
+            .max(2)
+            .min(half as usize) as u32;
+        device.tx_base = u64::from(half) * u64::from(CHUNK_SIZE);
+        let slot = u64::from(device.slot_chunks * CHUNK_SIZE);
+        device.tx_free = (0..u64::from(half / device.slot_chunks))
+            .map(|s| device.tx_base + s * slot)
             .collect();
         Ok(device)
     }
@@ -392,14 +409,69 @@ impl XdpDevice {
         self.fill.publish();
     }
 
+    /// Bytes of a transmit slot.
+    fn slot_len(&self) -> usize {
+        (self.slot_chunks * CHUNK_SIZE) as usize
+    }
+
+    /// Takes back the slots the kernel has sent. A frame's chunks complete together, first
+    /// to last, so the slot is free when its first chunk comes back; the others are skipped.
     fn reclaim_completions(&mut self) {
         let mut any = false;
+        let slot = self.slot_len() as u64;
         while let Some(addr) = self.completion.pop() {
-            self.tx_free.push(addr);
+            if addr
+                .checked_sub(self.tx_base)
+                .is_some_and(|o| o % slot == 0)
+            {
+                self.tx_free.push(addr);
+            }
             any = true;
         }
         if any {
             self.completion.release();
+        }
+    }
+
+    /// Whether a free slot and ring entries for a frame of `len` bytes are at hand.
+    fn has_room(&mut self, len: usize) -> bool {
+        self.reclaim_completions();
+        !self.tx_free.is_empty() && self.tx.room() as usize >= chunks_of(len)
+    }
+
+    /// Sends the `len`-byte frame written at the start of the last free slot: one descriptor
+    /// per chunk it touches, each but the last flagged XDP_PKT_CONTD, published together
+    /// (after the data is written) so the chain goes whole. Room was checked.
+    fn post(&mut self, len: usize) -> Result<(), DeviceError> {
+        let addr = self.tx_free.pop().expect("a free slot was checked");
+        let chunk_len = CHUNK_SIZE as usize;
+        let parts = chunks_of(len);
+        for i in 0..parts {
+            let desc = libc::xdp_desc {
+                addr: addr + (i * chunk_len) as u64,
+                len: (len - i * chunk_len).min(chunk_len) as u32,
+                options: if i + 1 < parts {
+                    libc::XDP_PKT_CONTD
+                } else {
+                    0
+                },
+            };
+            let pushed = self.tx.push(desc);
+            debug_assert!(pushed, "room for the whole chain was checked");
+        }
+        self.tx.publish();
+        self.unkicked += parts as u32;
+        if self.unkicked >= TX_KICK_BATCH {
+            self.kick()?;
+        }
+        Ok(())
+    }
+
+    fn too_large(&self, len: usize) -> DeviceError {
+        DeviceError::FrameTooLarge {
+            device: self.name.clone(),
+            len,
+            max: self.slot_len(),
         }
     }
 
@@ -419,6 +491,11 @@ impl XdpDevice {
             Err(e) => Err(DeviceError::os(&self.name, "kick TX", e)),
         }
     }
+}
+
+/// Chunks (and descriptors) a frame of `len` bytes takes.
+fn chunks_of(len: usize) -> usize {
+    len.div_ceil(CHUNK_SIZE as usize).max(1)
 }
 
 /// Attaches in the requested mode; `Auto` tries native first. A BPF link never replaces an
@@ -488,49 +565,52 @@ impl Device for XdpDevice {
     }
 
     /// A frame larger than a chunk goes as a chain of descriptors, published whole or not at
-    /// all: the data is written into the chunks before any descriptor is pushed.
+    /// all: the data is written into the slot before any descriptor is pushed.
     fn transmit(&mut self, frame: &[u8]) -> Result<bool, DeviceError> {
         check_frame_len(&self.name, &self.capabilities(), frame)?;
-        self.reclaim_completions();
-        let chunk_len = CHUNK_SIZE as usize;
-        let parts = frame.len().div_ceil(chunk_len).max(1);
-        if self.tx_free.len() < parts || (self.tx.room() as usize) < parts {
+        if frame.len() > self.slot_len() {
+            return Err(self.too_large(frame.len()));
+        }
+        if !self.has_room(frame.len()) {
             self.kick()?;
             return Ok(false);
         }
-        let base = self.tx_free.len() - parts;
-        for (i, piece) in frame.chunks(chunk_len).enumerate() {
-            let addr = self.tx_free[base + i];
-            let Some(chunk) = self.umem.frame_mut(addr, piece.len()) else {
-                return Err(DeviceError::FrameTooLarge {
-                    device: self.name.clone(),
-                    len: frame.len(),
-                    max: chunk_len,
-                });
-            };
-            chunk.copy_from_slice(piece);
-        }
-        for i in 0..parts {
-            let len = frame.len().saturating_sub(i * chunk_len).min(chunk_len);
-            let desc = libc::xdp_desc {
-                addr: self.tx_free[base + i],
-                len: len as u32,
-                options: if i + 1 < parts {
-                    libc::XDP_PKT_CONTD
-                } else {
-                    0
-                },
-            };
-            let pushed = self.tx.push(desc);
-            debug_assert!(pushed, "room for the whole chain was checked");
-        }
-        self.tx_free.truncate(base);
-        self.tx.publish();
-        self.unkicked += parts as u32;
-        if self.unkicked >= TX_KICK_BATCH {
-            self.kick()?;
-        }
+        let addr = self.tx_free[self.tx_free.len() - 1];
+        let Some(slot) = self.umem.span_mut(addr, frame.len()) else {
+            return Err(self.too_large(frame.len()));
+        };
+        slot.copy_from_slice(frame);
+        self.post(frame.len())?;
         Ok(true)
+    }
+
+    /// Lends a free slot of the UMEM, so the frame is built where the kernel reads it.
+    fn transmit_built(
+        &mut self,
+        scratch: &mut [u8],
+        build: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
+    ) -> Result<Built, DeviceError> {
+        let want = scratch.len();
+        if want > self.slot_len() || !self.has_room(want) {
+            // No room: built in `scratch` and held there (`transmit` kicks).
+            return transmit_from(self, scratch, build);
+        }
+        let caps = self.capabilities();
+        let addr = self.tx_free[self.tx_free.len() - 1];
+        let Some(lent) = self.umem.span_mut(addr, want) else {
+            return Err(self.too_large(want));
+        };
+        let Some(len) = build(lent) else {
+            return Ok(Built::Nothing);
+        };
+        let frame = lent.get(..len).ok_or_else(|| DeviceError::BufferTooSmall {
+            device: self.name.clone(),
+            len,
+            capacity: want,
+        })?;
+        check_frame_len(&self.name, &caps, frame)?;
+        self.post(len)?;
+        Ok(Built::Sent)
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -89,9 +89,15 @@ impl Umem {
         Some(unsafe { std::slice::from_raw_parts(self.map.ptr.as_ptr().add(start), len) })
     }
 
-    pub(super) fn frame_mut(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
-        let (start, len) = self.bounds(addr, len)?;
-        // SAFETY: as in `frame`; `&mut self` makes this the only reference we hold into it.
+    /// `len` bytes at UMEM offset `addr`, across chunks (a transmit slot of adjacent
+    /// chunks), if they lie inside the UMEM.
+    pub(super) fn span_mut(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
+        let start = usize::try_from(addr).ok()?;
+        (start.checked_add(len)? <= self.map.len).then_some(())?;
+        // SAFETY: start..start+len lies inside the mapping (checked above); the caller owns
+        // every chunk of the span under the ring protocol (a free transmit slot), so the
+        // kernel does not touch it meanwhile, and `&mut self` makes this the only reference
+        // we hold into it.
         Some(unsafe { std::slice::from_raw_parts_mut(self.map.ptr.as_ptr().add(start), len) })
     }
 
