@@ -10,8 +10,10 @@
 #            then the receiver busy polling) and over TAP, beside
 #            - raw AF_XDP: frames of the size of our WRITE frames (RAW_BIG bytes: path MTU
 #              4096, so 4096 payload bytes each) sent from one AF_XDP socket and counted at
-#              the other (stack/examples/veth_rate.rs); their rate times 4096 payload bytes is
-#              the goodput the device allows at this frame size;
+#              the other (stack/examples/veth_rate.rs, both sides waiting as our endpoint
+#              does: polling 200 usec after traffic out of epoll's set, then sleeping in it);
+#              their rate times 4096 payload bytes is the goodput the device allows at this
+#              frame size;
 #            - one kernel TCP connection moving the same bytes (stack/examples/tcp_goodput.rs),
 #              twice: with the kernel's defaults (TSO/GSO on: 64 KiB segments cross the veth
 #              whole) and with TSO, GSO and GRO off (every segment at most one MTU, as every one
