@@ -21,6 +21,7 @@ set -uo pipefail
 suite=conform
 # shellcheck source=tests/lab/preamble.sh
 . "$(dirname "$0")/../lab/preamble.sh"
+suite_args "$@"
 NS=roce-lab
 OURS=(--iface tap:roce0 --ip 10.77.0.2/24)
 RXE_IP=10.77.0.11

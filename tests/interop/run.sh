@@ -30,6 +30,7 @@ set -uo pipefail
 suite=interop
 # shellcheck source=tests/lab/preamble.sh
 . "$(dirname "$0")/../lab/preamble.sh"
+suite_args "$@"
 NS="roce-lab"
 PEER=10.77.0.11
 KERNEL=10.77.0.1

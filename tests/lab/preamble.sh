@@ -19,3 +19,19 @@ need_lab() {
   [[ -x $lab ]] || fatal "$lab missing or not executable"
   [[ -c /dev/net/tun ]] || fatal "/dev/net/tun missing: no TAP devices on this kernel"
 }
+
+# The suites take no arguments (their knobs are environment variables, named in their header
+# comments): -h/--help prints that header; anything else is refused before the lab is touched.
+suite_args() {
+  case ${1:-} in
+    "") return ;;
+    -h | --help)
+      sed -n '2,/^[^#]/p' "$0" | sed '$d; s/^# \{0,1\}//'
+      exit 0
+      ;;
+    *)
+      echo "$suite: error: unknown argument '$1' (it takes none; see $0 --help)" >&2
+      exit 2
+      ;;
+  esac
+}

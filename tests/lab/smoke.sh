@@ -6,6 +6,7 @@ set -euo pipefail
 suite="lab smoke"
 # shellcheck source=tests/lab/preamble.sh
 . "$(dirname "$0")/preamble.sh"
+suite_args "$@"
 need_lab
 command -v apt-get >/dev/null || command -v qemu-system-x86_64 >/dev/null ||
   fatal "neither apt-get nor qemu-system-x86_64: cannot get QEMU"
