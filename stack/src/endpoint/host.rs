@@ -27,8 +27,8 @@ use crate::transport::{
 };
 use crate::wire::builder::{MAX_UNTAGGED_OVERHEAD, UNTAGGED_IPV4_HEADERS_LEN};
 use crate::wire::{
-    BthRepr, CnpRepr, Ecn, EthernetRepr, ExtHeaders, IbPacketRepr, IpRepr, Opcode, Psn, Qpn,
-    RoceHeaders, RocePacket, RoceRepr, Transport, UdpRepr,
+    BthRepr, CnpRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, Psn, Qpn, RoceHeaders, RocePacket,
+    RoceRepr, Transport, UdpRepr,
 };
 
 /// No ARP or neighbour discovery answer or solicitation is queued while this many frames
@@ -565,19 +565,16 @@ impl Host {
             .bth
             .opcode;
         let next_hop = self.neighbours.lookup(t.dest);
-        let mut ip = IpRepr::new(src, t.dest)?;
-        ip.set_ecn(self.ecn);
-        ip.set_dscp(self.dscp);
-        let headers = RoceHeaders {
-            eth: Some(EthernetRepr::new(self.mac, next_hop.unwrap_or([0; 6]))),
-            ip,
-            udp: udp_for(
-                opcode.transport(),
-                t.src_qp,
-                t.dest_qp,
-                self.flow_label(t.src_qp),
-            ),
-        };
+        let mut headers =
+            RoceHeaders::rxe(self.mac, next_hop.unwrap_or([0; 6]), src, t.dest, t.src_qp)?;
+        headers.ip.set_ecn(self.ecn);
+        headers.ip.set_dscp(self.dscp);
+        headers.udp = udp_for(
+            opcode.transport(),
+            t.src_qp,
+            t.dest_qp,
+            self.flow_label(t.src_qp),
+        );
         if buf.len() < headers.frame_len(t.len) {
             return None;
         }

@@ -56,12 +56,8 @@ impl<'a> RoceRepr<'a> {
         src_qpn: Qpn,
         ib: IbPacketRepr<'a>,
     ) -> Option<RoceRepr<'a>> {
-        Some(RoceRepr {
-            eth: Some(EthernetRepr::new(src_mac, dst_mac)),
-            ip: IpRepr::new(src, dst)?,
-            udp: UdpRepr::rxe(src_qpn),
-            ib,
-        })
+        let RoceHeaders { eth, ip, udp } = RoceHeaders::rxe(src_mac, dst_mac, src, dst, src_qpn)?;
+        Some(RoceRepr { eth, ip, udp, ib })
     }
 
     /// Adds an 802.1Q tag (no effect on a frame without an Ethernet header).
@@ -154,6 +150,21 @@ pub struct RoceHeaders<'a> {
 }
 
 impl RoceHeaders<'_> {
+    /// The headers of [`RoceRepr::rxe`]'s frame, for a packet written in place.
+    pub fn rxe(
+        src_mac: [u8; 6],
+        dst_mac: [u8; 6],
+        src: IpAddr,
+        dst: IpAddr,
+        src_qpn: Qpn,
+    ) -> Option<RoceHeaders<'static>> {
+        Some(RoceHeaders {
+            eth: Some(EthernetRepr::new(src_mac, dst_mac)),
+            ip: IpRepr::new(src, dst)?,
+            udp: UdpRepr::rxe(src_qpn),
+        })
+    }
+
     fn link_len(&self) -> usize {
         self.eth.as_ref().map_or(0, EthernetRepr::header_len)
     }
