@@ -43,29 +43,13 @@ die() { echo "cpu_per_frame: error: $*" >&2; exit 1; }
 [[ $(id -u) -eq 0 ]] || die "needs root (namespaces, AF_XDP)"
 [[ -x /usr/bin/time ]] || die "needs /usr/bin/time (Debian: apt-get install time)"
 
-work=$(mktemp -d /tmp/roce-cpu.XXXXXX)
-teardown() {
-  ip netns del "$A" 2>/dev/null || true
-  ip netns del "$B" 2>/dev/null || true
-}
-trap 'kill $(jobs -p) 2>/dev/null || true; teardown; rm -rf "$work"' EXIT
-trap 'exit 130' INT TERM
+MTU=4200
+# shellcheck source=tests/bench/veth_pair.sh
+. "$here/tests/bench/veth_pair.sh"
 
 (cd "$here" && cargo build --release --locked -p roce-tools &&
   cargo build --release --locked -p roce --example veth_rate) >"$work/build.log" 2>&1 ||
   die "build failed (see $work/build.log)"
-
-net() {
-  teardown
-  ip netns add "$A"
-  ip netns add "$B"
-  ip link add va netns "$A" type veth peer name vb netns "$B"
-  for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
-  ip -n "$A" link set va mtu 4200 up
-  ip -n "$B" link set vb mtu 4200 up
-  ip -n "$A" addr add 10.88.0.1/24 dev va
-  ip -n "$B" addr add 10.88.0.2/24 dev vb
-}
 
 # usec of user and of kernel time per frame from /usr/bin/time's "%U %S" in file $1.
 per_frame() { awk -v n="$2" '{ printf "%.3f %.3f\n", $1 / n * 1e6, $2 / n * 1e6 }' "$1"; }
@@ -119,7 +103,7 @@ median() {
 
 echo "cpu_per_frame: $rounds rounds; usec of CPU per frame sent (user, kernel) and M frames/s"
 for round in $(seq "$rounds"); do
-  net
+  plain
   ours write 16 40000 perf write -s 65536 -n 40000
   raw raw_write 4154 2048
   ours send 1 400000 perf send -s 64 -n 400000

@@ -104,32 +104,13 @@ done
 [[ $(id -u) -eq 0 ]] || die "needs root (namespaces, TAP, AF_XDP)"
 command -v ethtool >/dev/null || die "needs ethtool (TCP's offloads are switched for the baseline)"
 
-work=$(mktemp -d /tmp/roce-bench.XXXXXX)
-teardown() {
-  ip netns del "$A" 2>/dev/null || true
-  ip netns del "$B" 2>/dev/null || true
-}
-# Background servers die with their namespace's processes only if killed: kill our jobs first.
-trap 'kill $(jobs -p) 2>/dev/null || true; teardown; rm -rf "$work"' EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=tests/bench/veth_pair.sh
+. "$here/tests/bench/veth_pair.sh"
 
 (cd "$here" && cargo build --release --locked -p roce-tools &&
   cargo build --release --locked -p roce --example tcp_goodput --example veth_rate \
     --example udp_pingpong) >"$work/build.log" 2>&1 ||
   die "build failed: $(tail -n 5 "$work/build.log")"
-
-plain() {
-  teardown
-  ip netns add "$A"
-  ip netns add "$B"
-  ip link add va netns "$A" type veth peer name vb netns "$B"
-  ip -n "$A" link set lo up
-  ip -n "$B" link set lo up
-  ip -n "$A" link set va mtu $MTU up
-  ip -n "$B" link set vb mtu $MTU up
-  ip -n "$A" addr add 10.88.0.1/24 dev va
-  ip -n "$B" addr add 10.88.0.2/24 dev vb
-}
 
 bridged() {
   plain
