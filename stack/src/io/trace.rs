@@ -4,10 +4,7 @@
 
 use tracing::{Level, enabled, event};
 
-use crate::wire::ce::{ecn, ip_offset, payload_ethertype};
-use crate::wire::encap::{
-    IP_PROTOCOL_UDP, IPV6_HEADER_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN, field_at, ipv4_header_len,
-};
+use crate::wire::ce::{ecn, payload_ethertype};
 use crate::wire::{Bth, Opcode};
 
 use super::{Device, DeviceError};
@@ -39,25 +36,7 @@ impl FrameSummary {
 }
 
 fn roce_bth(frame: &[u8]) -> Option<(Opcode, u32, u32)> {
-    let (ip, version) = ip_offset(frame)?;
-    let (protocol, ip_len) = if version == 4 {
-        (
-            *frame.get(ip + field_at::IPV4_PROTOCOL)?,
-            ipv4_header_len(*frame.get(ip + field_at::IPV4_VERSION_IHL)?),
-        )
-    } else {
-        (
-            *frame.get(ip + field_at::IPV6_NEXT_HEADER)?,
-            IPV6_HEADER_LEN,
-        )
-    };
-    let udp = frame.get(ip + ip_len..)?;
-    let dst = field_at::UDP_DST_PORT;
-    let port = u16::from_be_bytes([*udp.get(dst)?, *udp.get(dst + 1)?]);
-    if protocol != IP_PROTOCOL_UDP || port != ROCEV2_UDP_PORT {
-        return None;
-    }
-    let bth = Bth::new_checked(udp.get(UDP_HEADER_LEN..)?).ok()?;
+    let bth = Bth::of_frame(frame)?;
     Some((bth.opcode(), bth.dest_qp().value(), bth.psn().value()))
 }
 
