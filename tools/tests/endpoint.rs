@@ -70,6 +70,8 @@ fn bad_class_flags_are_one_line() {
         ("--pcp", "8", "0..=7"),
         ("--vlan", "4095", "0..=4094"),
         ("--tclass", "256", "0..=255"),
+        ("--cnp-dscp", "64", "0..=63"),
+        ("--cnp-pcp", "8", "0..=7"),
     ] {
         let out = pingpong(&[flag, value]);
         assert_eq!(out.status.code(), Some(2), "{flag} {value}");

@@ -7,6 +7,9 @@
 //! its --line-gbps 0.1, and the pingpong then completes. Needs root and tcpreplay and fails,
 //! never skips, without them; CI runs it explicitly:
 //! `cargo test -p roce-tools --locked --test pfc_endpoint_needs_root -- --include-ignored`.
+//! A second pair over its own bridge checks CNPs on their own class: a client marking its data
+//! CE (`--tclass 107`) draws CNPs from a `--dcqcn mlx5 --cnp-dscp 48 --cnp-pcp 6` server, which
+//! go out with priority 6 and DSCP 48 while its data keep priority 3 and DSCP 26.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -15,9 +18,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use roce::capture::live::LiveCapture;
-use roce::wire::Ecn;
 use roce::wire::encap::VlanTag;
 use roce::wire::pause::{MacControlRepr, PfcRepr, quanta_to_ps};
+use roce::wire::{Ecn, Opcode};
 use roce_tests::netns::{Netns, inside, run};
 
 /// Fixed names (CI runs one of these at a time); `i16c` marks them as this test's.
@@ -30,6 +33,11 @@ const CLIENT_MAC: [u8; 6] = [0x02, 0x00, 10, 99, 0, 2];
 const PAUSE_QUANTA: u16 = 0xffff;
 const LINE_BITS_PER_SEC: u64 = 100_000_000;
 
+/// The class flags both pingpongs of the PFC test run with.
+const CLASS: [&str; 8] = [
+    "--vlan", "5", "--pcp", "3", "--tclass", "106", "-n", "20000",
+];
+
 /// A running `roce pingpong`, killed if the test ends before it does.
 struct Endpoint(Child);
 
@@ -38,9 +46,6 @@ impl Endpoint {
         let child = Command::new(env!("CARGO_BIN_EXE_roce"))
             .arg("pingpong")
             .args(args)
-            .args([
-                "--vlan", "5", "--pcp", "3", "--tclass", "106", "-n", "20000",
-            ])
             .args(["--timeout", "60"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -72,6 +77,20 @@ impl Drop for Endpoint {
     }
 }
 
+/// A network namespace `name` holding `taps` joined by `bridge`, all up; the test body runs
+/// again inside it (`Netns::rerun`), where the TAPs are.
+fn bridged_taps(name: &str, bridge: &str, taps: [&str; 2]) -> Netns {
+    let ns = Netns::create(name);
+    ns.ip(&["link", "add", bridge, "type", "bridge"]);
+    for tap in taps {
+        ns.ip(&["tuntap", "add", "mode", "tap", tap]);
+        ns.ip(&["link", "set", tap, "master", bridge]);
+        ns.ip(&["link", "set", tap, "up"]);
+    }
+    ns.ip(&["link", "set", bridge, "up"]);
+    ns
+}
+
 /// A pcap holding one Ethernet frame, for tcpreplay.
 fn pcap_of(frame: &[u8]) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
@@ -87,6 +106,8 @@ struct Seen {
     pfc: bool,
     /// For RoCE frames: the tag, DSCP and ECN.
     roce: Option<(Option<VlanTag>, u8, Ecn)>,
+    /// A CNP, and whether its ICRC holds.
+    cnp: Option<bool>,
 }
 
 const TEST: &str = "tagged_dscp_frames_and_a_pfc_pause_holding_the_sender_needs_root";
@@ -100,39 +121,32 @@ fn tagged_dscp_frames_and_a_pfc_pause_holding_the_sender_needs_root() {
             version.is_ok_and(|o| o.status.success()),
             "tcpreplay is missing: apt-get install tcpreplay (this test must not be skipped)"
         );
-        let ns = Netns::create(NS);
-        ns.ip(&["link", "add", BRIDGE, "type", "bridge"]);
-        for tap in [SERVER_TAP, CLIENT_TAP] {
-            ns.ip(&["tuntap", "add", "mode", "tap", tap]);
-            ns.ip(&["link", "set", tap, "master", BRIDGE]);
-            ns.ip(&["link", "set", tap, "up"]);
-        }
-        ns.ip(&["link", "set", BRIDGE, "up"]);
-        // The body runs again inside the namespace, where the TAPs are.
-        ns.rerun(TEST);
+        bridged_taps(NS, BRIDGE, [SERVER_TAP, CLIENT_TAP]).rerun(TEST);
         return;
     };
 
     let stop = Arc::new(AtomicBool::new(false));
     let from_client = Arc::new(AtomicUsize::new(0));
-    let capture = capture(stop.clone(), from_client.clone());
+    let capture = capture(CLIENT_TAP, CLIENT_MAC, stop.clone(), from_client.clone());
 
-    let server = Endpoint::start(&[
-        "--iface",
-        &format!("tap:{SERVER_TAP}"),
-        "--ip",
-        "10.99.0.1/24",
-    ]);
+    let server_tap = format!("tap:{SERVER_TAP}");
+    let server = Endpoint::start(
+        &[
+            &["--iface", &server_tap, "--ip", "10.99.0.1/24"],
+            &CLASS[..],
+        ]
+        .concat(),
+    );
     std::thread::sleep(Duration::from_millis(500));
-    let client = Endpoint::start(&[
-        "127.0.0.1",
-        "--iface",
-        &format!("tap:{CLIENT_TAP}"),
-        "--ip",
-        "10.99.0.2/24",
-        "--line-gbps",
-        "0.1",
-    ]);
+    let client_tap = format!("tap:{CLIENT_TAP}");
+    let client = Endpoint::start(
+        &[
+            &["127.0.0.1", "--iface", &client_tap, "--ip", "10.99.0.2/24"][..],
+            &["--line-gbps", "0.1"][..],
+            &CLASS[..],
+        ]
+        .concat(),
+    );
     // Once RoCE flows, the client's link partner pauses priority 3.
     let started = Instant::now();
     while from_client.load(Ordering::Relaxed) < 200 {
@@ -200,18 +214,20 @@ fn tagged_dscp_frames_and_a_pfc_pause_holding_the_sender_needs_root() {
     );
 }
 
-/// Captures on the client's TAP (the kernel's side: both directions of the client's link)
-/// until `stop`, counting the client's RoCE frames as they come.
+/// Captures on `tap` (the kernel's side: both directions of its endpoint's link) until
+/// `stop`, counting the RoCE frames from `mac` as they come.
 fn capture(
+    tap: &str,
+    mac: [u8; 6],
     stop: Arc<AtomicBool>,
     from_client: Arc<AtomicUsize>,
 ) -> std::thread::JoinHandle<Vec<Seen>> {
-    let mut live = LiveCapture::open(CLIENT_TAP).expect("capture on the client's TAP");
+    let mut live = LiveCapture::open(tap).expect("capture on the endpoint's TAP");
     std::thread::spawn(move || {
         let mut seen = Vec::new();
         let mut keep = |f: &roce::capture::Frame<'_>| {
             let s = seen_of(f);
-            if s.src == CLIENT_MAC && s.roce.is_some() {
+            if s.src == mac && s.roce.is_some() {
                 from_client.fetch_add(1, Ordering::Relaxed);
             }
             seen.push(s);
@@ -244,6 +260,108 @@ fn seen_of(f: &roce::capture::Frame<'_>) -> Seen {
             .roce()
             .ok()
             .map(|p| (p.eth().and_then(|e| e.vlan), p.ip().dscp(), p.ecn())),
+        cnp: f
+            .roce()
+            .ok()
+            .filter(|p| p.opcode() == Opcode::CNP)
+            .map(|p| p.icrc_ok()),
+    }
+}
+
+const CNP_TEST: &str = "cnps_ride_their_own_class_on_the_wire_needs_root";
+/// This test's names: `cnp16` marks them.
+const CNP_NS: &str = "roce-cnp16";
+const CNP_BRIDGE: &str = "cnp16-br";
+const CNP_SERVER_TAP: &str = "cnp16-tap0";
+const CNP_CLIENT_TAP: &str = "cnp16-tap1";
+/// The server's MAC: `02:00` and its IPv4 address.
+const CNP_SERVER_MAC: [u8; 6] = [0x02, 0x00, 10, 98, 0, 1];
+const CNP_CLIENT_MAC: [u8; 6] = [0x02, 0x00, 10, 98, 0, 2];
+
+/// `--cnp-dscp 48 --cnp-pcp 6`, as mlx5 sends CNPs, on a real wire: every CNP the server
+/// answers the client's CE-marked data with carries VLAN 5 priority 6, DSCP 48, Not-ECT and a
+/// valid ICRC; the server's data keep priority 3, DSCP 26 and ECT(0).
+#[test]
+#[ignore = "needs root; .ci/run runs it with --include-ignored"]
+fn cnps_ride_their_own_class_on_the_wire_needs_root() {
+    let Some(_) = inside() else {
+        bridged_taps(CNP_NS, CNP_BRIDGE, [CNP_SERVER_TAP, CNP_CLIENT_TAP]).rerun(CNP_TEST);
+        return;
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let from_server = Arc::new(AtomicUsize::new(0));
+    let capture = capture(CNP_SERVER_TAP, CNP_SERVER_MAC, stop.clone(), from_server);
+    let class = ["--vlan", "5", "--pcp", "3", "-n", "500"];
+    let server_tap = format!("tap:{CNP_SERVER_TAP}");
+    let server = Endpoint::start(
+        &[
+            &[
+                "--iface",
+                &server_tap,
+                "--ip",
+                "10.98.0.1/24",
+                "--tclass",
+                "104",
+            ],
+            &["--dcqcn", "mlx5", "--cnp-dscp", "48", "--cnp-pcp", "6"],
+            &class[..],
+        ]
+        .concat(),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    // Its traffic class byte 107: DSCP 26 and ECN CE, as a congested switch would leave it.
+    let client_tap = format!("tap:{CNP_CLIENT_TAP}");
+    let client = Endpoint::start(
+        &[
+            &["127.0.0.1", "--iface", &client_tap, "--ip", "10.98.0.2/24"][..],
+            &["--tclass", "107"][..],
+            &class[..],
+        ]
+        .concat(),
+    );
+    assert!(client.finish("client").contains("500 iters"));
+    assert!(server.finish("server").contains("500 iters"));
+    stop.store(true, Ordering::Relaxed);
+    let seen = capture.join().expect("capture thread");
+
+    let roce = |mac| {
+        seen.iter()
+            .filter(move |s| s.src == mac)
+            .filter_map(|s| s.roce.map(|r| (r, s.cnp)))
+    };
+    let tag = |pcp| {
+        Some(VlanTag {
+            pcp,
+            dei: false,
+            vid: 5,
+        })
+    };
+    let mut cnps = 0;
+    for (class, cnp) in roce(CNP_SERVER_MAC) {
+        match cnp {
+            Some(icrc_ok) => {
+                assert!(icrc_ok, "a CNP with a bad ICRC");
+                assert_eq!(class, (tag(6), 48, Ecn::NotEct), "a CNP");
+                cnps += 1;
+            }
+            None => assert_eq!(class, (tag(3), 26, Ecn::Ect0), "the server's data"),
+        }
+    }
+    println!("{cnps} CNPs from the server");
+    assert!(cnps > 0, "the server sent no CNP for the marked traffic");
+    let client: Vec<_> = roce(CNP_CLIENT_MAC).collect();
+    assert!(
+        client.len() >= 500,
+        "{} frames from the client",
+        client.len()
+    );
+    for (class, cnp) in client {
+        assert_eq!(
+            (class, cnp),
+            ((tag(3), 26, Ecn::Ce), None),
+            "the client's data"
+        );
     }
 }
 

@@ -54,6 +54,12 @@ pub struct HostConfig {
     /// `--tclass` sets them): switches classify by it into a priority, the lossless one for
     /// RoCE. rxe sends 0.
     pub dscp: u8,
+    /// The DSCP of the CNPs the notification point sends; `None`: the data's, `dscp`.
+    /// RoCE NICs give CNPs a class of their own so that they do not queue behind the
+    /// congested data they are about: NVIDIA mlx5 sends them with DSCP 48 unless told
+    /// otherwise (`cnp_dscp` in /sys/class/net/IFACE/ecn/roce_np/, firmware CNP_DSCP; the
+    /// sources in docs/congestion.md, "The CNP").
+    pub cnp_dscp: Option<u8>,
     /// The connection manager behind QP1. The host sets its CA GUID to the MAC's EUI-64 (as
     /// rxe does) and mixes the MAC into its seed, so that two hosts draw different IDs.
     pub cm: CmConfig,
@@ -69,6 +75,7 @@ impl HostConfig {
             neighbour: NeighbourConfig::default(),
             ecn: Ecn::NotEct,
             dscp: 0,
+            cnp_dscp: None,
             cm: CmConfig::default(),
         }
     }
@@ -152,6 +159,7 @@ pub struct Host {
     gids: GidTable,
     ecn: Ecn,
     dscp: u8,
+    cnp_dscp: u8,
     engine: Engine,
     neighbours: NeighbourCache,
     /// Frames ready to go before any new engine packet: ARP/NDP, released frames, CNPs;
@@ -186,6 +194,7 @@ impl Host {
             gids: GidTable::new(config.mac, &config.addrs),
             ecn: config.ecn,
             dscp: config.dscp & 0x3f,
+            cnp_dscp: config.cnp_dscp.unwrap_or(config.dscp) & 0x3f,
             engine: Engine::new(config.transport),
             neighbours: NeighbourCache::new(config.neighbour),
             ready: VecDeque::new(),
@@ -478,8 +487,9 @@ impl Host {
         let Some(mut repr) = RoceRepr::rxe(self.mac, [0; 6], src, peer, local, ib) else {
             return;
         };
-        // The CNP rides the class of the traffic it answers.
-        repr = repr.with_dscp(self.dscp);
+        // The CNP's class: the traffic's it answers unless given its own. Its ECN stays
+        // Not-ECT (a CNP is not ECN-capable); the ICRC masks both fields.
+        repr = repr.with_dscp(self.cnp_dscp);
         // The CNP takes the flow of the traffic it answers, so that it follows the same path.
         let transport = if ud_src_qp.is_some() {
             Transport::Ud

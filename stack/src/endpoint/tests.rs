@@ -671,6 +671,66 @@ fn roce_frames_carry_the_configured_dscp() {
     assert_eq!(sent, 3, "3 WRITE packets at MTU 1024");
 }
 
+/// What B sends after one CE-marked WRITE from A, with `--tclass 104` (DSCP 26) and
+/// `cnp_dscp` given: each frame's opcode, DSCP and ECN, decoded by our parser, its ICRC
+/// checked.
+fn answers_to_a_marked_write(cnp_dscp: Option<u8>) -> Vec<(&'static str, u8, Ecn)> {
+    let mut a = config(&["10.0.0.1/24"]);
+    a.ecn = Ecn::Ect0;
+    let mut b = config(&["10.0.0.2/24"]);
+    b.dscp = 26;
+    b.cnp_dscp = cnp_dscp;
+    let mut net = VirtualNet::new(MemoryLinkConfig::default(), a, b).unwrap();
+    net.a.add_neighbour("10.0.0.2".parse().unwrap(), MAC_B);
+    net.b.add_neighbour("10.0.0.1".parse().unwrap(), MAC_A);
+    net.b.set_congestion_control(Box::new(Recorder::default()));
+    let (sa, sb) = connect_pair(&mut net, QpType::Rc, 1);
+    net.a
+        .engine_mut()
+        .post_send(sa.qpn, write_wr(sa, sb, 100))
+        .unwrap();
+    let (frame, _) = next_frame(&mut net.a);
+    net.b.handle_frame(Instant::ZERO, &ce_marked(frame));
+    let mut buf = vec![0; Host::max_frame_len()];
+    let mut sent = Vec::new();
+    while let Some(n) = net.b.poll_transmit(Instant::ZERO, &mut buf) {
+        let p = RocePacket::parse(&buf[..n]).expect("a RoCE frame");
+        assert!(p.icrc_ok(), "the ICRC masks DSCP and ECN");
+        if p.opcode() == Opcode::CNP {
+            assert!(p.bth().becn && p.bth().dest_qp == sa.qpn);
+        }
+        sent.push((p.opcode().name(), p.ip().dscp(), p.ecn()));
+    }
+    sent
+}
+
+/// `--cnp-dscp 48`: the CNP carries DSCP 48, not ECN-capable, its ICRC valid; the data
+/// (the acknowledgement) keep the `--tclass` DSCP.
+#[test]
+fn cnps_carry_their_own_dscp_when_given_one() {
+    assert_eq!(
+        answers_to_a_marked_write(Some(48)),
+        [
+            ("CNP", 48, Ecn::NotEct),
+            ("RC_ACKNOWLEDGE", 26, Ecn::NotEct)
+        ]
+    );
+}
+
+/// Unless told otherwise a CNP rides the class of the data it answers, as before the
+/// option existed.
+#[test]
+fn cnps_ride_the_data_dscp_by_default() {
+    assert_eq!(HostConfig::new([0; 6], Vec::new()).cnp_dscp, None);
+    assert_eq!(
+        answers_to_a_marked_write(None),
+        [
+            ("CNP", 26, Ecn::NotEct),
+            ("RC_ACKNOWLEDGE", 26, Ecn::NotEct)
+        ]
+    );
+}
+
 /// Every frame both hosts of `net` send until `done` holds, each built by `poll_transmit`
 /// into a buffer first filled with `junk`: a device that lends its transmit buffers (AF_XDP's
 /// UMEM, `Device::transmit_built`) hands the builder whatever its last frame left there.

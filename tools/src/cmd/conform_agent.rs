@@ -84,7 +84,8 @@ pub fn run(args: ConformAgentArgs) -> anyhow::Result<ExitCode> {
         dcqcn: &args.dcqcn,
         line_gbps: args.line_gbps,
         tclass: None,
-        vlan: None,
+        cnp_dscp: None,
+        vlan: roce::io::vlan::TagPolicy::default(),
     })?;
     let listener = listen(args.port)?;
     let cc = if args.dcqcn == "off" { "none" } else { "dcqcn" };

@@ -10,7 +10,7 @@ use roce::endpoint::dcqcn::DcqcnHook;
 use roce::endpoint::{Backend, DEFAULT_SPIN, Host, HostConfig, IpCidr, Runtime, RuntimeConfig};
 use roce::io::SystemClock;
 use roce::io::pause::PauseHonouring;
-use roce::io::vlan::VlanTagging;
+use roce::io::vlan::{TagPolicy, VlanTagging};
 use roce::wire::Ecn;
 use roce::wire::encap::VlanTag;
 
@@ -98,6 +98,18 @@ pub struct DeviceArgs {
     /// resumes it.
     #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(0..=7))]
     pub pcp: Option<u8>,
+    /// The DSCP of the CNPs this endpoint sends (with --dcqcn, for CE-marked traffic it
+    /// receives). Default: the data's (--tclass), so that a CNP rides the class of the traffic
+    /// it answers. NVIDIA mlx5 NICs send CNPs with DSCP 48 (their cnp_dscp): --cnp-dscp 48
+    /// matches them, putting CNPs on a class of their own ahead of the congested data.
+    #[arg(long, value_name = "D", value_parser = clap::value_parser!(u8).range(0..=63))]
+    pub cnp_dscp: Option<u8>,
+    /// The 802.1Q priority (PCP) of the CNPs this endpoint sends, in the --vlan VLAN. Default:
+    /// the data's (--pcp, or no tag). Without --vlan and --pcp only CNPs are tagged, with a
+    /// priority tag (VLAN ID 0), the rule --pcp follows; data stay untagged. NVIDIA mlx5 NICs
+    /// send CNPs at priority 6 (their cnp_802p_prio): --cnp-pcp 6 matches them.
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub cnp_pcp: Option<u8>,
 }
 
 impl DeviceArgs {
@@ -131,17 +143,21 @@ impl DeviceArgs {
             dcqcn: &self.dcqcn,
             line_gbps: self.line_gbps,
             tclass: self.tclass,
-            vlan: self.vlan_tag(),
+            cnp_dscp: self.cnp_dscp,
+            vlan: self.tag_policy(),
         })
     }
 
-    /// The 802.1Q tag `--vlan` and `--pcp` ask for, if any.
-    pub fn vlan_tag(&self) -> Option<VlanTag> {
-        (self.vlan.is_some() || self.pcp.is_some()).then(|| VlanTag {
-            pcp: self.pcp.unwrap_or(0),
-            dei: false,
-            vid: self.vlan.unwrap_or(0),
-        })
+    /// The 802.1Q tags `--vlan`, `--pcp` and `--cnp-pcp` ask for: none without any of them.
+    pub fn tag_policy(&self) -> TagPolicy {
+        TagPolicy {
+            tag: (self.vlan.is_some() || self.pcp.is_some()).then(|| VlanTag {
+                pcp: self.pcp.unwrap_or(0),
+                dei: false,
+                vid: self.vlan.unwrap_or(0),
+            }),
+            cnp_pcp: self.cnp_pcp,
+        }
     }
 }
 
@@ -167,8 +183,10 @@ pub struct OpenEndpoint<'a> {
     pub line_gbps: f64,
     /// The traffic class byte (DSCP and ECN) of RoCE frames.
     pub tclass: Option<u8>,
-    /// The 802.1Q tag of every frame sent.
-    pub vlan: Option<VlanTag>,
+    /// The DSCP of CNPs, if not the data's.
+    pub cnp_dscp: Option<u8>,
+    /// The 802.1Q tags of the frames sent.
+    pub vlan: TagPolicy,
 }
 
 /// Opens the device and puts a host on it.
@@ -205,8 +223,8 @@ pub fn open_runtime(o: &OpenEndpoint<'_>) -> anyhow::Result<Runtime> {
             (o.line_gbps * 1e9) as u64,
         ));
     }
-    if let Some(tag) = o.vlan {
-        device = Box::new(VlanTagging::new(device, tag));
+    if !o.vlan.tags_nothing() {
+        device = Box::new(VlanTagging::new(device, o.vlan));
     }
     let mac = o
         .mac
@@ -222,6 +240,7 @@ pub fn open_runtime(o: &OpenEndpoint<'_>) -> anyhow::Result<Runtime> {
             host.ecn = Ecn::from_bits(tclass);
         }
     }
+    host.cnp_dscp = o.cnp_dscp;
     let config = RuntimeConfig {
         busy_poll: o.busy_poll,
         spin: o.spin,
@@ -315,4 +334,50 @@ fn stats_line(host: &Host) -> String {
         h.cnps_received,
         h.cnps_sent,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        device: DeviceArgs,
+    }
+
+    fn device(flags: &[&str]) -> DeviceArgs {
+        let base = ["roce", "--iface", "pcap:x.pcap", "--ip", "10.0.0.1/24"];
+        Cli::try_parse_from(base.iter().chain(flags))
+            .unwrap()
+            .device
+    }
+
+    /// Which frames get which tag, for every mix of --vlan, --pcp and --cnp-pcp; --cnp-dscp
+    /// reaches the host, and nothing changes without the CNP options.
+    #[test]
+    fn cnp_class_flags_reach_the_tag_policy() {
+        let tag = |pcp, vid| {
+            Some(VlanTag {
+                pcp,
+                dei: false,
+                vid,
+            })
+        };
+        let policy = |flags: &[&str]| device(flags).tag_policy();
+        assert!(policy(&[]).tags_nothing());
+        assert_eq!(policy(&["--vlan", "5", "--pcp", "3"]).tag, tag(3, 5));
+        assert_eq!(policy(&["--vlan", "5", "--pcp", "3"]).cnp_pcp, None);
+        let own = policy(&["--vlan", "5", "--pcp", "3", "--cnp-pcp", "6"]);
+        assert_eq!((own.tag, own.cnp_pcp), (tag(3, 5), Some(6)));
+        // --pcp alone is a priority tag on every frame; --cnp-pcp alone on CNPs only.
+        assert_eq!(policy(&["--pcp", "3"]).tag, tag(3, 0));
+        let cnps_only = policy(&["--cnp-pcp", "6"]);
+        assert_eq!((cnps_only.tag, cnps_only.cnp_pcp), (None, Some(6)));
+        assert!(!cnps_only.tags_nothing());
+        assert_eq!(device(&[]).cnp_dscp, None);
+        assert_eq!(device(&["--cnp-dscp", "48"]).cnp_dscp, Some(48));
+    }
 }
