@@ -8,6 +8,14 @@
 //! pause; a time of zero lifts it (XON). The MAC consumes these frames: the host above never
 //! sees them. RoCE rides a priority of its own so that a congested switch pauses it rather
 //! than dropping its frames (the lossless class); frames of other priorities flow on.
+//!
+//! Frames of other priorities flow on here too: a NIC's transmitter keeps a queue per
+//! priority, so that a CNP on a priority of its own (`--cnp-pcp`, mlx5's 6) is not stuck
+//! behind the paused data it is about. [`PauseHonouring`] keeps the frames of a paused
+//! priority in that priority's queue, up to [`WAITING_BYTES`] each, and sends them in order
+//! when the pause ends.
+
+use std::collections::VecDeque;
 
 use crate::time::{Duration, Instant};
 use crate::wire::encap::{ETHERNET_HEADER_LEN, VlanTag};
@@ -84,16 +92,33 @@ pub fn priority_of(frame: &[u8]) -> usize {
     VlanTag::of_frame(frame).map_or(0, |t| usize::from(t.pcp))
 }
 
+/// Bytes of frames a paused priority keeps waiting before the transmitter refuses more of
+/// them. An RC queue pair has at most `max_inflight_packets` (128) packets unacknowledged,
+/// 512 KiB of 4 KiB packets, so one sender's window fits; more than that and the transmitter
+/// refuses the priority's frames as a full ring does, which holds up every priority behind
+/// them until the pause ends, as before queues per priority.
+pub const WAITING_BYTES: usize = 1 << 20;
+
 /// A device whose transmitter honours the PAUSE and PFC frames it receives: a frame of a
-/// paused priority is refused (`transmit` returns `Ok(false)`, as for a full ring, and the
-/// caller keeps it) until the pause ends or an XON lifts it; the MAC control frames are taken
-/// out of the received stream. [`Device::next_wakeup`] says when a pause ends.
+/// paused priority waits in its priority's queue (at most [`WAITING_BYTES`]; beyond that it
+/// is refused, `transmit` returning `Ok(false)` as for a full ring, and the caller keeps it)
+/// until the pause ends or an XON lifts it, while other priorities' frames go on; the MAC
+/// control frames are taken out of the received stream. [`Device::next_wakeup`] says when a
+/// pause ends.
 #[derive(Debug)]
 pub struct PauseHonouring<D, C> {
     inner: D,
     clock: C,
     gate: PauseGate,
-    /// Transmissions refused because their priority was paused.
+    /// Per priority, frames waiting for a pause to end (or for room in the inner device's
+    /// ring after it ended), oldest first, and their bytes.
+    waiting: [VecDeque<Vec<u8>>; PRIORITIES],
+    waiting_bytes: [usize; PRIORITIES],
+    /// Frames waiting, all priorities: while none does, sending costs what it did without
+    /// the queues (no look at the clock for them on the hot path).
+    waiting_frames: usize,
+    /// Transmissions that met a paused priority (or frames waiting before them): kept
+    /// waiting, or refused when their priority's queue was full.
     held: u64,
     /// PAUSE and PFC frames received.
     pause_frames: u64,
@@ -106,9 +131,35 @@ impl<D: Device, C: Clock> PauseHonouring<D, C> {
             inner,
             clock,
             gate: PauseGate::new(link_bits_per_sec),
+            waiting: Default::default(),
+            waiting_bytes: [0; PRIORITIES],
+            waiting_frames: 0,
             held: 0,
             pause_frames: 0,
         }
+    }
+
+    /// Sends the waiting frames of every priority no longer paused, oldest first, while the
+    /// inner device takes them.
+    fn release(&mut self) -> Result<(), DeviceError> {
+        if self.waiting_frames == 0 {
+            return Ok(());
+        }
+        let now = self.clock.now();
+        for prio in 0..PRIORITIES {
+            if self.gate.is_paused(prio, now) {
+                continue;
+            }
+            while let Some(frame) = self.waiting[prio].front() {
+                if !self.inner.transmit(frame)? {
+                    return Ok(());
+                }
+                self.waiting_bytes[prio] -= frame.len();
+                self.waiting[prio].pop_front();
+                self.waiting_frames -= 1;
+            }
+        }
+        Ok(())
     }
 
     /// The pause state of each priority.
@@ -116,7 +167,8 @@ impl<D: Device, C: Clock> PauseHonouring<D, C> {
         &self.gate
     }
 
-    /// Transmissions refused because their priority was paused.
+    /// Transmissions that met a paused priority: kept waiting, or refused when its queue was
+    /// full.
     pub fn held(&self) -> u64 {
         self.held
     }
@@ -151,34 +203,52 @@ impl<D: Device, C: Clock> Device for PauseHonouring<D, C> {
     }
 
     fn transmit(&mut self, frame: &[u8]) -> Result<bool, DeviceError> {
-        if self.gate.is_paused(priority_of(frame), self.clock.now()) {
+        self.release()?;
+        let prio = priority_of(frame);
+        // Behind its priority's waiting frames even once the pause is over: a priority's
+        // frames leave in the order they came.
+        if self.gate.is_paused(prio, self.clock.now()) || !self.waiting[prio].is_empty() {
             self.held += 1;
-            return Ok(false);
+            if self.waiting_bytes[prio] + frame.len() > WAITING_BYTES {
+                return Ok(false);
+            }
+            self.waiting_bytes[prio] += frame.len();
+            self.waiting[prio].push_back(frame.to_vec());
+            self.waiting_frames += 1;
+            return Ok(true);
         }
         self.inner.transmit(frame)
     }
 
-    /// While no priority is paused no frame can be held: the inner device's buffer is lent
-    /// straight through (AF_XDP's UMEM). Otherwise the frame is built in `scratch`, where a
-    /// paused one waits.
+    /// While no priority is paused and no frame waits, the inner device's buffer is lent
+    /// straight through (AF_XDP's UMEM). Otherwise the frame is built in `scratch`, from
+    /// where a paused one is kept.
     fn transmit_built(
         &mut self,
         scratch: &mut [u8],
         build: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
     ) -> Result<Built, DeviceError> {
-        if self.gate.next_resume(self.clock.now()).is_some() {
+        self.release()?;
+        if self.waiting_frames > 0 || self.gate.next_resume(self.clock.now()).is_some() {
             return transmit_from(self, scratch, build);
         }
         self.inner.transmit_built(scratch, build)
     }
 
     fn flush(&mut self) -> Result<(), DeviceError> {
+        self.release()?;
         self.inner.flush()
     }
 
+    /// When a pause ends; now, while frames of a priority no longer paused still wait (the
+    /// inner device's ring was full), so that the caller comes back to send them.
     fn next_wakeup(&self) -> Option<Instant> {
-        let resume = self.gate.next_resume(self.clock.now());
-        [self.inner.next_wakeup(), resume]
+        let now = self.clock.now();
+        let stuck = (self.waiting_frames > 0
+            && (0..PRIORITIES)
+                .any(|prio| !self.waiting[prio].is_empty() && !self.gate.is_paused(prio, now)))
+        .then_some(now);
+        [self.inner.next_wakeup(), self.gate.next_resume(now), stuck]
             .into_iter()
             .flatten()
             .min()
@@ -255,37 +325,52 @@ mod tests {
         assert_eq!(priority_of(&tagged), 5);
     }
 
+    /// `roce`'s RC SEND ONLY of `len` payload bytes from A to B, tagged VLAN 7 priority `pcp`.
+    fn tagged(pcp: u8, len: usize) -> Vec<u8> {
+        let roce = sample::rc_send_only(
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+            len,
+        )
+        .unwrap();
+        let mut frame = Vec::new();
+        VlanTag {
+            pcp,
+            dei: false,
+            vid: 7,
+        }
+        .tag(&roce, &mut frame);
+        frame
+    }
+
+    fn received<D: Device, C: Clock>(dev: &mut PauseHonouring<D, C>) -> usize {
+        let mut n = 0;
+        while dev.receive(&mut |_| n += 1).unwrap() {}
+        n
+    }
+
+    /// The frames B has received, in order.
+    fn delivered(b: &mut crate::io::memory::MemoryDevice) -> Vec<Vec<u8>> {
+        let mut frames = Vec::new();
+        while b.receive(&mut |f| frames.push(f.to_vec())).unwrap() {}
+        frames
+    }
+
     /// A sender on priority 3 behind the middleware, over an in-memory link on virtual time:
-    /// PFC XOFF for priority 3 holds its frames for exactly the quanta given, another
-    /// priority's pause does not, and XON releases them at once.
+    /// PFC XOFF for priority 3 keeps its frames waiting for exactly the quanta given, in
+    /// order, another priority's pause does not, and XON releases them at once.
     #[test]
     fn the_middleware_holds_transmission_while_paused() {
         let clock = VirtualClock::new(at_us(0));
         let (a, mut b) = pair(MemoryLinkConfig::default(), clock.clone()).unwrap();
         let mut a = PauseHonouring::new(a, clock.clone(), TEN_GBPS);
-        let a_ip = "10.0.0.1".parse().unwrap();
-        let roce = sample::rc_send_only(a_ip, "10.0.0.2".parse().unwrap(), 64).unwrap();
-        let mut frame = Vec::new();
-        VlanTag {
-            pcp: 3,
-            dei: false,
-            vid: 7,
-        }
-        .tag(&roce, &mut frame);
+        let (first, second, third) = (tagged(3, 64), tagged(3, 65), tagged(3, 66));
         let untagged_arp = {
-            let mut f = roce.clone();
+            let mut f =
+                sample::rc_send_only("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), 64)
+                    .unwrap();
             f[12..14].copy_from_slice(&[0x08, 0x06]);
             f
-        };
-        let received = |dev: &mut PauseHonouring<_, _>| {
-            let mut n = 0;
-            while dev.receive(&mut |_| n += 1).unwrap() {}
-            n
-        };
-        let delivered = |b: &mut crate::io::memory::MemoryDevice| {
-            let mut n = 0;
-            while b.receive(&mut |_| n += 1).unwrap() {}
-            n
         };
 
         // B pauses priority 3 for 0xffff quanta (3.355 ms at 10 Gb/s) and priority 5 too.
@@ -299,31 +384,108 @@ mod tests {
             "the pause frame is the MAC's, not the host's"
         );
         assert_eq!(a.pause_frames(), 1);
-        assert!(!a.transmit(&frame).unwrap(), "priority 3 is paused");
-        // Priority 0 (untagged) is not.
+        assert!(
+            a.transmit(&first).unwrap(),
+            "taken, to wait for the pause's end"
+        );
+        // Priority 0 (untagged) is not paused and goes at once, past the waiting frame.
         assert!(a.transmit(&untagged_arp).unwrap());
-        assert_eq!(delivered(&mut b), 1);
+        assert_eq!(delivered(&mut b), vec![untagged_arp.clone()]);
         let end = at_us(0) + Duration::from_nanos(quanta_to_ps(0xffff, TEN_GBPS).div_ceil(1000));
         assert_eq!(a.next_wakeup(), Some(at_us(0) + Duration::from_nanos(52)));
         clock.advance_to(end - Duration::from_nanos(1));
         assert_eq!(a.next_wakeup(), Some(end));
+        assert!(a.transmit(&second).unwrap());
+        a.flush().unwrap();
         assert!(
-            !a.transmit(&frame).unwrap(),
+            delivered(&mut b).is_empty(),
             "still paused 1 ns before the end"
         );
         clock.advance_to(end);
-        assert!(a.transmit(&frame).unwrap(), "the pause has run out");
+        assert!(a.transmit(&third).unwrap(), "the pause has run out");
+        assert_eq!(
+            delivered(&mut b),
+            vec![first.clone(), second.clone(), third.clone()],
+            "the waiting frames first, in order"
+        );
         assert_eq!(a.held(), 2);
 
         // XOFF again, then XON: sending resumes at XON's arrival, not at the quanta's end.
         assert!(b.transmit(&pfc(&[(3, 0xffff)]).frame(MAC_B)).unwrap());
         received(&mut a);
-        assert!(!a.transmit(&frame).unwrap());
+        assert!(a.transmit(&first).unwrap());
+        a.flush().unwrap();
+        assert!(delivered(&mut b).is_empty());
         clock.advance_to(end + Duration::from_micros(100));
         assert!(b.transmit(&pfc(&[(3, 0)]).frame(MAC_B)).unwrap());
         received(&mut a);
-        assert!(a.transmit(&frame).unwrap());
-        assert_eq!(a.next_wakeup(), None);
-        assert_eq!(delivered(&mut b), 2);
+        assert_eq!(
+            a.next_wakeup(),
+            Some(clock.now()),
+            "XON: a frame waits, to be sent now"
+        );
+        a.flush().unwrap();
+        assert_eq!(delivered(&mut b), vec![first]);
+        assert_eq!(a.next_wakeup(), None, "nothing paused, nothing waits");
+    }
+
+    /// A CNP on priority 6 (`--cnp-pcp 6`) leaves while the data's priority 3 is paused, as
+    /// from a NIC's queue per priority, and does not overtake nor get overtaken within its
+    /// own priority.
+    #[test]
+    fn another_priority_is_not_held_up_by_a_paused_one() {
+        let clock = VirtualClock::new(at_us(0));
+        let (a, mut b) = pair(MemoryLinkConfig::default(), clock.clone()).unwrap();
+        let mut a = PauseHonouring::new(a, clock.clone(), TEN_GBPS);
+        assert!(b.transmit(&pfc(&[(3, 0xffff)]).frame(MAC_B)).unwrap());
+        received(&mut a);
+        let data: Vec<Vec<u8>> = (0..10).map(|i| tagged(3, 64 + i)).collect();
+        let cnps = [tagged(6, 16), tagged(6, 17)];
+        for d in &data[..5] {
+            assert!(a.transmit(d).unwrap());
+        }
+        assert!(a.transmit(&cnps[0]).unwrap());
+        for d in &data[5..] {
+            assert!(a.transmit(d).unwrap());
+        }
+        assert!(a.transmit(&cnps[1]).unwrap());
+        assert_eq!(
+            delivered(&mut b),
+            cnps.to_vec(),
+            "the CNPs went, the data wait"
+        );
+        clock.advance_to(at_us(4000));
+        a.flush().unwrap();
+        assert_eq!(delivered(&mut b), data, "then the data, in order");
+        assert_eq!(a.held(), 10);
+    }
+
+    /// A paused priority keeps at most WAITING_BYTES waiting; beyond that its frames are
+    /// refused as by a full ring (the caller keeps them), and nothing is lost.
+    #[test]
+    fn a_paused_priority_keeps_a_bounded_queue() {
+        let clock = VirtualClock::new(at_us(0));
+        let (a, mut b) = pair(MemoryLinkConfig::default(), clock.clone()).unwrap();
+        let mut a = PauseHonouring::new(a, clock.clone(), TEN_GBPS);
+        assert!(b.transmit(&pfc(&[(3, 0xffff)]).frame(MAC_B)).unwrap());
+        received(&mut a);
+        let frame = tagged(3, 1024);
+        let fits = WAITING_BYTES / frame.len();
+        for _ in 0..fits {
+            assert!(a.transmit(&frame).unwrap());
+        }
+        assert!(!a.transmit(&frame).unwrap(), "the queue is full: refused");
+        assert!(
+            a.transmit(&tagged(6, 16)).unwrap(),
+            "another priority still goes"
+        );
+        assert_eq!(delivered(&mut b).len(), 1);
+        clock.advance_to(at_us(4000));
+        assert!(a.transmit(&frame).unwrap(), "the pause is over");
+        assert_eq!(
+            delivered(&mut b).len(),
+            fits + 1,
+            "every frame taken arrives"
+        );
     }
 }

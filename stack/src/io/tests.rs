@@ -586,8 +586,11 @@ fn pause_honouring_lends_only_while_nothing_is_paused() {
     let xoff = MacControlRepr::Pfc(PfcRepr::new(&[(3, 0xffff)]));
     assert!(b.transmit(&xoff.frame(super::memory::MAC_B)).unwrap());
     while dev.receive(&mut |_| {}).unwrap() {}
-    let len = on_priority_3.len();
-    assert_eq!(send(&mut dev, &on_priority_3), Built::Held(len));
+    assert_eq!(
+        send(&mut dev, &on_priority_3),
+        Built::Sent,
+        "taken, to wait in its priority's queue"
+    );
     assert_eq!(send(&mut dev, &roce_v4(10)), Built::Sent, "priority 0 goes");
     assert_eq!(dev.inner().lent, 1, "a priority paused: copied");
     assert_eq!(drain(&mut b), vec![on_priority_3.clone(), roce_v4(10)]);
