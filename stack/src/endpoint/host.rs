@@ -27,8 +27,8 @@ use crate::transport::{
 };
 use crate::wire::builder::{MAX_UNTAGGED_OVERHEAD, UNTAGGED_IPV4_HEADERS_LEN};
 use crate::wire::{
-    BthRepr, CnpRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, Psn, Qpn, RoceHeaders, RocePacket,
-    RoceRepr, Transport, UdpRepr,
+    Bth, BthRepr, CnpRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, Psn, Qpn, RoceHeaders,
+    RocePacket, RoceRepr, Transport, UdpRepr,
 };
 
 /// No ARP or neighbour discovery answer or solicitation is queued while this many frames
@@ -337,7 +337,9 @@ impl Host {
             return;
         }
         self.stats.roce_received += 1;
-        let bth = packet.bth();
+        // The BTH and extension headers, read once from the checked frame for the engine.
+        let ib = packet.ib();
+        let bth = ib.bth;
         if bth.dest_qp == Qpn::GSI {
             self.handle_gsi(now, &packet);
             return;
@@ -348,15 +350,13 @@ impl Host {
         // would grow with whatever arrives.
         if packet.ecn() == Ecn::Ce && self.engine.query_qp(bth.dest_qp).is_ok() {
             self.stats.ce_received += 1;
-            let ud_src_qp = packet.ext().deth.map(|d| d.src_qp);
+            let ud_src_qp = ib.ext.deth.map(|d| d.src_qp);
             self.marked_by.insert(bth.dest_qp, (src, ud_src_qp));
             if self.congestion.on_congestion_experienced(now, bth.dest_qp) {
                 self.queue_cnp(now, bth.dest_qp, src, ud_src_qp);
             }
         }
-        let bytes = packet.packet_bytes();
-        let ib = &bytes[packet.bth_offset()..bytes.len() - crate::wire::icrc::ICRC_LEN];
-        match self.engine.handle_packet(now, src, ib) {
+        match self.engine.handle_parsed(now, src, &ib) {
             // The first packet on a QP whose REP waits for its RTU establishes it.
             Ok(()) if self.cm.awaits_rtu(bth.dest_qp) => self.cm.qp_active(bth.dest_qp),
             Ok(()) => {}
@@ -569,11 +569,9 @@ impl Host {
             return None;
         };
         let at = UNTAGGED_IPV4_HEADERS_LEN;
-        // The engine wrote a well-formed packet; should it not parse, it cannot be sent.
-        let opcode = IbPacketRepr::parse(buf.get(at..at + t.len)?)
-            .ok()?
-            .bth
-            .opcode;
+        // The engine wrote a well-formed packet; only its opcode is needed here (a full parse
+        // per packet sent cost more than the field). Without a BTH it cannot be sent.
+        let opcode = Bth::new_checked(buf.get(at..at + t.len)?).ok()?.opcode();
         let next_hop = self.neighbours.lookup(t.dest);
         let mut headers =
             RoceHeaders::rxe(self.mac, next_hop.unwrap_or([0; 6]), src, t.dest, t.src_qp)?;
