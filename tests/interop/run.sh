@@ -287,7 +287,12 @@ done
 # a response packet lost under TCG leaves rxe streaming the rest of the old responses, which
 # our requester discards without counting as progress, so its local ACK timeout (67 ms)
 # expires retry_cnt (7) times and the READ fails with RETRY_EXC_ERR; rxe takes retry_cnt 7
-# as "retry forever". Reported to the lead with the proptest that fails the same way.
+# as "retry forever". A capture of it (2026-11-27) shows more: our requester asked for the
+# 4 MiB READ again from its first PSN 16 times in 1.7 s (fast timer and implied NAKs), and
+# rxe's replays of it came interleaved. Restarting the requester's timers on every
+# out-of-sequence READ response with a later PSN (as rxe's completer kicks its timer "down
+# the road") and taking such a moving stream for echoes of the loss already acted on passed
+# a model of this in the transport tests but not the lab (RETRY_EXC_ERR after 83 s and 15 s).
 for role in client server; do
   for test in write read send; do
     [[ $role == client && $test == read ]] && continue
