@@ -196,7 +196,15 @@ impl QueuePair {
             return None;
         }
         let t = &self.comp.timers;
-        [t.ack, t.fast, t.rnr].into_iter().flatten().min()
+        // Spelled out: this runs after every call on the queue pair, and the iterator form
+        // (`[..].into_iter().flatten().min()`) compiled to a copy through the stack and a loop,
+        // 6% of a 64-byte SEND client's user time.
+        let earlier = |a: Option<Instant>, b: Option<Instant>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, None) => a,
+            (None, b) => b,
+        };
+        earlier(earlier(t.ack, t.fast), t.rnr)
     }
 
     /// Go-back-N to `psn` after a loss; false if there was nothing to go back to.
