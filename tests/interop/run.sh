@@ -92,9 +92,30 @@ summary() {
     grep -av '^\[' | sed 's/^/      /'
 }
 
-# unreachable DIR: whether a side of the case in DIR found the other's host unreachable (the
-# kernel's ARP for it went unanswered).
-unreachable() { grep -qs "No route to host" "$1/ours.log" "$1/peer.log"; }
+# guest_frames CAPTURE: how many frames of a pcap file came from a lab guest (source MAC
+# 52:54:00:77:00:NN, NN not 01, the bridge's).
+guest_frames() {
+  python3 - "$1" <<'PY' 2>/dev/null || echo 0
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+order = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+at, n = 24, 0
+while at + 16 <= len(data):
+    incl = struct.unpack(order + "I", data[at + 8:at + 12])[0]
+    src = data[at + 16 + 6:at + 16 + 12]
+    if src[:5] == bytes([0x52, 0x54, 0x00, 0x77, 0x00]) and src[5] != 0x01:
+        n += 1
+    at += 16 + incl
+print(n)
+PY
+}
+# unreachable DIR: whether the lab guest of the case in DIR was unreachable: a side's kernel
+# found no route to the other (its ARP unanswered), or the guest sent our endpoint not one
+# frame (not even an ARP answer; seen in CI as "next hop unresolved" for a whole case).
+unreachable() {
+  grep -qs "No route to host" "$1/ours.log" "$1/peer.log" && return 0
+  [[ -s $1/ours.pcap && $(guest_frames "$1/ours.pcap") -eq 0 ]]
+}
 # lab_net_state DIR: the lab bridge's ports with their counters, its forwarding database and
 # the namespace's neighbours, into DIR/lab-net.txt.
 lab_net_state() {
