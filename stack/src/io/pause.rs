@@ -223,7 +223,8 @@ impl<D: Device, C: Clock> Device for PauseHonouring<D, C> {
         let prio = priority_of(frame);
         // Behind its priority's waiting frames even once the pause is over: a priority's
         // frames leave in the order they came.
-        if self.gate.is_paused(prio, self.clock.now()) || !self.waiting[prio].is_empty() {
+        let paused = self.gate.ever_paused() && self.gate.is_paused(prio, self.clock.now());
+        if paused || !self.waiting[prio].is_empty() {
             self.held += 1;
             if self.waiting_bytes[prio] + frame.len() > WAITING_BYTES {
                 return Ok(false);
