@@ -116,13 +116,17 @@ unreachable() {
   grep -qs "No route to host" "$1/ours.log" "$1/peer.log" && return 0
   [[ -s $1/ours.pcap && $(guest_frames "$1/ours.pcap") -eq 0 ]]
 }
-# lab_net_state DIR: the lab bridge's ports with their counters, its forwarding database and
-# the namespace's neighbours, into DIR/lab-net.txt.
+# lab_net_state DIR: the lab bridge's ports with their counters, its forwarding database, the
+# namespace's neighbours, queueing disciplines and nftables rules (a loss table left behind
+# would drop frames), into DIR/lab-net.txt. The guest's own view is in the peer's log
+# (LAB-NET lines, when it got no ARP answer from the bridge at boot).
 lab_net_state() {
   {
     ip netns exec "$NS" ip -s link show master rlbr0
     ip netns exec "$NS" bridge fdb show br rlbr0
     ip netns exec "$NS" ip neigh show
+    ip netns exec "$NS" tc qdisc show
+    ip netns exec "$NS" nft list ruleset
   } >"$1/lab-net.txt" 2>&1
 }
 
