@@ -1,5 +1,6 @@
-//! Wire-layer throughput: the ICRC against plain crc32fast over the same bytes, and parsing
-//! plus ICRC verification of whole frames in packets per second.
+//! Wire-layer throughput: the ICRC against plain crc32fast over the same bytes, parsing plus
+//! ICRC verification of whole frames in packets per second, and building a frame (Ethernet,
+//! IPv4, UDP, BTH, payload, ICRC) as an endpoint does for every packet it sends.
 //!
 //! `cargo bench -p roce --bench wire -- --warm-up-time 1 --measurement-time 3`
 //! Targets (issue 3): ICRC >= 0.9x crc32fast on a 4 KiB packet; parse + verify of a 1 KiB
@@ -64,10 +65,44 @@ fn parse_and_verify(c: &mut Bench) {
     group.finish();
 }
 
+/// A 64-byte RC SEND_ONLY frame, and an RC WRITE_ONLY of 4096, built into a reused buffer.
+fn build(c: &mut Bench) {
+    let mut group = c.benchmark_group("build");
+    group.throughput(Throughput::Elements(1));
+    let data = [0x5a_u8; 4096];
+    let (a, b) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+    let send = IbPacketRepr::new(
+        BthRepr::new(Opcode(0x04), Qpn::new(0x11), Psn::new(1)),
+        ExtHeaders::default(),
+        &data[..64],
+    );
+    let write = IbPacketRepr::new(
+        BthRepr::new(Opcode(0x0a), Qpn::new(0x11), Psn::new(1)),
+        ExtHeaders {
+            reth: Some(RethRepr {
+                va: 0x7f00_dead_0000,
+                rkey: 0x1234,
+                dma_len: 4096,
+            }),
+            ..Default::default()
+        },
+        &data,
+    );
+    for (name, ib) in [("send64", send), ("write4096", write)] {
+        let repr = RoceRepr::rxe([2; 6], [4; 6], a.into(), b.into(), Qpn::new(0x12), ib)
+            .expect("a valid frame");
+        let mut buf = vec![0u8; repr.buffer_len()];
+        group.bench_function(name, |bench| {
+            bench.iter(|| black_box(&repr).emit(black_box(&mut buf)))
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = common::cpu_criterion(5);
-    targets = icrc_vs_crc32, parse_and_verify
+    targets = icrc_vs_crc32, parse_and_verify, build
 }
 
 fn main() {
@@ -81,6 +116,11 @@ fn main() {
             "icrc_4k: ICRC runs at {:.3}x the speed of crc32fast (target >= 0.9x)",
             raw / ours
         );
+    }
+    for name in ["send64", "write4096"] {
+        if let Some(ns) = median_ns(&dir, &format!("build/{name}")) {
+            println!("build/{name}: {ns:.1} ns per frame (median)");
+        }
     }
     for payload in [64, 1024, 4096] {
         if let Some(ns) = median_ns(&dir, &format!("parse_verify/{payload}B")) {

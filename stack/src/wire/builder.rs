@@ -6,13 +6,14 @@
 use core::net::IpAddr;
 
 use etherparse::{
-    EtherType, Ethernet2Header, IpDscp, IpEcn, IpNumber, Ipv4Header, Ipv4Options, Ipv6FlowLabel,
-    Ipv6Header, SingleVlanHeader, UdpHeader, VlanId, VlanPcp,
+    EtherType, Ethernet2Header, IpNumber, Ipv6FlowLabel, Ipv6Header, SingleVlanHeader, UdpHeader,
+    VlanId, VlanPcp,
 };
 
 use super::encap::{
-    ETHERNET_HEADER_LEN, ETHERTYPE_VLAN, Ecn, EthernetRepr, IPV4_HEADER_LEN, IPV6_HEADER_LEN,
-    IpRepr, Ipv4Repr, Ipv6Repr, UDP_HEADER_LEN, UdpRepr, VLAN_TAG_LEN,
+    ETHERNET_HEADER_LEN, ETHERTYPE_VLAN, Ecn, EthernetRepr, IP_PROTOCOL_UDP, IPV4_HEADER_LEN,
+    IPV4_MAX_HEADER_LEN, IPV6_HEADER_LEN, IpRepr, Ipv4Repr, Ipv6Repr, UDP_HEADER_LEN, UdpRepr,
+    VLAN_TAG_LEN, internet_checksum,
 };
 use super::error::{Result, WireError, check_len};
 use super::ext::IbPacketRepr;
@@ -247,29 +248,34 @@ pub(crate) fn emit_ethernet(eth: &EthernetRepr, ethertype: u16, buf: &mut [u8]) 
 
 // The masks below keep every value in range, so the `unwrap_or_default`s never take effect.
 
+/// Writes the IPv4 header (`buf` is exactly its length, 20 bytes and the options) in front
+/// of a UDP datagram of `udp_len` bytes. Written field by field, the checksum summed over the
+/// bytes written: this runs once per frame sent (etherparse's header, built and serialised,
+/// took 3% of a 64-byte SEND client's user time).
 fn emit_ipv4(h: &Ipv4Repr<'_>, udp_len: u16, buf: &mut [u8]) -> Result<()> {
-    let options = Ipv4Options::try_from(h.options).map_err(|_| WireError::Malformed {
-        header: "IPv4",
-        reason: "options must be a multiple of 4 bytes and at most 40",
-    })?;
+    let options = h.options;
+    if !options.len().is_multiple_of(4) || options.len() > IPV4_MAX_HEADER_LEN - IPV4_HEADER_LEN {
+        return Err(WireError::Malformed {
+            header: "IPv4",
+            reason: "options must be a multiple of 4 bytes and at most 40",
+        });
+    }
+    debug_assert_eq!(buf.len(), IPV4_HEADER_LEN + options.len());
     let total_len = length_field("IPv4", buf.len() + usize::from(udp_len))?;
-    let mut header = Ipv4Header {
-        dscp: IpDscp::try_new(h.dscp & 0x3f).unwrap_or_default(),
-        ecn: IpEcn::try_new(h.ecn.bits()).unwrap_or_default(),
-        total_len,
-        identification: h.identification,
-        dont_fragment: h.dont_fragment,
-        more_fragments: false,
-        fragment_offset: Default::default(),
-        time_to_live: h.ttl,
-        protocol: IpNumber::UDP,
-        header_checksum: 0,
-        source: h.src.octets(),
-        destination: h.dst.octets(),
-        options,
-    };
-    header.header_checksum = header.calc_header_checksum();
-    buf.copy_from_slice(&header.to_bytes());
+    let flags: u16 = if h.dont_fragment { 0x4000 } else { 0 };
+    buf[0] = 0x40 | (buf.len() / 4) as u8; // version 4, IHL in words
+    buf[1] = (h.dscp & 0x3f) << 2 | h.ecn.bits();
+    buf[2..4].copy_from_slice(&total_len.to_be_bytes());
+    buf[4..6].copy_from_slice(&h.identification.to_be_bytes());
+    buf[6..8].copy_from_slice(&flags.to_be_bytes()); // fragment offset 0
+    buf[8] = h.ttl;
+    buf[9] = IP_PROTOCOL_UDP;
+    buf[10..12].copy_from_slice(&[0, 0]);
+    buf[12..16].copy_from_slice(&h.src.octets());
+    buf[16..20].copy_from_slice(&h.dst.octets());
+    buf[IPV4_HEADER_LEN..].copy_from_slice(options);
+    let checksum = internet_checksum(buf);
+    buf[10..12].copy_from_slice(&checksum.to_be_bytes());
     Ok(())
 }
 
@@ -392,5 +398,69 @@ mod tests {
         );
         assert!(bad.to_vec().is_err(), "longer than IP allows");
         assert!(RoceRepr::rxe(A, B, v4, Ipv6Addr::LOCALHOST.into(), Qpn::new(1), ack()).is_none());
+    }
+
+    proptest::proptest! {
+        /// The IPv4 header written field by field is the one etherparse reads back, checksum
+        /// included, for any field values and options.
+        #[test]
+        fn ipv4_header_as_etherparse_reads_it(
+            src in proptest::prelude::any::<[u8; 4]>(),
+            dst in proptest::prelude::any::<[u8; 4]>(),
+            dscp in 0u8..64,
+            ecn in 0u8..4,
+            identification in proptest::prelude::any::<u16>(),
+            dont_fragment in proptest::prelude::any::<bool>(),
+            ttl in proptest::prelude::any::<u8>(),
+            option_words in 0usize..=10,
+            udp_len in 8u16..9000,
+        ) {
+            let options: Vec<u8> = (0..option_words * 4).map(|i| i as u8 ^ 0x5a).collect();
+            let h = Ipv4Repr {
+                src: src.into(),
+                dst: dst.into(),
+                dscp,
+                ecn: Ecn::from_bits(ecn),
+                identification,
+                dont_fragment,
+                ttl,
+                options: &options,
+            };
+            let mut buf = vec![0u8; IPV4_HEADER_LEN + options.len()];
+            emit_ipv4(&h, udp_len, &mut buf).unwrap();
+            let (read, _) = etherparse::Ipv4Header::from_slice(&buf).unwrap();
+            proptest::prop_assert_eq!(read.source, src);
+            proptest::prop_assert_eq!(read.destination, dst);
+            proptest::prop_assert_eq!(read.dscp.value(), dscp);
+            proptest::prop_assert_eq!(read.ecn.value(), ecn);
+            proptest::prop_assert_eq!(read.identification, identification);
+            proptest::prop_assert_eq!(read.dont_fragment, dont_fragment);
+            proptest::prop_assert!(!read.more_fragments);
+            proptest::prop_assert_eq!(read.fragment_offset.value(), 0);
+            proptest::prop_assert_eq!(read.time_to_live, ttl);
+            proptest::prop_assert_eq!(read.protocol, IpNumber::UDP);
+            proptest::prop_assert_eq!(read.options.as_slice(), &options[..]);
+            proptest::prop_assert_eq!(usize::from(read.total_len), buf.len() + usize::from(udp_len));
+            proptest::prop_assert_eq!(read.header_checksum, read.calc_header_checksum());
+            proptest::prop_assert_eq!(internet_checksum(&buf), 0);
+        }
+    }
+
+    #[test]
+    fn ipv4_options_of_a_bad_length_are_refused() {
+        let three = [1u8, 2, 3];
+        let h = Ipv4Repr {
+            options: &three,
+            ..Ipv4Repr::new([10, 0, 0, 1].into(), [10, 0, 0, 2].into())
+        };
+        let mut buf = vec![0u8; IPV4_HEADER_LEN + three.len()];
+        assert!(emit_ipv4(&h, 8, &mut buf).is_err());
+        let long = [0u8; 44];
+        let h = Ipv4Repr {
+            options: &long,
+            ..h
+        };
+        let mut buf = vec![0u8; IPV4_HEADER_LEN + long.len()];
+        assert!(emit_ipv4(&h, 8, &mut buf).is_err());
     }
 }

@@ -100,12 +100,5 @@ pub fn mark_ce(frame: &mut [u8]) -> CeOutcome {
 /// The Internet checksum (RFC 1071) of an IPv4 header whose checksum field is zero; over a
 /// header with its checksum in place, 0 when the checksum is right.
 pub fn ipv4_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
+    super::encap::internet_checksum(header)
 }

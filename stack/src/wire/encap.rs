@@ -456,6 +456,25 @@ impl UdpRepr {
     }
 }
 
+/// The Internet checksum (RFC 1071): the one's complement of the one's complement sum of
+/// `bytes` as big-endian 16-bit words (an odd last byte padded with zero). Over an IPv4
+/// header whose checksum field is zero it is that field's value; over a header with its
+/// checksum in place it is 0 when the checksum is right. GRE's checksum is the same function
+/// (RFC 2784 2.5).
+pub fn internet_checksum(bytes: &[u8]) -> u16 {
+    let mut words = bytes.chunks_exact(2);
+    let mut sum: u32 = (&mut words)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    if let [last] = words.remainder() {
+        sum += u32::from(*last) << 8;
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

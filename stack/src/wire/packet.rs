@@ -21,6 +21,7 @@ use super::decap::{Encap, OuterKind};
 use super::encap::{
     ETHERNET_HEADER_LEN, ETHERTYPE_VLAN, Ecn, EthernetRepr, IP_PROTOCOL_UDP, IPV6_HEADER_LEN,
     IpRepr, Ipv4Repr, Ipv6Repr, ROCEV2_UDP_PORT, UDP_HEADER_LEN, UdpRepr, VLAN_TAG_LEN, VlanTag,
+    internet_checksum,
 };
 use super::error::WireError;
 use super::ext::{ExtHeaders, IbPacketRepr};
@@ -285,8 +286,7 @@ impl<'a> RocePacket<'a> {
     pub fn ip_checksum_ok(&self) -> bool {
         let header = &self.frame[self.ip_start..self.udp_offset()];
         match self.ip {
-            IpRepr::V4(_) => Ipv4HeaderSlice::from_slice(header)
-                .is_ok_and(|h| h.to_header().calc_header_checksum() == h.header_checksum()),
+            IpRepr::V4(_) => internet_checksum(header) == 0,
             IpRepr::V6(_) => true,
         }
     }

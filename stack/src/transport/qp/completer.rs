@@ -180,10 +180,14 @@ impl QueuePair {
     pub(crate) fn on_transmit(&mut self, ctx: &Ctx<'_>, psn: Psn, timed: bool) {
         let now = ctx.now;
         let fast = now + self.fast_rto(ctx);
-        let ack = self.ack_timeout().map(|d| now + d);
+        // The local ACK timeout runs from the last progress: only a stopped one starts.
+        let ack = match self.comp.timers.ack {
+            None => self.ack_timeout().map(|d| now + d),
+            running => running,
+        };
         let t = &mut self.comp.timers;
         t.fast = Some(fast);
-        t.ack = t.ack.or(ack);
+        t.ack = ack;
         t.last_sent = Some(now);
         if timed && t.sample.is_none() {
             t.sample = Some((psn, now));

@@ -19,7 +19,7 @@ use super::vxlan::{VXLAN_UDP_PORT, VxlanRepr};
 use crate::wire::FixedHeader;
 use crate::wire::encap::{
     DEFAULT_TTL, ETHERNET_HEADER_LEN, ETHERTYPE_IPV4, ETHERTYPE_VLAN, IP_PROTOCOL_UDP,
-    UDP_HEADER_LEN, VlanTag,
+    UDP_HEADER_LEN, VlanTag, internet_checksum,
 };
 use crate::wire::packet::LinkHeader;
 
@@ -134,18 +134,6 @@ fn emit<H: FixedHeader>(h: &H, out: &mut Vec<u8>) {
 fn tag(tpid: u16, tag: VlanTag, ethertype: u16, out: &mut Vec<u8>) {
     out.extend_from_slice(&tpid.to_be_bytes());
     emit(&TagRepr { tag, ethertype }, out);
-}
-
-/// The one's complement checksum of RFC 1071 (GRE's, RFC 2784 2.5).
-fn internet_checksum(bytes: &[u8]) -> u16 {
-    let mut sum: u32 = bytes
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 /// Ethernet and IPv4 headers for a payload of `len` bytes of IP protocol `protocol`.
