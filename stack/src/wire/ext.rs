@@ -82,6 +82,26 @@ impl ExtHeaders {
         Ok(len)
     }
 
+    /// Total size of the headers present (what [`ExtHeaders::len_for`] gives for an opcode
+    /// that calls for exactly these), without consulting the opcode table.
+    pub fn len(&self) -> usize {
+        let mut len = 0;
+        macro_rules! add {
+            ($f:ident, $flag:ident, $ty:ty) => {
+                if self.$f.is_some() {
+                    len += <$ty>::LEN;
+                }
+            };
+        }
+        for_each_header!(add);
+        len
+    }
+
+    /// True if no extension header is present.
+    pub fn is_empty(&self) -> bool {
+        self.present() == Headers::NONE
+    }
+
     /// The set of headers present, to compare with what an opcode calls for.
     pub fn present(&self) -> Headers {
         let mut set = Headers::NONE;
@@ -123,7 +143,8 @@ impl ExtHeaders {
                 reason: "the headers present differ from those the opcode calls for",
             });
         }
-        check_len("extension headers", buf, Self::len_for(opcode)?)?;
+        // The headers present are the opcode's: their length is its length.
+        check_len("extension headers", buf, self.len())?;
         let mut at = 0;
         macro_rules! put {
             ($f:ident, $flag:ident, $ty:ty) => {
@@ -188,10 +209,11 @@ impl<'a> IbPacketRepr<'a> {
         })
     }
 
-    /// Bytes from the BTH through the pad.
+    /// Bytes from the BTH through the pad. The extension headers counted are those present,
+    /// which [`IbPacketRepr::emit`] requires to be the opcode's (once per packet built: the
+    /// opcode table is consulted there, not here as well).
     pub fn buffer_len(&self) -> usize {
-        let ext = ExtHeaders::len_for(self.bth.opcode).unwrap_or(0);
-        BthRepr::LEN + ext + self.payload.len() + usize::from(self.bth.pad_count)
+        BthRepr::LEN + self.ext.len() + self.payload.len() + usize::from(self.bth.pad_count)
     }
 
     /// Writes BTH, headers, payload and zeroed pad into the start of `buf`; returns the length.

@@ -691,7 +691,7 @@ impl QueuePair {
         bth.pkey = self.attrs.pkey;
         bth.ack_req = ack_req;
         bth.pad_count = pad_for(plan.payload);
-        let headers = BthRepr::LEN + ExtHeaders::len_for(opcode).unwrap_or(0);
+        let headers = BthRepr::LEN + ext.len();
         let end = headers + plan.payload;
         let total = end + usize::from(bth.pad_count);
         if buf.len() < total {

@@ -400,7 +400,7 @@ impl QueuePair {
         let mut bth = BthRepr::new(opcode, self.attrs.dest_qp, psn);
         bth.pkey = self.attrs.pkey;
         bth.pad_count = pad_for(payload);
-        let headers = BthRepr::LEN + ExtHeaders::len_for(opcode).unwrap_or(0);
+        let headers = BthRepr::LEN + ext.len();
         let total = headers + payload + usize::from(bth.pad_count);
         if buf.len() < total {
             return None;
