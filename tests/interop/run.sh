@@ -372,8 +372,9 @@ LAT="-D 4" case_lat "ib_read_lat-duration-server" server read
 # of the connection, both directions, leaves from one UDP port (rxe derives it from the flow
 # label rdma_cm puts in the REQ, and so must we).
 cm_rc() {
-  local msgs ports m
-  msgs=$("$roce" decode --json "$1" 2>/dev/null | grep -o '"message":"[A-Z_]*"' | sort -u | tr '\n' ' ')
+  local json msgs ports m
+  json=$("$roce" decode --json "$1" 2>/dev/null)
+  msgs=$(grep -o '"message":"[A-Z_]*"' <<<"$json" | sort -u | tr '\n' ' ')
   for m in REQ REP RTU DREQ DREP; do
     [[ $msgs == *"\"$m\""* ]] && continue
     # With CM MADs lost (DREP_MAY_BE_LOST): the peer's DREP was dropped and rping, which
@@ -381,13 +382,13 @@ cm_rc() {
     # (seen once in CI, 2026-11-27). The release is the peer's disconnect and those retries.
     if [[ $m == DREP && -n ${DREP_MAY_BE_LOST:-} ]] &&
       grep -q "DISCONNECT EVENT" "$(dirname "$1")/peer.log" &&
-      (($("$roce" decode --json "$1" 2>/dev/null | grep -c '"message":"DREQ"') > 1)); then
+      (($(grep -c '"message":"DREQ"' <<<"$json") > 1)); then
       continue
     fi
     echo "no CM $m in the capture (saw $msgs)"
     return 1
   done
-  ports=$("$roce" decode --json "$1" 2>/dev/null | grep '"opcode":"RC_' | grep -o '"udp_src_port":[0-9]*' | sort -u)
+  ports=$(grep '"opcode":"RC_' <<<"$json" | grep -o '"udp_src_port":[0-9]*' | sort -u)
   [[ -n $ports && $(wc -l <<<"$ports") -eq 1 ]] && return 0
   echo "RC UDP source ports differ: $(tr '\n' ' ' <<<"$ports")"
   return 1

@@ -3,7 +3,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::time::{Duration, Instant};
 use crate::wire::Ecn;
-use crate::wire::ce::{CeOutcome, ecn, ipv4_checksum, mark_ce};
+use crate::wire::ce::{CeOutcome, ecn, mark_ce};
+use crate::wire::encap::internet_checksum;
 use crate::wire::{icrc, sample};
 
 /// An IPv4 RC SEND ONLY frame with `payload` bytes, ECT(0).
@@ -98,7 +99,7 @@ fn fault_counts_match_their_probabilities() {
     // What arrived agrees with the counters: bad ICRCs (or broken IPv4 headers) for corrupted
     // frames, CE for marked ones (both copies of a duplicate carry the mark).
     let bad = out.iter().filter(|(_, _, f)| {
-        !icrc::verify(&f[14..]).unwrap_or(false) || ipv4_checksum(&f[14..34]) != 0
+        !icrc::verify(&f[14..]).unwrap_or(false) || internet_checksum(&f[14..34]) != 0
     });
     let bad = bad.count() as u64;
     assert!(
@@ -262,7 +263,7 @@ fn ce_marking_keeps_ipv4_checksum_and_icrc_valid() {
         assert_eq!(ecn(&frame), Some(Ecn::Ce.bits()));
         assert!(icrc::verify(&frame[14..]).unwrap());
         if frame[14] >> 4 == 4 {
-            assert_eq!(ipv4_checksum(&frame[14..34]), 0);
+            assert_eq!(internet_checksum(&frame[14..34]), 0);
         }
         assert_eq!(mark_ce(&mut frame), CeOutcome::AlreadyCe);
     }

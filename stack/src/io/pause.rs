@@ -155,6 +155,13 @@ impl<D: Device, C: Clock> PauseHonouring<D, C> {
         }
     }
 
+    /// The time, on a link that has seen a pause; `None` (and no clock read: one per frame
+    /// was 5% of a 64-byte SEND client's user time) on one that never has, where nothing is
+    /// paused.
+    fn now_if_ever_paused(&self) -> Option<Instant> {
+        self.gate.ever_paused().then(|| self.clock.now())
+    }
+
     /// Sends the waiting frames of every priority no longer paused, oldest first, while the
     /// inner device takes them.
     fn release(&mut self) -> Result<(), DeviceError> {
@@ -223,7 +230,9 @@ impl<D: Device, C: Clock> Device for PauseHonouring<D, C> {
         let prio = priority_of(frame);
         // Behind its priority's waiting frames even once the pause is over: a priority's
         // frames leave in the order they came.
-        let paused = self.gate.ever_paused() && self.gate.is_paused(prio, self.clock.now());
+        let paused = self
+            .now_if_ever_paused()
+            .is_some_and(|now| self.gate.is_paused(prio, now));
         if paused || !self.waiting[prio].is_empty() {
             self.held += 1;
             if self.waiting_bytes[prio] + frame.len() > WAITING_BYTES {
@@ -246,9 +255,9 @@ impl<D: Device, C: Clock> Device for PauseHonouring<D, C> {
         build: &mut dyn FnMut(&mut [u8]) -> Option<usize>,
     ) -> Result<Built, DeviceError> {
         self.release()?;
-        // No clock read per frame on a link that never saw a pause (one was 5% of a 64-byte
-        // SEND client's user time).
-        let paused = self.gate.ever_paused() && self.gate.next_resume(self.clock.now()).is_some();
+        let paused = self
+            .now_if_ever_paused()
+            .is_some_and(|now| self.gate.next_resume(now).is_some());
         if self.waiting_frames > 0 || paused {
             return transmit_from(self, scratch, build);
         }

@@ -6,7 +6,7 @@
 use super::Ecn;
 use super::encap::{
     ETHERNET_HEADER_LEN, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_VLAN, IPV4_HEADER_LEN,
-    IPV6_HEADER_LEN, VLAN_TAG_LEN,
+    IPV6_HEADER_LEN, VLAN_TAG_LEN, internet_checksum,
 };
 
 /// The IPv4 header's checksum field.
@@ -92,13 +92,7 @@ pub fn mark_ce(frame: &mut [u8]) -> CeOutcome {
     frame[ip + ECN_BYTE] |= Ecn::Ce.bits();
     let header = &mut frame[ip..ip + ihl];
     header[IPV4_CHECKSUM].copy_from_slice(&[0, 0]);
-    let checksum = ipv4_checksum(header);
+    let checksum = internet_checksum(header);
     header[IPV4_CHECKSUM].copy_from_slice(&checksum.to_be_bytes());
     CeOutcome::Marked
-}
-
-/// The Internet checksum (RFC 1071) of an IPv4 header whose checksum field is zero; over a
-/// header with its checksum in place, 0 when the checksum is right.
-pub fn ipv4_checksum(header: &[u8]) -> u16 {
-    super::encap::internet_checksum(header)
 }
