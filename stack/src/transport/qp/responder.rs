@@ -5,7 +5,8 @@
 //! - A duplicate SEND or RDMA WRITE packet is re-acknowledged only when it carries AckReq or
 //!   ends a message (rxe re-ACKs every duplicate packet, C9-105 asks for an ACK "for the
 //!   duplicate request"); after go-back-N that is one ACK per duplicate message instead of
-//!   one per packet.
+//!   one per packet. That ACK names the last SEND or WRITE packet executed, never a later
+//!   READ or atomic (as rxe's `ack_psn`): rxe's requester completes a READ an ACK names.
 //! - A duplicate READ is answered only when it falls inside a READ the responder still
 //!   remembers (its responder resources), asks for the same R_Key and a part of the same
 //!   bytes, and the rights still hold; its responses are put back in PSN order in the queue.
@@ -62,6 +63,11 @@ pub(crate) struct Responder {
     /// The expected PSN.
     epsn: Psn,
     msn: Msn,
+    /// The PSN and MSN a plain ACK may name: those of the last SEND or RDMA WRITE packet
+    /// executed. A READ, atomic, ATOMIC WRITE or FLUSH is answered by its own response,
+    /// never by an ACK naming it: rxe's completer completes the request whose last PSN an
+    /// ACK names, a READ with no data at all (rxe's responder keeps `ack_psn` the same way).
+    ack_point: (Psn, Msn),
     /// A PSN sequence error (or RNR) NAK was sent for the current gap; later packets are
     /// dropped silently until the expected PSN arrives (IBA 9.7.5.2.2, rxe `sent_psn_nak`).
     nak_sent: bool,
@@ -87,6 +93,7 @@ type Exec = Result<(), RespError>;
 impl Responder {
     pub fn start_at(&mut self, psn: Psn) {
         self.epsn = psn;
+        self.ack_point = (psn.sub(1), self.msn);
     }
 
     /// The PSN the responder expects next.
@@ -199,8 +206,7 @@ impl QueuePair {
             }
             _ => {
                 if pkt.bth.ack_req || pkt.bth.opcode.is_last() {
-                    let last = self.resp.epsn.sub(1);
-                    self.resp.push_ack(last, Syndrome::Ack { credits: 0x1f });
+                    self.resp.push_dup_ack();
                 }
             }
         }
@@ -414,6 +420,7 @@ impl QueuePair {
         if last {
             self.resp.msn = Msn::new(self.resp.msn.value() + 1);
         }
+        self.resp.ack_point = (pkt.bth.psn, self.resp.msn);
         if self.init.qp_type == QpType::Rc && pkt.bth.ack_req {
             self.resp
                 .push_ack(pkt.bth.psn, Syndrome::Ack { credits: 0x1f });

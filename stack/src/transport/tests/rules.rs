@@ -123,6 +123,51 @@ fn duplicate_atomic_is_replayed_not_executed() {
     assert_eq!(s.pair.b.stats().duplicate_requests, 1);
 }
 
+/// The ACK answering a duplicate WRITE never names the READ or atomic after it: rxe's
+/// completer takes an ACK naming a READ's PSN as that READ's completion, with no data (an
+/// rping run against rxe under 2% loss then sent back the previous round's bytes).
+#[test]
+fn ack_of_a_duplicate_never_names_a_read_or_atomic() {
+    for atomic in [false, true] {
+        let mut s = Setup::rc();
+        capture(&mut s);
+        // Everything B answers the first time is lost: A goes back and sends both again.
+        drop_first(&mut s, Side::B, 2, |_| true);
+        let write = s.write_op(0);
+        s.post_a(1, write, 0, 64);
+        let second = if atomic {
+            SendOp::FetchAdd {
+                remote_addr: DST_VA + 4096,
+                rkey: s.dst_b,
+                add: 1,
+            }
+        } else {
+            s.read_op(4096)
+        };
+        s.post_a(2, second, 64, 8);
+        let wc = s.completions_a(2);
+        assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
+        let first = ConnectOptions::default().psn_a;
+        let acks: Vec<(Psn, u32)> = captured(&s)
+            .iter()
+            .filter(|c| c.from == Side::B)
+            .map(parsed)
+            .filter(|p| p.bth.opcode.low() == op::ACKNOWLEDGE)
+            .map(|p| (p.bth.psn, p.ext.aeth.unwrap().msn.value()))
+            .collect();
+        assert!(s.pair.b.stats().duplicate_requests >= 2, "atomic {atomic}");
+        assert!(
+            acks.len() >= 2,
+            "atomic {atomic}: the WRITE acknowledged twice, {acks:?}"
+        );
+        // The WRITE is message 1; the READ or atomic after it is message 2.
+        assert!(
+            acks.iter().all(|&a| a == (first, 1)),
+            "atomic {atomic}: {acks:?}"
+        );
+    }
+}
+
 #[test]
 fn rnr_nak_then_retry_succeeds() {
     let mut s = Setup::rc();

@@ -250,12 +250,20 @@ impl Responder {
     }
 
     pub(super) fn push_ack(&mut self, psn: Psn, syndrome: Syndrome) {
+        self.push_ack_msn(psn, syndrome, self.msn);
+    }
+
+    /// Acknowledges a duplicate SEND or RDMA WRITE again (C9-105) at the last PSN an ACK may
+    /// name, which is never that of a READ, atomic, ATOMIC WRITE or FLUSH (see `ack_point`).
+    pub(super) fn push_dup_ack(&mut self) {
+        let (psn, msn) = self.ack_point;
+        self.push_ack_msn(psn, Syndrome::Ack { credits: 0x1f }, msn);
+    }
+
+    fn push_ack_msn(&mut self, psn: Psn, syndrome: Syndrome, msn: Msn) {
         let item = RespItem::Ack {
             psn,
-            aeth: AethRepr {
-                syndrome,
-                msn: self.msn,
-            },
+            aeth: AethRepr { syndrome, msn },
         };
         let supersedes = match self.queue.back() {
             Some(RespItem::Ack { psn: old, aeth }) if !self.final_nak => {
