@@ -24,6 +24,15 @@ pub(super) const CHECKS: &[Check] = &[
         body: dup_send,
     },
     Check {
+        id: "resp.dup.ack-before-read",
+        rule: "IBA 9.7.5.2.1, 9.7.5.1.3",
+        title: "the ACK of a duplicate WRITE sent before a READ names the WRITE's PSN, not \
+                the READ's (a requester that lost the READ response would take it for the \
+                READ's completion)",
+        role: Role::Responder,
+        body: dup_ack_before_read,
+    },
+    Check {
         id: "resp.dup.read",
         rule: "IBA 9.7.5.2.1",
         title: "a duplicate RDMA READ is answered again, same PSN, same data",
@@ -138,6 +147,43 @@ fn dup_send(ctx: &mut Ctx<'_>) -> Result<Verdict> {
                 .map(|w| (w.wr_id, w.status, w.byte_len))
                 .collect::<Vec<_>>()
         ))
+    }
+}
+
+/// A WRITE, then a READ; both answers are "lost" and the requester sends both again. A READ
+/// is answered only by its responses: an ACK naming its PSN says it completed, and rxe's
+/// completer takes it so, completing the READ with no data (rxe's responder has kept
+/// `ack_psn` apart from the READs since 2018 for that reason).
+fn dup_ack_before_read(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let c = rc(ctx)?;
+    let data = pattern(64, 8);
+    ctx.write_mr(&c.mr, 64, &pattern(64, 9))?;
+    c.write(ctx, c.epsn, 0, &data)?;
+    let read = c.epsn.add(1);
+    c.read(ctx, read, 64, 64)?;
+    let first = until(ctx, |f| {
+        (f.op() == op::RDMA_READ_RESPONSE_ONLY && f.psn() == read) || f.is_any_nak()
+    })?;
+    c.write(ctx, c.epsn, 0, &data)?;
+    let again = until(ctx, |f| f.is_ack() || f.is_any_nak())?;
+    let before = format!(
+        "WRITE at {:#x}, READ at {:#x}: {}; the WRITE again:",
+        c.epsn.value(),
+        read.value(),
+        describe_all(&first)
+    );
+    match again.iter().find(|f| f.is_ack()) {
+        Some(f) if f.psn() == c.epsn => pass(format!("{before} {}", describe_all(&again))),
+        Some(f) if f.psn() == read => fail(format!(
+            "{before} {}: the ACK names the READ's PSN, which tells a requester whose READ \
+             response was lost that the READ completed (rxe's does, with no data)",
+            describe_all(&again)
+        )),
+        _ => fail(format!(
+            "{before} {} (expected an ACK at {:#x})",
+            describe_all(&again),
+            c.epsn.value()
+        )),
     }
 }
 

@@ -1,7 +1,8 @@
 //! The peer's requester receiving responses (IBA 9.7.5.1, 9.9.2): go-back-N from a NAKed PSN,
 //! coalesced ACKs, ACKs for PSNs never sent ignored, implied NAKs from READ responses that
-//! skip PSNs, duplicate READ responses ignored, error NAKs completing the request in error,
-//! and no more READs outstanding than the responder's resources (max_rd_atomic, 9.5).
+//! skip PSNs, an ACK naming a READ not taken for its completion, duplicate READ responses
+//! ignored, error NAKs completing the request in error, and no more READs outstanding than
+//! the responder's resources (max_rd_atomic, 9.5).
 
 use super::{
     Result, RxFrame, Setup, connect, describe_all, fail, pattern, psns, rc, requests_until,
@@ -43,6 +44,14 @@ pub(super) const CHECKS: &[Check] = &[
                 the earlier READ again",
         role: Role::Requester,
         body: implied_nak,
+    },
+    Check {
+        id: "req.read.ack-not-completion",
+        rule: "IBA 9.7.5.1.3",
+        title: "an ACK naming an outstanding READ's PSN does not complete the READ: only its \
+                response does, with the data",
+        role: Role::Requester,
+        body: ack_not_completion,
     },
     Check {
         id: "req.read.duplicate-response",
@@ -221,6 +230,47 @@ fn implied_nak(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let ok = asked
         && wcs.iter().filter(|w| w.status == "SUCCESS").count() == 2
         && landed == [a, b].concat();
+    verdict(ok, evidence)
+}
+
+/// A READ is answered by READ responses only. An ACK naming its PSN (as a responder that
+/// re-acknowledges a duplicate SEND at its expected PSN - 1 sends, after losing the READ's
+/// response) says the responses were lost; a requester that completes the READ on it
+/// reports success for data that never arrived.
+fn ack_not_completion(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let c = rc(ctx)?;
+    ctx.post_send(c.work(SendKind::Read, 1, 0, 64))?;
+    let sent = requests_until(ctx, c.spsn)?;
+    c.ack(ctx, c.spsn, 1)?;
+    let t = ctx.env().timing;
+    let early = ctx.poll_cq(c.qpn, t.settle)?;
+    let data = pattern(64, 6);
+    if !early.is_empty() {
+        let landed = ctx.read_mr(&c.mr, 0, 64)?;
+        return fail(format!(
+            "READ at {}; an ACK psn {:#x} msn 1 and no response: {}; the buffer holds the \
+             READ's data: {}",
+            psns(&sent),
+            c.spsn.value(),
+            wcs_text(&early),
+            landed == data
+        ));
+    }
+    // The requester may ask again (implied NAK) or wait: either way the response completes it.
+    let again = ctx.collect(t.quiet)?;
+    c.read_response(ctx, op::RDMA_READ_RESPONSE_ONLY, c.spsn, &data, 1)?;
+    let wcs = ctx.poll_cq(c.qpn, t.response)?;
+    let landed = ctx.read_mr(&c.mr, 0, 64)?;
+    let evidence = format!(
+        "READ at {}; an ACK psn {:#x}: no completion, the peer sent {}; then the response: {}; \
+         data right: {}",
+        psns(&sent),
+        c.spsn.value(),
+        describe_all(&again),
+        wcs_text(&wcs),
+        landed == data
+    );
+    let ok = wcs.iter().any(|w| w.wr_id == 1 && w.status == "SUCCESS") && landed == data;
     verdict(ok, evidence)
 }
 
