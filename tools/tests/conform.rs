@@ -87,13 +87,13 @@ fn junit_and_the_capture_name_each_check() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let table = String::from_utf8(out.stdout).unwrap();
     assert!(
-        table.contains("resp.dup.atomic") && table.contains("5 passed, 0 failed, 0 not applicable"),
+        table.contains("resp.dup.atomic") && table.contains("6 passed, 0 failed, 0 not applicable"),
         "{table}"
     );
     let junit = std::fs::read_to_string(&xml).unwrap();
     assert!(
         junit.contains(
-            "<testsuite name=\"roce conform 192.168.77.1\" tests=\"5\" failures=\"0\" skipped=\"0\""
+            "<testsuite name=\"roce conform 192.168.77.1\" tests=\"6\" failures=\"0\" skipped=\"0\""
         ),
         "{junit}"
     );
@@ -101,7 +101,7 @@ fn junit_and_the_capture_name_each_check() {
         junit
             .matches("<testcase classname=\"roce.conform.resp\"")
             .count(),
-        5
+        6
     );
     let mut reader = CaptureReader::open(&pcap).unwrap();
     let mut comments = Vec::new();
