@@ -118,7 +118,7 @@ pub use mr::{
 };
 pub use qp::{GRH_LEN, QpInit, QpUsage, local_ack_timeout};
 pub use srq::{SrqAttrs, SrqError, SrqId, SrqInit};
-pub use wr::{RecvWr, SendOp, SendWr, Sge, UdDest};
+pub use wr::{RecvWr, SendOp, SendWr, SgList, Sge, UdDest};
 
 #[cfg(test)]
 mod tests;

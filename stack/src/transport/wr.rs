@@ -16,6 +16,87 @@ pub struct Sge {
     pub lkey: u32,
 }
 
+/// A work request's scatter/gather list, read as a slice of [`Sge`]. One entry is kept inline:
+/// nearly every work request has exactly one (perftest's and the rdma-core examples' all do),
+/// and a `Vec` cost an allocation and a free per message, 3% of a 64-byte SEND client's
+/// user time. Built from an `Sge`, a `Vec<Sge>` or an iterator of them.
+#[derive(Clone, Default)]
+pub struct SgList(SgInner);
+
+#[derive(Clone)]
+enum SgInner {
+    One(Sge),
+    Many(Vec<Sge>),
+}
+
+impl Default for SgInner {
+    fn default() -> Self {
+        SgInner::Many(Vec::new())
+    }
+}
+
+impl core::ops::Deref for SgList {
+    type Target = [Sge];
+    fn deref(&self) -> &[Sge] {
+        match &self.0 {
+            SgInner::One(s) => core::slice::from_ref(s),
+            SgInner::Many(v) => v,
+        }
+    }
+}
+
+impl core::ops::DerefMut for SgList {
+    fn deref_mut(&mut self) -> &mut [Sge] {
+        match &mut self.0 {
+            SgInner::One(s) => core::slice::from_mut(s),
+            SgInner::Many(v) => v,
+        }
+    }
+}
+
+impl From<Sge> for SgList {
+    fn from(s: Sge) -> SgList {
+        SgList(SgInner::One(s))
+    }
+}
+
+impl From<Vec<Sge>> for SgList {
+    fn from(v: Vec<Sge>) -> SgList {
+        match v.as_slice() {
+            [one] => SgList(SgInner::One(*one)),
+            _ => SgList(SgInner::Many(v)),
+        }
+    }
+}
+
+impl FromIterator<Sge> for SgList {
+    fn from_iter<I: IntoIterator<Item = Sge>>(iter: I) -> SgList {
+        SgList::from(iter.into_iter().collect::<Vec<_>>())
+    }
+}
+
+impl<'a> IntoIterator for &'a SgList {
+    type Item = &'a Sge;
+    type IntoIter = core::slice::Iter<'a, Sge>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl PartialEq for SgList {
+    fn eq(&self, other: &SgList) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for SgList {}
+
+impl core::fmt::Debug for SgList {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// The operation of a send work request, with its operation-specific fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendOp {
@@ -189,7 +270,7 @@ pub struct SendWr {
     /// What to do.
     pub op: SendOp,
     /// Local buffers: what is sent, or where a READ or atomic result lands.
-    pub sg_list: Vec<Sge>,
+    pub sg_list: SgList,
     /// Generate a completion on success (errors always complete).
     pub signaled: bool,
     /// Wait for every earlier READ and atomic to complete before starting.
@@ -202,11 +283,11 @@ pub struct SendWr {
 
 impl SendWr {
     /// A signaled work request without fence or solicited event.
-    pub fn new(wr_id: u64, op: SendOp, sg_list: Vec<Sge>) -> SendWr {
+    pub fn new(wr_id: u64, op: SendOp, sg_list: impl Into<SgList>) -> SendWr {
         SendWr {
             wr_id,
             op,
-            sg_list,
+            sg_list: sg_list.into(),
             signaled: true,
             fence: false,
             solicited: false,
@@ -221,16 +302,52 @@ pub struct RecvWr {
     /// The caller's identifier, returned in the completion.
     pub wr_id: u64,
     /// The buffers, filled in order.
-    pub sg_list: Vec<Sge>,
+    pub sg_list: SgList,
 }
 
 impl RecvWr {
     /// A receive into `sg_list`.
-    pub fn new(wr_id: u64, sg_list: Vec<Sge>) -> RecvWr {
-        RecvWr { wr_id, sg_list }
+    pub fn new(wr_id: u64, sg_list: impl Into<SgList>) -> RecvWr {
+        RecvWr {
+            wr_id,
+            sg_list: sg_list.into(),
+        }
     }
 
     pub(crate) fn capacity(&self) -> u64 {
         self.sg_list.iter().map(|s| u64::from(s.length)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SgList, Sge};
+
+    fn sge(addr: u64) -> Sge {
+        Sge {
+            addr,
+            length: 64,
+            lkey: 7,
+        }
+    }
+
+    #[test]
+    fn sg_list_reads_the_same_however_built() {
+        let one = SgList::from(sge(1));
+        assert_eq!(*one, [sge(1)]);
+        assert_eq!(
+            one,
+            SgList::from(vec![sge(1)]),
+            "a one-entry Vec is kept inline"
+        );
+        let three: SgList = [1, 2, 3].map(sge).into_iter().collect();
+        assert_eq!(three.len(), 3);
+        assert_eq!(three.iter().map(|s| s.addr).sum::<u64>(), 6);
+        assert!(SgList::default().is_empty() && SgList::from(Vec::new()).is_empty());
+        assert_ne!(one, three);
+        let mut m = one.clone();
+        m[0].lkey = 9;
+        assert_eq!((m[0].lkey, one[0].lkey), (9, 7), "a clone is a copy");
+        assert_eq!(format!("{m:?}"), format!("{:?}", [m[0]]));
     }
 }
