@@ -199,6 +199,20 @@ pub struct ImpliedNak {
     pub got: Psn,
 }
 
+/// A plain ACK whose PSN is that of a READ, atomic, FLUSH or ATOMIC WRITE request. Only
+/// their responses answer these; a requester whose response was lost may take such an ACK
+/// for the request's completion, with no data (rxe's completer does). rxe's responder stopped
+/// sending them in 2018 (it re-acknowledges a duplicate at the last SEND or WRITE instead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckNamingResponse {
+    /// When it was captured.
+    pub ts: u64,
+    /// The PSN it names.
+    pub psn: Psn,
+    /// The request that PSN belongs to.
+    pub request: MessageKind,
+}
+
 /// What set off a rate measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Signal {
@@ -284,6 +298,10 @@ pub struct RequesterReport {
     pub implied_naks: u64,
     /// The first implied NAKs in detail.
     pub implied_nak_events: Vec<ImpliedNak>,
+    /// ACKs naming the PSN of a request only its response answers (see [`AckNamingResponse`]).
+    pub acks_naming_reads: u64,
+    /// The first of them in detail.
+    pub ack_naming_read_events: Vec<AckNamingResponse>,
     /// Round-trip times, if any response could be matched.
     pub rtt: Option<Rtt>,
 }

@@ -10,7 +10,9 @@
 
 use std::collections::VecDeque;
 
-use super::report::{Episode, ImpliedNak, LossCause, MessageKind, NakEvent, RnrEvent, Trigger};
+use super::report::{
+    AckNamingResponse, Episode, ImpliedNak, LossCause, MessageKind, NakEvent, RnrEvent, Trigger,
+};
 use super::seen::SeenWindow;
 use super::sketch::LatencyHistogram;
 use crate::wire::opcode::op;
@@ -20,6 +22,8 @@ use crate::wire::{Msn, NakCode, Opcode, Psn};
 const OUTSTANDING_CAP: usize = 4096;
 /// Events kept in detail per requester (the counters go on).
 pub(crate) const EVENTS_KEPT: usize = 32;
+/// Answered READs and atomics remembered, to tell an ACK that names one.
+const ANSWERED_KEPT: usize = 8;
 
 /// A request message from its first packet to its acknowledgement.
 #[derive(Debug, Clone)]
@@ -99,6 +103,12 @@ pub(crate) struct Requester {
     pub(crate) rnr_events: Vec<RnrEvent>,
     pub(crate) implied: Vec<ImpliedNak>,
     pub(crate) implied_count: u64,
+    /// The PSN spans of the last requests answered by a response of their own, newest at
+    /// `answered_next - 1` (a ring).
+    answered: [Option<(Psn, Psn, MessageKind)>; ANSWERED_KEPT],
+    answered_next: usize,
+    pub(crate) acks_naming: Vec<AckNamingResponse>,
+    pub(crate) acks_naming_count: u64,
     pub(crate) messages: [u64; MessageKind::COUNT],
     pub(crate) message_bytes: u64,
     pub(crate) messages_acked: u64,
@@ -151,6 +161,7 @@ impl Requester {
             + self.nak_events.capacity() * core::mem::size_of::<NakEvent>()
             + self.rnr_events.capacity() * core::mem::size_of::<RnrEvent>()
             + self.implied.capacity() * core::mem::size_of::<ImpliedNak>()
+            + self.acks_naming.capacity() * core::mem::size_of::<AckNamingResponse>()
     }
 
     pub(crate) fn new() -> Requester {
@@ -171,6 +182,10 @@ impl Requester {
             rnr_events: Vec::new(),
             implied: Vec::new(),
             implied_count: 0,
+            answered: [None; ANSWERED_KEPT],
+            answered_next: 0,
+            acks_naming: Vec::new(),
+            acks_naming_count: 0,
             messages: [0; MessageKind::COUNT],
             message_bytes: 0,
             messages_acked: 0,
@@ -360,6 +375,7 @@ impl Requester {
         let mut verdict = Verdict::default();
         match r {
             Response::Ack => {
+                self.check_ack_names_response(ts, psn);
                 verdict.implied_nak = self.acknowledge(ts, psn, true);
                 self.recovered_by_response(ts, psn);
             }
@@ -533,10 +549,41 @@ impl Requester {
         m.answered = true;
         m.response_next = psn.next();
         if ends_message {
+            let span = (m.first_psn, psn, m.kind);
             self.outstanding.pop_front();
             self.messages_acked += 1;
+            self.answered[self.answered_next] = Some(span);
+            self.answered_next = (self.answered_next + 1) % ANSWERED_KEPT;
         }
         false
+    }
+
+    /// Counts a plain ACK at a PSN that belongs to a READ, atomic, FLUSH or ATOMIC WRITE:
+    /// one answered lately (inside its span of response PSNs), or one still waiting (its
+    /// request's PSN; how many responses it spans is not known before they come).
+    fn check_ack_names_response(&mut self, ts: u64, psn: Psn) {
+        let inside = |first: Psn, last: Psn| at_or_after(psn, first) && at_or_after(last, psn);
+        let answered = self
+            .answered
+            .iter()
+            .flatten()
+            .find(|&&(first, last, _)| inside(first, last))
+            .map(|&(_, _, kind)| kind);
+        let waiting = || {
+            self.outstanding
+                .iter()
+                .find(|m| {
+                    m.first_psn == psn && !matches!(m.kind, MessageKind::Send | MessageKind::Write)
+                })
+                .map(|m| m.kind)
+        };
+        if let Some(request) = answered.or_else(waiting) {
+            self.acks_naming_count += 1;
+            push_capped(
+                &mut self.acks_naming,
+                AckNamingResponse { ts, psn, request },
+            );
+        }
     }
 
     /// Ends the open episode when a response reaches its high-water mark.

@@ -152,6 +152,8 @@ fn requester(r: &Requester) -> RequesterReport {
         rnr_events: r.rnr_events.clone(),
         implied_naks: r.implied_count,
         implied_nak_events: r.implied.clone(),
+        acks_naming_reads: r.acks_naming_count,
+        ack_naming_read_events: r.acks_naming.clone(),
         rtt,
     }
 }

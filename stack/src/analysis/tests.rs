@@ -551,6 +551,41 @@ fn state_stays_bounded_however_many_episodes() {
 }
 
 #[test]
+fn an_ack_naming_a_read_or_atomic_is_counted() {
+    // rping against rxe under loss: a WRITE and a READ answered; the requester sends both
+    // again, and the ACK of the duplicate WRITE names the READ's PSN.
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let ack = Some(Syndrome::Ack { credits: 31 });
+    let mut s = Scenario::default();
+    s.send(a, b, op::RDMA_WRITE_ONLY, 30, None, 64).wait(5);
+    s.ack(b, a, 30).wait(1);
+    s.send(a, b, op::RDMA_READ_REQUEST, 31, None, 0).wait(5);
+    s.send(b, a, op::RDMA_READ_RESPONSE_FIRST, 31, ack, 1024)
+        .wait(1);
+    s.send(b, a, op::RDMA_READ_RESPONSE_LAST, 32, ack, 1024)
+        .wait(30);
+    s.send(a, b, op::RDMA_WRITE_ONLY, 30, None, 64).wait(5);
+    s.ack(b, a, 30).wait(1);
+    s.ack(b, a, 32).wait(1);
+    // A FETCH_ADD still waiting, and an ACK at its PSN instead of its atomic ACK.
+    s.send(a, b, op::FETCH_ADD, 33, None, 0).wait(5);
+    s.ack(b, a, 33);
+    let r = s.analyse();
+    let req = flow(&r, a, b).requester.clone().unwrap();
+    let named: Vec<_> = req
+        .ack_naming_read_events
+        .iter()
+        .map(|e| (e.psn.value(), e.request))
+        .collect();
+    assert_eq!(req.acks_naming_reads, 2);
+    assert_eq!(
+        named,
+        vec![(32, MessageKind::Read), (33, MessageKind::Atomic)],
+        "the ACKs at the WRITE's PSN name no READ"
+    );
+}
+
+#[test]
 fn atomics_are_answered_in_order_or_imply_a_nak() {
     let (a, b) = (host(1, 0x11), host(2, 0x12));
     let ack = Some(Syndrome::Ack { credits: 31 });

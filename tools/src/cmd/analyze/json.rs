@@ -108,6 +108,8 @@ struct Requester {
     rnr_events: Vec<RnrEvent>,
     implied_naks: u64,
     implied_nak_events: Vec<ImpliedNak>,
+    acks_naming_reads: u64,
+    ack_naming_read_events: Vec<AckNaming>,
     rtt_us: Option<Rtt>,
 }
 
@@ -137,6 +139,13 @@ struct RnrEvent {
     psn: Psn,
     min_wait_us: u32,
     waited_us: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct AckNaming {
+    at_us: f64,
+    psn: Psn,
+    request: &'static str,
 }
 
 #[derive(Serialize)]
@@ -321,6 +330,16 @@ fn requester(r: &RequesterReport, clock: &Clock) -> Requester {
                 at_us: clock.at(e.ts),
                 expected_psn: e.expected,
                 got_psn: e.got,
+            })
+            .collect(),
+        acks_naming_reads: r.acks_naming_reads,
+        ack_naming_read_events: r
+            .ack_naming_read_events
+            .iter()
+            .map(|e| AckNaming {
+                at_us: clock.at(e.ts),
+                psn: e.psn,
+                request: e.request.name(),
             })
             .collect(),
         rtt_us: r.rtt.map(|t| Rtt {

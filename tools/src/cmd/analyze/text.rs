@@ -315,6 +315,23 @@ fn requester(o: &mut String, r: &RequesterReport, at: &dyn Fn(u64) -> String) {
             );
         }
     }
+    if r.acks_naming_reads > 0 {
+        let _ = writeln!(
+            o,
+            "    ACKs naming a READ or atomic: {} (only their responses answer them: a requester \
+             whose response was lost may complete the request with no data, as rxe's does)",
+            r.acks_naming_reads
+        );
+        for e in r.ack_naming_read_events.iter().take(LISTED) {
+            let _ = writeln!(
+                o,
+                "      at {}: ACK PSN {} ({} request)",
+                at(e.ts),
+                e.psn,
+                e.request.name()
+            );
+        }
+    }
 }
 
 fn connection(o: &mut String, c: &CmConnection, at: &dyn Fn(u64) -> String) {
