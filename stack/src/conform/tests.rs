@@ -107,6 +107,7 @@ each_check! {
     req_ack_ghost => "req.ack.ghost",
     req_read_implied_nak => "req.read.implied-nak",
     req_read_ack_not_completion => "req.read.ack-not-completion",
+    req_atomic_ack_not_completion => "req.atomic.ack-not-completion",
     req_read_duplicate_response => "req.read.duplicate-response",
     req_read_out_of_order_response => "req.read.out-of-order-response",
     req_rd_atomic_depth => "req.rd-atomic.depth",

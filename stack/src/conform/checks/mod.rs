@@ -14,8 +14,8 @@ use super::suite::{Check, Verdict};
 use crate::endpoint::connect::QpPath;
 use crate::transport::{Access, Mtu, QpType};
 use crate::wire::{
-    AethRepr, AtomicEthRepr, ExtHeaders, Msn, NakCode, Psn, Qpn, RethRepr, Syndrome, Transport,
-    opcode::op,
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, ExtHeaders, Msn, NakCode, Psn, Qpn, RethRepr,
+    Syndrome, Transport, opcode::op,
 };
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -336,6 +336,18 @@ impl Conn {
             credits: Syndrome::UNLIMITED_CREDITS,
         };
         self.acknowledge(ctx, psn, ack, msn)
+    }
+
+    /// An ATOMIC ACKNOWLEDGE carrying `orig`, the word as it was before the operation.
+    fn atomic_ack(&self, ctx: &mut Ctx<'_>, psn: Psn, orig: u64, msn: u32) -> Result<u64> {
+        let mut ext = aeth(
+            Syndrome::Ack {
+                credits: Syndrome::UNLIMITED_CREDITS,
+            },
+            msn,
+        );
+        ext.atomic_ack_eth = Some(AtomicAckEthRepr { orig });
+        self.request(ctx, op::ATOMIC_ACKNOWLEDGE, psn, ext, &[], false)
     }
 
     /// A READ response packet (`low` one of the RDMA_READ_RESPONSE opcodes); FIRST, LAST and

@@ -1,8 +1,8 @@
 //! The peer's requester receiving responses (IBA 9.7.5.1, 9.9.2): go-back-N from a NAKed PSN,
 //! coalesced ACKs, ACKs for PSNs never sent ignored, implied NAKs from READ responses that
-//! skip PSNs, an ACK naming a READ not taken for its completion, duplicate READ responses
-//! ignored, error NAKs completing the request in error, and no more READs outstanding than
-//! the responder's resources (max_rd_atomic, 9.5).
+//! skip PSNs, an ACK naming a READ or atomic not taken for its completion, duplicate READ
+//! responses ignored, error NAKs completing the request in error, and no more READs
+//! outstanding than the responder's resources (max_rd_atomic, 9.5).
 
 use super::{
     Result, RxFrame, Setup, connect, describe_all, fail, pattern, psns, rc, requests_until,
@@ -52,6 +52,14 @@ pub(super) const CHECKS: &[Check] = &[
                 response does, with the data",
         role: Role::Requester,
         body: ack_not_completion,
+    },
+    Check {
+        id: "req.atomic.ack-not-completion",
+        rule: "IBA 9.7.5.1.3, 9.4.5",
+        title: "an ACK naming an outstanding FETCH_ADD's PSN does not complete it: only its \
+                atomic ACK does, with the original value",
+        role: Role::Requester,
+        body: atomic_ack_not_completion,
     },
     Check {
         id: "req.read.duplicate-response",
@@ -272,6 +280,54 @@ fn ack_not_completion(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     );
     let ok = wcs.iter().any(|w| w.wr_id == 1 && w.status == "SUCCESS") && landed == data;
     verdict(ok, evidence)
+}
+
+/// As [`ack_not_completion`] for a FETCH_ADD: the original value comes only in the atomic
+/// ACK, so completing the request on a plain ACK reports a result that never arrived.
+fn atomic_ack_not_completion(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    const ORIG: u64 = 0x0123_4567_89ab_cdef;
+    let c = rc(ctx)?;
+    // The result lands in the host's byte order; little-endian peers are assumed, as in the
+    // responder's atomic checks.
+    ctx.write_mr(&c.mr, 0, &[0xee; 8])?;
+    let mut w = c.work(SendKind::FetchAdd, 1, 0, 8);
+    w.swap_add = 1;
+    ctx.post_send(w)?;
+    let sent = requests_until(ctx, c.spsn)?;
+    c.ack(ctx, c.spsn, 1)?;
+    let t = ctx.env().timing;
+    let early = ctx.poll_cq(c.qpn, t.settle)?;
+    if !early.is_empty() {
+        let landed = ctx.read_mr(&c.mr, 0, 8)?;
+        return fail(format!(
+            "FETCH_ADD at {}; an ACK psn {:#x} msn 1 and no atomic ACK: {}; the result buffer \
+             holds {}",
+            psns(&sent),
+            c.spsn.value(),
+            wcs_text(&early),
+            hex(&landed)
+        ));
+    }
+    let again = ctx.collect(t.quiet)?;
+    c.atomic_ack(ctx, c.spsn, ORIG, 1)?;
+    let wcs = ctx.poll_cq(c.qpn, t.response)?;
+    let landed = ctx.read_mr(&c.mr, 0, 8)?;
+    let evidence = format!(
+        "FETCH_ADD at {}; an ACK psn {:#x}: no completion, the peer sent {}; then the atomic \
+         ACK orig {ORIG:#x}: {}; result {}",
+        psns(&sent),
+        c.spsn.value(),
+        describe_all(&again),
+        wcs_text(&wcs),
+        hex(&landed)
+    );
+    let ok =
+        wcs.iter().any(|w| w.wr_id == 1 && w.status == "SUCCESS") && landed == ORIG.to_le_bytes();
+    verdict(ok, evidence)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A READ of two MTUs posted on the peer (work request 1): the connection, the request as it
