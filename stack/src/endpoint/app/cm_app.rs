@@ -63,9 +63,9 @@ pub fn connect_error(event: &CmEvent, peer: IpAddr, port: u16) -> AppError {
             peer,
             port,
             what: match stage {
-                TimedOutStage::Req => "a REP to our REQ",
-                TimedOutStage::Rep => "an RTU to our REP",
-                TimedOutStage::SidrReq => "a SIDR_REP to our SIDR_REQ",
+                TimedOutStage::Req => "REP to our REQ",
+                TimedOutStage::Rep => "RTU to our REP",
+                TimedOutStage::SidrReq => "SIDR_REP to our SIDR_REQ",
             },
             retries: *retries,
         },
