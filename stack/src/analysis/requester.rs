@@ -569,9 +569,12 @@ impl Requester {
             .flatten()
             .find(|&&(first, last, _)| inside(first, last))
             .map(|&(_, _, kind)| kind);
+        // Outstanding messages are in PSN order: those past `psn` need no look (a burst of
+        // thousands of WRITEs would otherwise be walked on every ACK).
         let waiting = || {
             self.outstanding
                 .iter()
+                .take_while(|m| at_or_after(psn, m.first_psn))
                 .find(|m| {
                     m.first_psn == psn && !matches!(m.kind, MessageKind::Send | MessageKind::Write)
                 })

@@ -9,7 +9,7 @@ use super::{
     requests_until_all, verdict, wcs_text,
 };
 use crate::conform::harness::Ctx;
-use crate::conform::proto::SendKind;
+use crate::conform::proto::{PostSend, SendKind};
 use crate::conform::suite::{Check, Role, Verdict};
 use crate::wire::opcode::op;
 use crate::wire::{NakCode, Syndrome};
@@ -247,39 +247,11 @@ fn implied_nak(ctx: &mut Ctx<'_>) -> Result<Verdict> {
 /// reports success for data that never arrived.
 fn ack_not_completion(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let c = rc(ctx)?;
-    ctx.post_send(c.work(SendKind::Read, 1, 0, 64))?;
-    let sent = requests_until(ctx, c.spsn)?;
-    c.ack(ctx, c.spsn, 1)?;
-    let t = ctx.env().timing;
-    let early = ctx.poll_cq(c.qpn, t.settle)?;
     let data = pattern(64, 6);
-    if !early.is_empty() {
-        let landed = ctx.read_mr(&c.mr, 0, 64)?;
-        return fail(format!(
-            "READ at {}; an ACK psn {:#x} msn 1 and no response: {}; the buffer holds the \
-             READ's data: {}",
-            psns(&sent),
-            c.spsn.value(),
-            wcs_text(&early),
-            landed == data
-        ));
-    }
-    // The requester may ask again (implied NAK) or wait: either way the response completes it.
-    let again = ctx.collect(t.quiet)?;
-    c.read_response(ctx, op::RDMA_READ_RESPONSE_ONLY, c.spsn, &data, 1)?;
-    let wcs = ctx.poll_cq(c.qpn, t.response)?;
-    let landed = ctx.read_mr(&c.mr, 0, 64)?;
-    let evidence = format!(
-        "READ at {}; an ACK psn {:#x}: no completion, the peer sent {}; then the response: {}; \
-         data right: {}",
-        psns(&sent),
-        c.spsn.value(),
-        describe_all(&again),
-        wcs_text(&wcs),
-        landed == data
-    );
-    let ok = wcs.iter().any(|w| w.wr_id == 1 && w.status == "SUCCESS") && landed == data;
-    verdict(ok, evidence)
+    let w = c.work(SendKind::Read, 1, 0, 64);
+    ack_then_answer(ctx, &c, w, ("READ", "response"), &data, |ctx| {
+        c.read_response(ctx, op::RDMA_READ_RESPONSE_ONLY, c.spsn, &data, 1)
+    })
 }
 
 /// As [`ack_not_completion`] for a FETCH_ADD: the original value comes only in the atomic
@@ -292,42 +264,57 @@ fn atomic_ack_not_completion(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     ctx.write_mr(&c.mr, 0, &[0xee; 8])?;
     let mut w = c.work(SendKind::FetchAdd, 1, 0, 8);
     w.swap_add = 1;
+    let names = ("FETCH_ADD", "atomic ACK");
+    ack_then_answer(ctx, &c, w, names, &ORIG.to_le_bytes(), |ctx| {
+        c.atomic_ack(ctx, c.spsn, ORIG, 1)
+    })
+}
+
+/// Posts `w` (work request 1, its result landing at offset 0 of the peer's region), sends a
+/// plain ACK naming its PSN, and judges: nothing completes on that ACK, and once `answer`
+/// has sent the real response the request completes with `expected` in the buffer. The
+/// request's and the response's names are for the evidence.
+fn ack_then_answer(
+    ctx: &mut Ctx<'_>,
+    c: &super::Conn,
+    w: PostSend,
+    (request, response): (&str, &str),
+    expected: &[u8],
+    answer: impl FnOnce(&mut Ctx<'_>) -> Result<u64>,
+) -> Result<Verdict> {
+    let len = expected.len() as u32;
     ctx.post_send(w)?;
     let sent = requests_until(ctx, c.spsn)?;
     c.ack(ctx, c.spsn, 1)?;
     let t = ctx.env().timing;
     let early = ctx.poll_cq(c.qpn, t.settle)?;
     if !early.is_empty() {
-        let landed = ctx.read_mr(&c.mr, 0, 8)?;
+        let landed = ctx.read_mr(&c.mr, 0, len)?;
         return fail(format!(
-            "FETCH_ADD at {}; an ACK psn {:#x} msn 1 and no atomic ACK: {}; the result buffer \
-             holds {}",
+            "{request} at {}; an ACK psn {:#x} msn 1 and no {response}: {}; the buffer holds \
+             the result: {}",
             psns(&sent),
             c.spsn.value(),
             wcs_text(&early),
-            hex(&landed)
+            landed == expected
         ));
     }
+    // The requester may ask again (implied NAK) or wait: either way the response completes it.
     let again = ctx.collect(t.quiet)?;
-    c.atomic_ack(ctx, c.spsn, ORIG, 1)?;
+    answer(ctx)?;
     let wcs = ctx.poll_cq(c.qpn, t.response)?;
-    let landed = ctx.read_mr(&c.mr, 0, 8)?;
+    let landed = ctx.read_mr(&c.mr, 0, len)?;
     let evidence = format!(
-        "FETCH_ADD at {}; an ACK psn {:#x}: no completion, the peer sent {}; then the atomic \
-         ACK orig {ORIG:#x}: {}; result {}",
+        "{request} at {}; an ACK psn {:#x}: no completion, the peer sent {}; then the {response}: \
+         {}; result right: {}",
         psns(&sent),
         c.spsn.value(),
         describe_all(&again),
         wcs_text(&wcs),
-        hex(&landed)
+        landed == expected
     );
-    let ok =
-        wcs.iter().any(|w| w.wr_id == 1 && w.status == "SUCCESS") && landed == ORIG.to_le_bytes();
+    let ok = wcs.iter().any(|w| w.wr_id == 1 && w.status == "SUCCESS") && landed == expected;
     verdict(ok, evidence)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A READ of two MTUs posted on the peer (work request 1): the connection, the request as it
