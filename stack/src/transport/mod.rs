@@ -34,8 +34,10 @@
 //!   newer one (IBA 9.7.5.1 lets a responder coalesce: an ACK acknowledges every earlier
 //!   PSN). So one ACK answers all the packets handled between two `poll_transmit`s: the
 //!   runtime handles at most 64 received frames per turn before it transmits, which bounds
-//!   how many packets one ACK covers and how long an answer waits (64-byte SENDs over veth:
-//!   one ACK per about 40). Duplicate SEND and WRITE packets are re-ACKed only when they
+//!   how many packets one ACK covers and how long an answer waits. How many it covers
+//!   depends on how busy the responder is: 64-byte SENDs over a veth pair got one ACK per 2.5
+//!   with each process on a core of its own, one per 15 to 40 with the cores shared
+//!   (tests/bench/RESULTS.md). Duplicate SEND and WRITE packets are re-ACKed only when they
 //!   carry AckReq or end a message (rxe: each).
 //! - A PSN sequence error is NAKed once per gap; an RNR NAK does not count as that NAK, so
 //!   the next out-of-sequence packet still gets one (rxe, seen in rc_rnr_nak.pcap).
