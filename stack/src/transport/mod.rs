@@ -62,7 +62,10 @@
 //!   (srtt + 4 rttvar, at least 20 us) and, once it has fired, stays backed off until a
 //!   packet sent only once is timed (Karn); after a go-back on a timer only the
 //!   oldest packet goes until the responder answers (a stalled responder then costs one
-//!   packet, not a window); the in-flight window shrinks after losses (`qp/completer.rs`).
+//!   packet, not a window); READ responses after the one it went back for, and older ones,
+//!   restart the timers (as rxe's completer restarts its timer on every packet) instead of
+//!   asking again, since each request queues another replay of the READ's rest behind the
+//!   last; the in-flight window shrinks after losses (`qp/completer.rs`).
 //!   None of this changes what the peer must accept.
 //! - No end-to-end credits: ACKs carry the "invalid" credit count 0x1F as rxe's do, and
 //!   credits received are ignored. max_rd_atomic 0 is taken as 1.

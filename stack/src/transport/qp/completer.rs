@@ -4,7 +4,9 @@
 //! Loss recovery stays inside the wire protocol; what is ours is when to act:
 //! - a PSN sequence error NAK, an implied NAK (a READ response or atomic ACK later than
 //!   expected, or an ACK past a READ whose data never came) or an RNR NAK makes the requester
-//!   go back to that PSN at once (go-back-N, IBA 9.7.5.1.2);
+//!   go back to that PSN at once (go-back-N, IBA 9.7.5.1.2); until the response it went back
+//!   for comes, later READ responses (and older ones) are the responder still sending what it
+//!   was asked before: they restart the timers and are dropped (`restart_timers`);
 //! - a **fast retransmit timer**, about one smoothed round trip plus four deviations since the
 //!   last transmission or progress, first re-sends the newest packet with AckReq (a tail-loss
 //!   probe: if only the tail was lost it fills the hole, otherwise the responder answers with
@@ -136,6 +138,10 @@ pub fn local_ack_timeout(timeout: u8) -> Option<Duration> {
         0 => None,
         t => Some(Duration::from_nanos(4_096u64 << t.min(31))),
     }
+}
+
+fn is_read_response(low: u8) -> bool {
+    (op::RDMA_READ_RESPONSE_FIRST..=op::RDMA_READ_RESPONSE_ONLY).contains(&low)
 }
 
 fn nak_status(code: NakCode) -> WcStatus {
@@ -309,6 +315,11 @@ impl QueuePair {
         let psn = pkt.bth.psn;
         if !self.sq.is_outstanding(psn) {
             ctx.stats.stale_responses += 1;
+            if is_read_response(pkt.bth.opcode.low()) && psn.distance(old_una) < 0 {
+                // A READ asked for again is answered again, after whatever the responder
+                // was asked before it: while it sends those, ours waits its turn.
+                self.restart_timers(ctx);
+            }
             return;
         }
         // The responder answered: a go-back on a timer may send its window again.
@@ -437,6 +448,12 @@ impl QueuePair {
 
     fn on_read_response(&mut self, ctx: &mut Ctx<'_>, psn: Psn, low: u8, payload: &[u8]) {
         if self.ack_through(ctx, psn.sub(1)) {
+            if self.comp.last_rewind.is_some() {
+                // Later than the response the requester went back for, before that one:
+                // the rest of a READ the responder began before our request reached it.
+                ctx.stats.stale_responses += 1;
+                return self.restart_timers(ctx);
+            }
             return self.implied_nak(ctx);
         }
         let mtu = u64::from(self.attrs.path_mtu.bytes());
@@ -548,6 +565,28 @@ impl QueuePair {
         }
         self.rearm(ctx);
         self.check_drained(ctx);
+    }
+
+    /// The responder is busy answering what it was asked before (a READ responder sends a
+    /// whole READ before it takes the next request: rxe holds `qp->resp.res` until the
+    /// last response, so after a response lost early in a 4 MiB READ thousands more
+    /// follow). Both timers start again, as rxe's completer restarts its retransmit timer
+    /// on every packet: going back on each of those responses, or when the timers ran out
+    /// while they came, would ask for the READ again each time, and each request queues one
+    /// more replay of the rest of the READ behind the last (`ib_read_bw -a` against rxe
+    /// asked for one 16 times in 1.7 s and failed with RETRY_EXC_ERR). Progress still resets
+    /// the retry counters; this does not.
+    fn restart_timers(&mut self, ctx: &Ctx<'_>) {
+        if !self.sq.outstanding() || self.comp.timers.rnr.is_some() {
+            return;
+        }
+        let now = ctx.now;
+        let fast = now + self.fast_rto(ctx);
+        let ack = self.ack_timeout().map(|d| now + d);
+        let t = &mut self.comp.timers;
+        t.fast = Some(fast);
+        t.ack = ack;
+        t.probes = 0;
     }
 
     fn rearm(&mut self, ctx: &Ctx<'_>) {
