@@ -185,6 +185,8 @@ fn rate(frames: &[RxFrame]) -> Option<f64> {
 /// and a tester descheduled for a millisecond on a loaded host sees a burst where the peer
 /// paced. A peer with no reaction shows none in any attempt; each attempt is in the evidence.
 const RATE_ATTEMPTS: usize = 3;
+/// Frames one attempt takes at most, per packet of its WRITE (duplicates included).
+const RATE_FRAMES_PER_PACKET: u32 = 16;
 
 fn cnp_rate(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     if ctx.env().cc == "none" {
@@ -218,7 +220,14 @@ fn rate_attempt(ctx: &mut Ctx<'_>) -> Result<(bool, String)> {
     let mut first_seen: Vec<RxFrame> = Vec::new();
     let last = c.spsn.add(RATE_PACKETS - 1);
     let t = ctx.env().timing;
+    // A peer that sends some packet again and again (each within t.response of the last)
+    // must not hold the suite: after this many frames the attempt ends with what it saw.
+    let mut budget = RATE_PACKETS * RATE_FRAMES_PER_PACKET;
     while let Some(f) = ctx.recv(t.response)? {
+        budget = budget.saturating_sub(1);
+        if budget == 0 {
+            break;
+        }
         if !is_request(&f) || first_seen.iter().any(|g| g.psn() == f.psn()) {
             continue;
         }
