@@ -703,7 +703,7 @@ impl Analyzer {
                 if transport_ok {
                     note.verdict = self.response(id, &f);
                 }
-                is_read_response(f.opcode) && !note.verdict.implied_nak
+                f.opcode.is_read_response() && !note.verdict.implied_nak
             }
             Transport::Cnp => {
                 flow.cnps += 1;
@@ -819,10 +819,6 @@ pub fn slice_ahead(frame: &Frame<'_>) -> Option<Sliced> {
         fields: fields(p, frame.timestamp_ns, Some(p.icrc_ok()), &[]),
         payload_at: payload_at as u32,
     })
-}
-
-fn is_read_response(opcode: Opcode) -> bool {
-    (op::RDMA_READ_RESPONSE_FIRST..=op::RDMA_READ_RESPONSE_ONLY).contains(&opcode.low())
 }
 
 fn count_aeth(flow: &mut Flow, syndrome: Option<Syndrome>) {

@@ -311,6 +311,16 @@ impl Opcode {
         }
     }
 
+    /// An RC RDMA READ response (FIRST, MIDDLE, LAST or ONLY): the responses that carry a
+    /// READ's data, one PSN each.
+    pub const fn is_read_response(self) -> bool {
+        matches!(self.transport(), Transport::Rc)
+            && matches!(
+                self.low(),
+                op::RDMA_READ_RESPONSE_FIRST..=op::RDMA_READ_RESPONSE_ONLY
+            )
+    }
+
     /// True for the first or only packet of a message (it may carry RETH and starts an MSN).
     pub const fn is_first(self) -> bool {
         matches!(
@@ -480,6 +490,9 @@ mod tests {
     fn request_and_boundaries() {
         assert!(Opcode(0x0c).is_request());
         assert!(!Opcode(0x11).is_request());
+        assert!(Opcode(0x0d).is_read_response() && Opcode(0x10).is_read_response());
+        assert!(!Opcode(0x11).is_read_response() && !Opcode(0x0c).is_read_response());
+        assert!(!Opcode(0x2d).is_read_response(), "UC has no READ");
         assert!(!Opcode(0x0f).is_request());
         assert!(Opcode(0x06).is_first() && !Opcode(0x06).is_last());
         assert!(Opcode(0x0a).is_first() && Opcode(0x0a).is_last());

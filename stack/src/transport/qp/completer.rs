@@ -140,10 +140,6 @@ pub fn local_ack_timeout(timeout: u8) -> Option<Duration> {
     }
 }
 
-fn is_read_response(low: u8) -> bool {
-    (op::RDMA_READ_RESPONSE_FIRST..=op::RDMA_READ_RESPONSE_ONLY).contains(&low)
-}
-
 fn nak_status(code: NakCode) -> WcStatus {
     match code {
         NakCode::InvalidRequest => WcStatus::RemInvReqErr,
@@ -315,7 +311,7 @@ impl QueuePair {
         let psn = pkt.bth.psn;
         if !self.sq.is_outstanding(psn) {
             ctx.stats.stale_responses += 1;
-            if is_read_response(pkt.bth.opcode.low()) && psn.distance(old_una) < 0 {
+            if pkt.bth.opcode.is_read_response() && psn.distance(old_una) < 0 {
                 // A READ asked for again is answered again, after whatever the responder
                 // was asked before it: while it sends those, ours waits its turn.
                 self.restart_timers(ctx);
