@@ -12,7 +12,9 @@
 //!   probe: if only the tail was lost it fills the hole, otherwise the responder answers with
 //!   an ACK or a NAK that says where it stands), and if that brings nothing goes back to the
 //!   oldest unacknowledged PSN, with exponential backoff, sending that one packet alone until
-//!   the responder answers (see `go_back_on_timer`). It recovers a lost NAK, a lost
+//!   the responder answers (see `go_back_on_timer`). While packets wait to go (for the
+//!   pacer, or for this process's turn on a busy host), it waits again instead: it ran out
+//!   while this side did not send. It recovers a lost NAK, a lost
 //!   retransmission (the responder NAKs a gap only once, C9-? / rxe `sent_psn_nak`) or a lost
 //!   tail in a few round trips instead of a whole local ACK timeout, and it does not consume
 //!   `retry_cnt`;
@@ -629,6 +631,16 @@ impl QueuePair {
     }
 
     fn on_fast_timer(&mut self, ctx: &mut Ctx<'_>) {
+        if self.has_sendable(ctx) {
+            // Packets wait to go: the timer ran out while this side did not send, which
+            // says nothing of the peer. They go first and arm it again. Acting instead
+            // probed the tail and then went back, with one packet in flight until an
+            // answer: on a host whose cores were taken (our conformance agent descheduled
+            // for milliseconds at a time) the rest of a message then never went to a
+            // responder that answered only once the message was complete.
+            self.comp.timers.fast = None;
+            return self.rearm(ctx);
+        }
         let tail = self.sq.max_sent().sub(1);
         let probeable = self
             .sq

@@ -467,7 +467,10 @@ impl QueuePair {
         if rc && self.comp.rnr_waiting() {
             return None;
         }
+        // A probe whose packet was acknowledged meanwhile (the ACK overtook the timer) is
+        // moot: sent, it would arm the timers again with nothing outstanding.
         if let Some(psn) = self.sq.probe.take()
+            && self.sq.is_outstanding(psn)
             && let Some(i) = self.sq.find(psn)
         {
             ctx.stats.probes += 1;
@@ -486,22 +489,14 @@ impl QueuePair {
                 return None;
             }
         };
-        let w = &self.sq.wqes[i];
         let window = self.comp.window().max(1) as i32;
         let window_full = rc && self.sq.tx_psn.distance(self.sq.una) >= window;
         if i == self.sq.started {
             if self.state == QpState::Sqd || window_full {
                 return None;
             }
-            // Only a READ, an atomic or a fenced request waits for earlier READs and atomics:
-            // the count walks the queue, so a SEND or WRITE does not take it.
-            let needs_response = w.wr.op.needs_response();
-            if needs_response || w.wr.fence {
-                let limit = usize::from(self.attrs.max_rd_atomic.max(1));
-                let busy = self.sq.rd_atomic_before(i);
-                if (needs_response && busy >= limit) || (w.wr.fence && busy > 0) {
-                    return None;
-                }
+            if !self.may_start(i) {
+                return None;
             }
             if let Err(status) = self.validate(ctx, i) {
                 // Earlier requests complete first so that completions stay in order.
@@ -526,6 +521,44 @@ impl QueuePair {
             }
         }
         Some(t)
+    }
+
+    /// Whether work request `i` (the first unstarted one) may start as far as earlier READs
+    /// and atomics go. Only a READ, an atomic or a fenced request waits for them: the count
+    /// walks the queue, so a SEND or WRITE does not take it.
+    fn may_start(&self, i: usize) -> bool {
+        let w = &self.sq.wqes[i];
+        let needs_response = w.wr.op.needs_response();
+        if !needs_response && !w.wr.fence {
+            return true;
+        }
+        let limit = usize::from(self.attrs.max_rd_atomic.max(1));
+        let busy = self.sq.rd_atomic_before(i);
+        !((needs_response && busy >= limit) || (w.wr.fence && busy > 0))
+    }
+
+    /// True if the requester has a packet it would send now but for its turn (the pacer's,
+    /// or the process's own on a busy host): the rest of a started message, what a go-back
+    /// sends again, or a request that may start, within the window. It is not waiting for
+    /// an answer then.
+    pub(super) fn has_sendable(&self, ctx: &Ctx<'_>) -> bool {
+        let sq = &self.sq;
+        let window = self.comp.window().max(1) as i32;
+        if sq.tx_psn.distance(sq.una) >= window {
+            return false;
+        }
+        if sq.cursor < sq.started {
+            return true;
+        }
+        // As `poll_request` decides for the first unstarted request (a memory request is
+        // carried out there, not sent; one that fails its checks waits to be the oldest).
+        let i = sq.cursor;
+        sq.wqes.get(i).is_some_and(|w| {
+            self.state == QpState::Rts
+                && !w.wr.op.is_local()
+                && self.may_start(i)
+                && self.validate(ctx, i).is_ok()
+        })
     }
 
     /// Carries out memory work request `i` when the requester reaches it (as rxe's

@@ -1,14 +1,16 @@
 //! A responder facing a peer that does not follow the rules: more READs and atomics than
 //! max_dest_rd_atomic, duplicates of READs it never sent, WRITEs over queued READs. Packets
 //! are built by hand and fed to one engine whose output is not drained, so that a queue that
-//! grows shows. Last, a requester whose peer NAKs the same request for ever.
+//! grows shows. Last, requesters driven packet by packet: one whose peer NAKs the same
+//! request for ever, and the fast retransmit timer's races (an ACK overtaking a probe; the
+//! requester's own process descheduled past the timer).
 
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::time::Instant;
 use crate::transport::{
     Access, Engine, MAX_PACKET_LEN, ModifyQp, Mtu, QpInit, QpState, QpType, QpUsage, SendOp,
-    SendWr, TransportConfig, WcStatus,
+    SendWr, Sge, TransportConfig, WcStatus,
 };
 use crate::wire::feth::{placement, selectivity};
 use crate::wire::opcode::op;
@@ -393,39 +395,12 @@ fn a_write_over_queued_reads_keeps_only_what_it_overwrites() {
 #[test]
 fn sequence_naks_without_progress_spend_retry_cnt() {
     const RETRY_CNT: u8 = 3;
-    let mut engine = Engine::new(TransportConfig::default());
-    let cq = engine.create_cq(8);
-    let qpn = engine.create_qp(QpInit::new(QpType::Rc, cq)).unwrap();
-    let rtr = ModifyQp {
-        path_mtu: Some(Mtu::M1024),
-        dest_qp: Some(Qpn::new(0x99)),
-        dest_addr: Some(PEER),
-        rq_psn: Some(Psn::new(0)),
-        max_dest_rd_atomic: Some(1),
-        min_rnr_timer: Some(crate::wire::RnrTimer::new(1)),
-        ..ModifyQp::to(QpState::Rtr)
-    };
-    let rts = ModifyQp {
-        sq_psn: Some(Psn::new(FIRST)),
-        // A local ACK timeout of 4.3 s: only the NAKs can spend retries here.
-        timeout: Some(20),
-        retry_cnt: Some(RETRY_CNT),
-        rnr_retry: Some(7),
-        max_rd_atomic: Some(1),
-        ..ModifyQp::to(QpState::Rts)
-    };
-    let init = ModifyQp {
-        access: Some(Access::NONE),
-        ..ModifyQp::to(QpState::Init)
-    };
-    for m in [init, rtr, rts] {
-        engine.modify_qp(qpn, &m).unwrap();
-    }
+    // A local ACK timeout of 4.3 s: only the NAKs can spend retries here.
+    let (mut engine, cq, qpn) = requester(20, RETRY_CNT);
     engine
         .post_send(qpn, SendWr::new(1, SendOp::Send, Vec::new()))
         .unwrap();
     let mut buf = vec![0u8; MAX_PACKET_LEN];
-    let mut nak = vec![0u8; MAX_PACKET_LEN];
     let mut sent = 0;
     let mut naks = 0;
     // 10 ms apart: each NAK comes long after the requester's last transmission, so none is
@@ -452,22 +427,196 @@ fn sequence_naks_without_progress_spend_retry_cnt() {
             assert_eq!(engine.query_qp(qpn).unwrap().0, QpState::Err);
             return;
         }
-        let mut bth = BthRepr::new(
-            Opcode::new(Transport::Rc, op::ACKNOWLEDGE),
+        let nak = acknowledge(
             qpn,
             Psn::new(FIRST),
+            Syndrome::Nak(NakCode::PsnSequenceError),
+            0,
         );
-        bth.pkey = PKey::DEFAULT;
-        let ext = ExtHeaders {
-            aeth: Some(AethRepr {
-                syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
-                msn: Msn::new(0),
-            }),
-            ..ExtHeaders::default()
-        };
-        let len = IbPacketRepr::new(bth, ext, &[]).emit(&mut nak).unwrap();
-        let _ = engine.handle_packet(now, PEER, &nak[..len]);
+        let _ = engine.handle_packet(now, PEER, &nak);
         naks += 1;
     }
     panic!("{naks} NAKs without progress and the request still stands ({sent} sent)");
+}
+
+/// A requester's RC QP in RTS towards `PEER`, its send PSN `FIRST`, with the local ACK
+/// timeout `timeout` and `retry_cnt`.
+fn requester(timeout: u8, retry_cnt: u8) -> (Engine, crate::transport::CqId, Qpn) {
+    let mut engine = Engine::new(TransportConfig::default());
+    let cq = engine.create_cq(8);
+    let qpn = engine.create_qp(QpInit::new(QpType::Rc, cq)).unwrap();
+    let init = ModifyQp {
+        access: Some(Access::NONE),
+        ..ModifyQp::to(QpState::Init)
+    };
+    let rtr = ModifyQp {
+        path_mtu: Some(Mtu::M1024),
+        dest_qp: Some(Qpn::new(0x99)),
+        dest_addr: Some(PEER),
+        rq_psn: Some(Psn::new(0)),
+        max_dest_rd_atomic: Some(1),
+        min_rnr_timer: Some(crate::wire::RnrTimer::new(1)),
+        ..ModifyQp::to(QpState::Rtr)
+    };
+    let rts = ModifyQp {
+        sq_psn: Some(Psn::new(FIRST)),
+        timeout: Some(timeout),
+        retry_cnt: Some(retry_cnt),
+        rnr_retry: Some(7),
+        max_rd_atomic: Some(1),
+        ..ModifyQp::to(QpState::Rts)
+    };
+    for m in [init, rtr, rts] {
+        engine.modify_qp(qpn, &m).unwrap();
+    }
+    (engine, cq, qpn)
+}
+
+/// The peer's acknowledgement (ACK or NAK) of `psn` to the requester's `qpn`.
+fn acknowledge(qpn: Qpn, psn: Psn, syndrome: Syndrome, msn: u32) -> Vec<u8> {
+    let mut bth = BthRepr::new(Opcode::new(Transport::Rc, op::ACKNOWLEDGE), qpn, psn);
+    bth.pkey = PKey::DEFAULT;
+    let ext = ExtHeaders {
+        aeth: Some(AethRepr {
+            syndrome,
+            msn: Msn::new(msn),
+        }),
+        ..ExtHeaders::default()
+    };
+    let mut buf = vec![0u8; MAX_PACKET_LEN];
+    let len = IbPacketRepr::new(bth, ext, &[]).emit(&mut buf).unwrap();
+    buf.truncate(len);
+    buf
+}
+
+/// The fast retransmit timer fires and marks the newest packet for a tail-loss probe, and
+/// the ACK of that packet, already on its way, arrives before the probe is sent. The probe
+/// is then moot and must not go. It went, and sending it armed the fast timer again with
+/// nothing outstanding; when that fired, the same packet was marked again, and so on: against
+/// the conformance tester (`req.cnp.rate`, which ACKs each packet once), whose pacing let
+/// one packet out per 88 usec while the fast timer ran out in less, our agent sent one
+/// packet of a 32-packet WRITE again in every pacing slot for 272 s, and the rest of the
+/// WRITE never went.
+#[test]
+fn a_probe_overtaken_by_its_ack_is_not_sent() {
+    const PACKETS: u32 = 3;
+    let (mut engine, cq, qpn) = requester(16, 7);
+    let len = PACKETS * 1024;
+    let lkey = engine
+        .register_mr(VA, vec![7; len as usize], Access::NONE)
+        .unwrap();
+    let sge = Sge {
+        addr: VA,
+        length: len,
+        lkey,
+    };
+    engine
+        .post_send(qpn, SendWr::new(1, SendOp::Send, vec![sge]))
+        .unwrap();
+    let mut buf = vec![0u8; MAX_PACKET_LEN];
+    // The first packet of the SEND goes; the test lets no other out before the race.
+    let t0 = Instant::from_nanos(1_000_000);
+    let tx = engine
+        .poll_transmit(t0, &mut buf)
+        .expect("the first packet");
+    assert_eq!(
+        IbPacketRepr::parse(&buf[..tx.len]).unwrap().bth.psn,
+        Psn::new(FIRST)
+    );
+    // The fast timer's first timeout (no round trip measured yet: `initial_fast_rto`)
+    // marks it for a probe; its ACK comes before the probe leaves.
+    let due = engine.poll_timeout().expect("a timer runs for the SEND");
+    engine.handle_timeout(due);
+    const ACK: Syndrome = Syndrome::Ack { credits: 31 };
+    engine
+        .handle_packet(due, PEER, &acknowledge(qpn, Psn::new(FIRST), ACK, 0))
+        .unwrap();
+    // From here on the peer ACKs each packet it has not seen, at once, as the tester does.
+    let mut sent = Vec::new();
+    let mut now = due;
+    for _ in 0..1000 {
+        while let Some(tx) = engine.poll_transmit(now, &mut buf) {
+            let psn = IbPacketRepr::parse(&buf[..tx.len]).unwrap().bth.psn;
+            if !sent.contains(&psn) && psn != Psn::new(FIRST) {
+                let msn = u32::from(psn == Psn::new(FIRST + PACKETS - 1));
+                let ack = acknowledge(qpn, psn, ACK, msn);
+                engine.handle_packet(now, PEER, &ack).unwrap();
+            }
+            sent.push(psn);
+        }
+        let Some(t) = engine.poll_timeout() else {
+            break;
+        };
+        now = t.max(now);
+        engine.handle_timeout(now);
+    }
+    let rest: Vec<Psn> = (1..PACKETS).map(|k| Psn::new(FIRST + k)).collect();
+    assert_eq!(
+        sent, rest,
+        "after the ACK of the first packet, the rest once"
+    );
+    let wc = engine.poll_completion(cq).expect("the SEND completes");
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+}
+
+/// The requester's process is descheduled for longer than its fast retransmit timer, once
+/// between two messages and once inside one. When it runs again, the timer is due and
+/// packets are ready: they go, and the timer, which ran out while this side sent nothing,
+/// does not act. It probed the tail and then went back with one packet in flight until an
+/// answer, so a responder that answers only once it has all it waits for never got the
+/// rest (our conformance agent on a host whose cores were taken failed `req.psn.wrap`,
+/// `req.wire.segmentation` and `req.ack.coalesced` with RETRY_EXC_ERR that way, and sent
+/// the NAKed packet of `req.gbn.from-nak` and the probe in turn for ever).
+#[test]
+fn a_requester_that_did_not_send_does_not_time_out() {
+    let (mut engine, cq, qpn) = requester(16, 7);
+    let lkey = engine.register_mr(VA, vec![7; 4096], Access::NONE).unwrap();
+    // A one-packet SEND, then a three-packet one.
+    for (wr_id, len) in [(1, 1024), (2, 3072)] {
+        let sge = Sge {
+            addr: VA,
+            length: len,
+            lkey,
+        };
+        engine
+            .post_send(qpn, SendWr::new(wr_id, SendOp::Send, vec![sge]))
+            .unwrap();
+    }
+    let mut buf = vec![0u8; MAX_PACKET_LEN];
+    let mut psn_of = |engine: &mut Engine, now| {
+        let tx = engine.poll_transmit(now, &mut buf)?;
+        Some(IbPacketRepr::parse(&buf[..tx.len]).unwrap().bth.psn)
+    };
+    let mut now = Instant::from_nanos(1_000_000);
+    let mut sent = vec![psn_of(&mut engine, now).unwrap()];
+    // Back 10 ms later, long after the fast timer fell due: one packet, then away again.
+    for more in [1, usize::MAX] {
+        now += core::time::Duration::from_millis(10);
+        assert!(engine.poll_timeout().is_some_and(|t| t <= now));
+        engine.handle_timeout(now);
+        for _ in 0..more {
+            let Some(psn) = psn_of(&mut engine, now) else {
+                break;
+            };
+            sent.push(psn);
+        }
+    }
+    let all: Vec<Psn> = (0..4).map(|k| Psn::new(FIRST + k)).collect();
+    assert_eq!(sent, all, "each packet once, in order");
+    let ack = acknowledge(qpn, Psn::new(FIRST + 3), Syndrome::Ack { credits: 31 }, 2);
+    engine.handle_packet(now, PEER, &ack).unwrap();
+    for wr_id in 1..=2 {
+        let wc = engine.poll_completion(cq).expect("both SENDs complete");
+        assert_eq!((wc.wr_id, wc.status), (wr_id, WcStatus::Success));
+    }
+    let stats = engine.stats();
+    assert_eq!(
+        (
+            stats.probes,
+            stats.fast_retransmits,
+            stats.retransmitted_packets
+        ),
+        (0, 0, 0)
+    );
+    assert_eq!(engine.poll_timeout(), None, "nothing outstanding, no timer");
 }
