@@ -246,8 +246,8 @@ def bad_input(driver, work, artifacts):
 def lessons(driver, work, artifacts):
     """`roce gen LESSON --view` writes the lesson's view beside it, showing the lesson's point."""
     # (lesson, the ladder rows that show its point, how many, a word its comment has);
-    # retry-exceeded: the WRITE's 3 packets, then 7 sent again (4 tail probes, and 3 times the
-    # first packet alone after going back on a timer, as nothing answers).
+    # retry-exceeded: the WRITE's 3 packets, then 7 sent again (a tail probe, then the first
+    # packet alone, twice per local ACK timeout, as nothing answers).
     for lesson, css, count, word in [("loss-gbn", ".row.k-nak", 1, "PSN_SEQUENCE_ERROR"),
                                      ("nak-access", ".row.k-nak", 1, "REMOTE_ACCESS_ERROR"),
                                      ("nak-invalid", ".row.k-nak", 1, "INVALID_REQUEST"),

@@ -123,10 +123,11 @@ fn every_lesson_shows_its_point_to_the_analyser() {
         1,
         "cut at the 2nd packet"
     );
-    // Retry exhaustion: B never answers; A's first try and retry_cnt = 3 more go-backs.
+    // Retry exhaustion: B never answers; A's first try, then the go-back of each of the
+    // retry_cnt = 3 local ACK timeouts and one of the fast timer's after each.
     let (a, b) = flows(&dir, "retry-exceeded");
     assert!(b.is_null(), "B never hears A");
-    assert_eq!(n(&a["opcodes"]["RC_RDMA_WRITE_FIRST"]), 4);
+    assert_eq!(n(&a["opcodes"]["RC_RDMA_WRITE_FIRST"]), 7);
 
     // PFC: B's port's XOFF and XON (the two frames that are not RoCE); A's WRITE waits
     // behind them and loses nothing.

@@ -186,7 +186,7 @@ impl Lesson {
                 "a 2500-byte SEND into a 1024-byte receive: B answers NAK INVALID_REQUEST, both sides complete in error (REM_INV_REQ_ERR at A, LOC_LEN_ERR at B)"
             }
             Lesson::RetryExceeded => {
-                "B is unreachable: A's timers probe with the WRITE's last packet and go back to its first, sending it alone while nothing answers, until retry_cnt (3) local ACK timeouts (1 ms each) are spent; then the WRITE completes with RETRY_EXC_ERR"
+                "B is unreachable: A's timers probe with the WRITE's last packet, then send its first alone, twice per local ACK timeout (1 ms) while nothing answers, until retry_cnt (3) timeouts are spent; then the WRITE completes with RETRY_EXC_ERR"
             }
             Lesson::Pfc => {
                 "B's port sends PFC XOFF in the middle of a 16-packet WRITE: A's NIC stops for 150 us until XON; the WRITE stalls, nothing is lost or resent"

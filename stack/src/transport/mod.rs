@@ -60,10 +60,11 @@
 //!   spec's local ACK timeout (that timeout, and a sequence NAK acknowledging nothing new,
 //!   cost retry_cnt; the fast timer does not); the fast timer adapts to the round trip
 //!   (srtt + 4 rttvar, at least 20 us) and, once it has fired, stays backed off until a
-//!   packet sent only once is timed (Karn); it does not act while packets wait to go (it
-//!   ran out while this side did not send), nor send a probe whose packet was acknowledged
-//!   meanwhile; after a go-back on a timer only the oldest packet goes until the responder
-//!   answers (a stalled responder then costs one packet, not a window); READ responses after the one it went back for, and older ones,
+//!   packet sent only once is timed (Karn), at most half the local ACK timeout; it does not
+//!   act while packets wait to go (it ran out while this side did not send), nor send a
+//!   probe whose packet was acknowledged meanwhile; after a go-back on a timer only the
+//!   oldest packet goes until the responder answers (a stalled responder then costs one
+//!   packet, not a window), and the timer sends that one again, not a probe; READ responses after the one it went back for, and older ones,
 //!   restart the timers (as rxe's completer restarts its timer on every packet) instead of
 //!   asking again, since each request queues another replay of the READ's rest behind the
 //!   last; the in-flight window shrinks after losses (`qp/completer.rs`).

@@ -620,3 +620,47 @@ fn a_requester_that_did_not_send_does_not_time_out() {
     );
     assert_eq!(engine.poll_timeout(), None, "nothing outstanding, no timer");
 }
+
+/// A peer that never answers: the fast retransmit timer, backed off, still runs out between
+/// two local ACK timeouts, so each retry the spec's timer spends comes with one more attempt
+/// that costs none. Capped at the timeout itself, it fell due with it once backed off: on a
+/// link losing a fifth of the frames each way, a loss that took nine round trips to recover
+/// failed the request (`rc_workloads_survive_any_faults`).
+#[test]
+fn the_fast_timer_acts_between_two_local_ack_timeouts() {
+    const RETRY_CNT: u8 = 3;
+    // 4.2 ms: far above the fast timer's first timeouts.
+    let (mut engine, cq, qpn) = requester(10, RETRY_CNT);
+    engine
+        .post_send(qpn, SendWr::new(1, SendOp::Send, Vec::new()))
+        .unwrap();
+    let mut buf = vec![0u8; MAX_PACKET_LEN];
+    let mut now = Instant::from_nanos(1_000_000);
+    let mut sent_at = Vec::new();
+    loop {
+        while engine.poll_transmit(now, &mut buf).is_some() {
+            sent_at.push(now);
+        }
+        let Some(t) = engine.poll_timeout() else {
+            break;
+        };
+        now = t.max(now);
+        engine.handle_timeout(now);
+    }
+    let wc = engine.poll_completion(cq).expect("the SEND fails");
+    assert_eq!(wc.status, WcStatus::RetryExcErr);
+    let stats = engine.stats();
+    assert_eq!(stats.local_ack_timeouts, u64::from(RETRY_CNT) + 1);
+    // After the first local ACK timeout, each interval to the next holds the go-back of the
+    // timeout and one of the fast timer's.
+    let timeout = crate::transport::local_ack_timeout(10).unwrap();
+    let first = sent_at[0] + timeout;
+    for k in 1..u32::from(RETRY_CNT) + 1 {
+        let (from, to) = (first + timeout * (k - 1), first + timeout * k);
+        let n = sent_at.iter().filter(|&&t| t >= from && t < to).count();
+        assert!(
+            n >= 2,
+            "{n} sent in local ACK timeout interval {k}: {sent_at:?}"
+        );
+    }
+}
