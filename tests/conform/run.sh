@@ -84,11 +84,27 @@ probe() {
     exit $bad' _ "$1" "$PORT" "$here/tests/conform/malformed.txt"
 }
 
+# listening HOST: waits up to 30 s for the agent at HOST:$PORT to take connections. "peer:
+# ready" means the guest started the agent, not that it listens yet: a probe straight after
+# was refused once (the guest up in 14 s).
+listening() {
+  local t=$SECONDS
+  until ip netns exec "$NS" bash -c 'exec 3<>"/dev/tcp/$1/$2"' _ "$1" "$PORT" 2>/dev/null; do
+    ((SECONDS - t > 30)) && return 1
+    sleep 0.5
+  done
+}
+
 # suite SIDE PEER EXTRA...: runs the suite against PEER and compares with expected-SIDE.txt.
 suite() {
   local side=$1 peer=$2 t=$SECONDS rc
   shift 2
   echo "---- $side: malformed requests to the agent at $peer:$PORT"
+  if ! listening "$(agent_host "$side" "$peer")"; then
+    echo "  FAIL: nothing takes connections at $(agent_host "$side" "$peer"):$PORT after 30 s"
+    failed=$((failed + 1))
+    return
+  fi
   if ! probe "$(agent_host "$side" "$peer")" >"$logs/$side-probe.log" 2>&1; then
     echo "  FAIL: $(tail -n 3 "$logs/$side-probe.log" | tr '\n' ' ')"
     failed=$((failed + 1))
