@@ -97,15 +97,16 @@ listening() {
 
 # suite SIDE PEER EXTRA...: runs the suite against PEER and compares with expected-SIDE.txt.
 suite() {
-  local side=$1 peer=$2 t=$SECONDS rc
+  local side=$1 peer=$2 t=$SECONDS rc host
   shift 2
+  host=$(agent_host "$side" "$peer")
   echo "---- $side: malformed requests to the agent at $peer:$PORT"
-  if ! listening "$(agent_host "$side" "$peer")"; then
-    echo "  FAIL: nothing takes connections at $(agent_host "$side" "$peer"):$PORT after 30 s"
+  if ! listening "$host"; then
+    echo "  FAIL: nothing takes connections at $host:$PORT after 30 s"
     failed=$((failed + 1))
     return
   fi
-  if ! probe "$(agent_host "$side" "$peer")" >"$logs/$side-probe.log" 2>&1; then
+  if ! probe "$host" >"$logs/$side-probe.log" 2>&1; then
     echo "  FAIL: $(tail -n 3 "$logs/$side-probe.log" | tr '\n' ' ')"
     failed=$((failed + 1))
     return

@@ -489,8 +489,7 @@ impl QueuePair {
                 return None;
             }
         };
-        let window = self.comp.window().max(1) as i32;
-        let window_full = rc && self.sq.tx_psn.distance(self.sq.una) >= window;
+        let window_full = rc && !self.window_open();
         if i == self.sq.started {
             if self.state == QpState::Sqd || window_full {
                 return None;
@@ -523,6 +522,12 @@ impl QueuePair {
         Some(t)
     }
 
+    /// The in-flight window lets the next packet go (RC).
+    fn window_open(&self) -> bool {
+        let window = self.comp.window().max(1) as i32;
+        self.sq.tx_psn.distance(self.sq.una) < window
+    }
+
     /// Whether work request `i` (the first unstarted one) may start as far as earlier READs
     /// and atomics go. Only a READ, an atomic or a fenced request waits for them: the count
     /// walks the queue, so a SEND or WRITE does not take it.
@@ -543,8 +548,7 @@ impl QueuePair {
     /// an answer then.
     pub(super) fn has_sendable(&self, ctx: &Ctx<'_>) -> bool {
         let sq = &self.sq;
-        let window = self.comp.window().max(1) as i32;
-        if sq.tx_psn.distance(sq.una) >= window {
+        if !self.window_open() {
             return false;
         }
         if sq.cursor < sq.started {
