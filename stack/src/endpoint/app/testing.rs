@@ -13,8 +13,9 @@ pub fn runtime(device: MemoryDevice, addr: &str) -> Runtime {
     runtime_seeded(device, addr, seed)
 }
 
-/// A runtime whose QPNs and R_Keys are drawn from `seed`.
-pub fn runtime_seeded(device: MemoryDevice, addr: &str, seed: u64) -> Runtime {
+/// A runtime over `device` (the in-memory link, or middleware around it) whose QPNs and
+/// R_Keys are drawn from `seed`.
+pub fn runtime_seeded(device: impl Device + 'static, addr: &str, seed: u64) -> Runtime {
     let mac = device.capabilities().mac.unwrap_or_default();
     let mut host = HostConfig::new(mac, vec![addr.parse().unwrap()]);
     host.transport.id_seed = Some(seed);
