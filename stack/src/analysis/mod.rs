@@ -703,7 +703,7 @@ impl Analyzer {
                 if transport_ok {
                     note.verdict = self.response(id, &f);
                 }
-                f.opcode.is_read_response() && !note.verdict.implied_nak
+                f.opcode.is_read_response() && !note.verdict.no_new_data
             }
             Transport::Cnp => {
                 flow.cnps += 1;

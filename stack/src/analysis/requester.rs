@@ -56,7 +56,6 @@ struct Active {
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     trigger: Trigger,
-    psn: Psn,
     ts: u64,
 }
 
@@ -80,6 +79,22 @@ pub struct Verdict {
     pub resent: bool,
     /// A response that implied a NAK.
     pub implied_nak: bool,
+    /// A READ response or atomic ACK that brings the requester nothing new: one past the
+    /// PSN it expects, which it drops (the first after a loss also implies a NAK), or a
+    /// response it already has (seen at the responder: one sent again because the first
+    /// was lost after the capture point).
+    pub no_new_data: bool,
+}
+
+/// What a READ response or atomic ACK is to the request waiting for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reply {
+    /// The response expected next, or one no tracked request waits for.
+    Taken,
+    /// Past the expected one; `implied_nak` for the first since that one was lost.
+    Early { implied_nak: bool },
+    /// A response the requester already has.
+    Duplicate,
 }
 
 #[derive(Debug, Clone)]
@@ -90,6 +105,13 @@ pub(crate) struct Requester {
     outstanding: VecDeque<Message>,
     last_tx_ts: u64,
     pending: Option<Pending>,
+    /// The response PSN the last implied NAK expected, until that response comes: later
+    /// responses past it meanwhile (the rest of a READ the responder had begun, or the
+    /// answer to the requester's resend with its first packet lost again) tell of no new
+    /// loss.
+    implied_for: Option<Psn>,
+    /// The highest PSN of a READ response or atomic ACK taken so far.
+    delivered: Option<Psn>,
     /// The PSN the responder last refused with an RNR NAK, until an ACK covers it.
     rnr_refused: Option<Psn>,
     active: Option<Active>,
@@ -171,6 +193,8 @@ impl Requester {
             outstanding: VecDeque::new(),
             last_tx_ts: 0,
             pending: None,
+            implied_for: None,
+            delivered: None,
             rnr_refused: None,
             active: None,
             finished: None,
@@ -229,7 +253,7 @@ impl Requester {
         self.last_tx_ts = ts;
         Verdict {
             resent,
-            implied_nak: false,
+            ..Verdict::default()
         }
     }
 
@@ -387,7 +411,6 @@ impl Requester {
                 self.rnr_events_push(ts, psn, min_wait_us);
                 self.pending = Some(Pending {
                     trigger: Trigger::RnrNak,
-                    psn,
                     ts,
                 });
                 self.acknowledge(ts, psn.sub(1), false);
@@ -397,14 +420,14 @@ impl Requester {
                     opcode.low(),
                     op::RDMA_READ_RESPONSE_LAST | op::RDMA_READ_RESPONSE_ONLY
                 );
-                verdict.implied_nak = self.reply(ts, psn, last);
+                self.answer(ts, psn, last, &mut verdict);
                 self.raise_high(psn);
                 if last {
                     self.recovered_by_response(ts, psn);
                 }
             }
             Response::Atomic => {
-                verdict.implied_nak = self.reply(ts, psn, true);
+                self.answer(ts, psn, true, &mut verdict);
                 self.recovered_by_response(ts, psn);
             }
         }
@@ -462,24 +485,20 @@ impl Requester {
         if code == NakCode::PsnSequenceError {
             self.pending = Some(Pending {
                 trigger: Trigger::Nak(code),
-                psn,
                 ts,
             });
         }
     }
 
     fn implied_nak(&mut self, ts: u64, expected: Psn, got: Psn) -> bool {
-        let repeat = self
-            .pending
-            .is_some_and(|p| p.trigger == Trigger::ImpliedNak && p.psn == expected);
-        if repeat {
+        if self.implied_for == Some(expected) {
             return false;
         }
+        self.implied_for = Some(expected);
         self.implied_count += 1;
         push_capped(&mut self.implied, ImpliedNak { ts, expected, got });
         self.pending = Some(Pending {
             trigger: Trigger::ImpliedNak,
-            psn: expected,
             ts,
         });
         true
@@ -526,28 +545,44 @@ impl Requester {
         false
     }
 
+    /// [`Self::reply`], and what it means for the packet's `verdict`.
+    fn answer(&mut self, ts: u64, psn: Psn, ends_message: bool, verdict: &mut Verdict) {
+        let reply = self.reply(ts, psn, ends_message);
+        verdict.implied_nak = reply == Reply::Early { implied_nak: true };
+        // Taken again: a request the capture saw answered was asked again, so its earlier
+        // answer was lost past the capture point.
+        let new = reply == Reply::Taken && self.delivered.is_none_or(|d| psn.distance(d) > 0);
+        if new {
+            self.delivered = Some(psn);
+        }
+        verdict.no_new_data = !new;
+    }
+
     /// A READ response or atomic ACK at `psn`; `ends_message` for the last (or only) one.
-    /// Returns true if it came early: an implied NAK for the one expected.
-    fn reply(&mut self, ts: u64, psn: Psn, ends_message: bool) -> bool {
+    fn reply(&mut self, ts: u64, psn: Psn, ends_message: bool) -> Reply {
         if !self.retire_before(psn) {
-            return false;
+            return Reply::Taken;
         }
         let Some(m) = self.outstanding.front_mut() else {
-            return false;
+            return Reply::Taken;
         };
         let expected = m.response_next;
         let d = psn.distance(expected);
         if d > 0 {
-            return self.implied_nak(ts, expected, psn);
+            let implied_nak = self.implied_nak(ts, expected, psn);
+            return Reply::Early { implied_nak };
         }
         if d < 0 {
-            return false; // a duplicate of a response already seen
+            return Reply::Duplicate;
         }
         if !m.answered && !m.resent {
             self.rtt.record(ts.saturating_sub(m.last_ts));
         }
         m.answered = true;
         m.response_next = psn.next();
+        if self.implied_for == Some(psn) {
+            self.implied_for = None;
+        }
         if ends_message {
             let span = (m.first_psn, psn, m.kind);
             self.outstanding.pop_front();
@@ -555,7 +590,7 @@ impl Requester {
             self.answered[self.answered_next] = Some(span);
             self.answered_next = (self.answered_next + 1) % ANSWERED_KEPT;
         }
-        false
+        Reply::Taken
     }
 
     /// Counts a plain ACK at a PSN that belongs to a READ, atomic, FLUSH or ATOMIC WRITE:
