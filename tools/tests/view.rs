@@ -337,3 +337,19 @@ fn pauses_in_force_are_bands_on_the_time_axis() {
         (Some(20.0), Some(122.4))
     );
 }
+
+/// A READ response that brings nothing new (dropped out of order, or sent again) says so,
+/// so that a learner sees why the requester goes back while data keeps coming.
+#[test]
+fn read_responses_without_new_data_are_tagged() {
+    let cap = pcap("rc_loss_read.pcap");
+    let (code, page, _) = view("loss_read.html", &[&cap]);
+    assert_eq!(code, Some(0));
+    assert!(page.contains("\"no new data\""), "no short tag");
+    assert!(page.contains("no new data: past the PSN the requester expects"));
+    let (_, page, _) = view("read.html", &[&pcap("rc_read.pcap")]);
+    assert!(
+        !page.contains("no new data"),
+        "nothing is sent twice without loss"
+    );
+}

@@ -598,6 +598,12 @@ fn annotate(report: &Report, rows: &mut Rows, tables: &mut Tables) {
                 "implies NAK",
                 "implies a NAK: a response skipped PSNs the requester is owed",
             );
+        } else if n.verdict.no_new_data {
+            tag(
+                "no new data",
+                "no new data: past the PSN the requester expects (it drops this), or a \
+                 response it already has",
+            );
         }
         if n.opcode.transport() == Transport::Cnp {
             tag(
