@@ -418,5 +418,20 @@ fn read_goodput_is_the_data_read_once() {
             .map(|b| b.as_u64().unwrap())
             .sum();
         assert_eq!(goodput, reads * size, "{capture}");
+        // The ladder says which responses brought nothing new, as the view does.
+        let svg = temp_file(&format!("{capture}.svg"), b"");
+        let path = path.to_str().unwrap();
+        roce_ok(&[
+            "ladder",
+            path,
+            "--flow",
+            "0",
+            "--count",
+            "700",
+            "--svg",
+            svg.to_str().unwrap(),
+        ]);
+        let doc = std::fs::read_to_string(&svg).unwrap();
+        assert_eq!(doc.contains("(no new data)"), reads == 20, "{capture}");
     }
 }

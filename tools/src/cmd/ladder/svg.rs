@@ -89,6 +89,8 @@ fn style(n: &PacketNote) -> Style {
         s.color = "#e67e00";
         s.dashed = true;
         s.note.push_str(" (implies NAK)");
+    } else if n.verdict.no_new_data {
+        s.note.push_str(" (no new data)");
     }
     if n.ecn_ce {
         s.note.push_str(" [ECN CE]");
