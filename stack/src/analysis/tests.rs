@@ -94,6 +94,19 @@ impl Scenario {
         )
     }
 
+    /// A 1024-byte READ response (`low`: FIRST, MIDDLE, LAST or ONLY) at `psn`, with an
+    /// ACK in its AETH where the opcode has one.
+    fn read_response(&mut self, from: Host, to: Host, low: u8, psn: u32) -> &mut Self {
+        self.send(
+            from,
+            to,
+            low,
+            psn,
+            Some(Syndrome::Ack { credits: 31 }),
+            1024,
+        )
+    }
+
     fn write(
         &mut self,
         from: Host,
@@ -261,19 +274,18 @@ fn rnr_nak_and_the_wait_before_the_retry() {
 #[test]
 fn a_read_response_out_of_order_is_an_implied_nak() {
     let (a, b) = (host(1, 0x11), host(2, 0x12));
-    let ack = Some(Syndrome::Ack { credits: 31 });
     let mut s = Scenario::default();
     s.send(a, b, op::RDMA_READ_REQUEST, 20, None, 0).wait(10);
-    s.send(b, a, op::RDMA_READ_RESPONSE_FIRST, 20, ack, 1024)
+    s.read_response(b, a, op::RDMA_READ_RESPONSE_FIRST, 20)
         .wait(1);
-    s.send(b, a, op::RDMA_READ_RESPONSE_MIDDLE, 21, None, 1024)
+    s.read_response(b, a, op::RDMA_READ_RESPONSE_MIDDLE, 21)
         .wait(1);
-    s.send(b, a, op::RDMA_READ_RESPONSE_LAST, 23, ack, 1024)
+    s.read_response(b, a, op::RDMA_READ_RESPONSE_LAST, 23)
         .wait(50);
     s.send(a, b, op::RDMA_READ_REQUEST, 22, None, 0).wait(10);
-    s.send(b, a, op::RDMA_READ_RESPONSE_FIRST, 22, ack, 1024)
+    s.read_response(b, a, op::RDMA_READ_RESPONSE_FIRST, 22)
         .wait(1);
-    s.send(b, a, op::RDMA_READ_RESPONSE_LAST, 23, ack, 1024)
+    s.read_response(b, a, op::RDMA_READ_RESPONSE_LAST, 23)
         .wait(1);
     s.send(a, b, op::SEND_ONLY, 24, None, 8).wait(10);
     s.ack(b, a, 24);
@@ -555,14 +567,13 @@ fn an_ack_naming_a_read_or_atomic_is_counted() {
     // rping against rxe under loss: a WRITE and a READ answered; the requester sends both
     // again, and the ACK of the duplicate WRITE names the READ's PSN.
     let (a, b) = (host(1, 0x11), host(2, 0x12));
-    let ack = Some(Syndrome::Ack { credits: 31 });
     let mut s = Scenario::default();
     s.send(a, b, op::RDMA_WRITE_ONLY, 30, None, 64).wait(5);
     s.ack(b, a, 30).wait(1);
     s.send(a, b, op::RDMA_READ_REQUEST, 31, None, 0).wait(5);
-    s.send(b, a, op::RDMA_READ_RESPONSE_FIRST, 31, ack, 1024)
+    s.read_response(b, a, op::RDMA_READ_RESPONSE_FIRST, 31)
         .wait(1);
-    s.send(b, a, op::RDMA_READ_RESPONSE_LAST, 32, ack, 1024)
+    s.read_response(b, a, op::RDMA_READ_RESPONSE_LAST, 32)
         .wait(30);
     s.send(a, b, op::RDMA_WRITE_ONLY, 30, None, 64).wait(5);
     s.ack(b, a, 30).wait(1);
@@ -591,25 +602,24 @@ fn an_ack_naming_a_read_or_atomic_is_counted() {
 #[test]
 fn the_rest_of_a_read_after_going_back_implies_no_second_nak() {
     let (a, b) = (host(1, 0x11), host(2, 0x12));
-    let ack = Some(Syndrome::Ack { credits: 31 });
     let mut s = Scenario::default();
     s.send(a, b, op::RDMA_READ_REQUEST, 20, None, 0).wait(10);
-    s.send(b, a, op::RDMA_READ_RESPONSE_FIRST, 20, ack, 1024)
+    s.read_response(b, a, op::RDMA_READ_RESPONSE_FIRST, 20)
         .wait(1);
-    s.send(b, a, op::RDMA_READ_RESPONSE_MIDDLE, 22, None, 1024)
+    s.read_response(b, a, op::RDMA_READ_RESPONSE_MIDDLE, 22)
         .wait(5);
     s.send(a, b, op::RDMA_READ_REQUEST, 21, None, 0).wait(1);
-    s.send(b, a, op::RDMA_READ_RESPONSE_LAST, 23, ack, 1024)
+    s.read_response(b, a, op::RDMA_READ_RESPONSE_LAST, 23)
         .wait(20);
-    s.send(b, a, op::RDMA_READ_RESPONSE_FIRST, 21, ack, 1024)
+    s.read_response(b, a, op::RDMA_READ_RESPONSE_FIRST, 21)
         .wait(1);
-    s.send(b, a, op::RDMA_READ_RESPONSE_MIDDLE, 22, None, 1024)
+    s.read_response(b, a, op::RDMA_READ_RESPONSE_MIDDLE, 22)
         .wait(1);
-    s.send(b, a, op::RDMA_READ_RESPONSE_LAST, 23, ack, 1024)
+    s.read_response(b, a, op::RDMA_READ_RESPONSE_LAST, 23)
         .wait(1);
     // A second READ loses its first response: that is a new implied NAK.
     s.send(a, b, op::RDMA_READ_REQUEST, 24, None, 0).wait(10);
-    s.send(b, a, op::RDMA_READ_RESPONSE_LAST, 25, ack, 1024);
+    s.read_response(b, a, op::RDMA_READ_RESPONSE_LAST, 25);
     let r = s.analyse();
     let req = flow(&r, a, b).requester.clone().unwrap();
     let implied: Vec<_> = req
@@ -636,13 +646,12 @@ fn the_rest_of_a_read_after_going_back_implies_no_second_nak() {
 #[test]
 fn a_read_asked_again_after_its_answer_is_goodput_once() {
     let (a, b) = (host(1, 0x11), host(2, 0x12));
-    let ack = Some(Syndrome::Ack { credits: 31 });
     let mut s = Scenario::default();
     for round in 0..2 {
         s.send(a, b, op::RDMA_READ_REQUEST, 30, None, 0).wait(10);
-        s.send(b, a, op::RDMA_READ_RESPONSE_FIRST, 30, ack, 1024)
+        s.read_response(b, a, op::RDMA_READ_RESPONSE_FIRST, 30)
             .wait(1);
-        s.send(b, a, op::RDMA_READ_RESPONSE_LAST, 31, ack, 1024)
+        s.read_response(b, a, op::RDMA_READ_RESPONSE_LAST, 31)
             .wait(100 * (1 - round));
     }
     let r = s.analyse();
