@@ -6,7 +6,8 @@
 //!   expected, or an ACK past a READ whose data never came) or an RNR NAK makes the requester
 //!   go back to that PSN at once (go-back-N, IBA 9.7.5.1.2); until the response it went back
 //!   for comes, later READ responses (and older ones) are the responder still sending what it
-//!   was asked before: they restart the timers and are dropped (`restart_timers`);
+//!   was asked before: they restart the timers and are dropped (`restart_timers`), as long
+//!   as the responder may still owe them (`responses_owed`);
 //! - a **fast retransmit timer**, about one smoothed round trip plus four deviations since the
 //!   last transmission or progress, first re-sends the newest packet with AckReq (a tail-loss
 //!   probe: if only the tail was lost it fills the hole, otherwise the responder answers with
@@ -55,6 +56,14 @@ pub(super) struct Completer {
     /// A timer made the requester go back, and no response has come since: until one does,
     /// one packet is in flight (see [`QueuePair::go_back_on_timer`]).
     awaiting_answer: bool,
+    /// READ response packets the responder may still send: each READ request sent (or sent
+    /// again) asks for the rest of its READ, a FLUSH or ATOMIC WRITE for one empty response,
+    /// and each READ response that arrives is one of them. Only while some are owed does a
+    /// response the requester does not take restart its timers: a peer that replays old
+    /// responses for ever cannot keep a connection that makes no progress from failing with
+    /// RETRY_EXC_ERR. Responses lost on the way stay counted until the send queue has
+    /// nothing outstanding; the slack is what was lost since then.
+    responses_owed: u64,
 }
 
 impl Completer {
@@ -68,6 +77,7 @@ impl Completer {
     /// After a flush: nothing outstanding, no timer running.
     pub(super) fn stop(&mut self) {
         self.last_rewind = None;
+        self.responses_owed = 0;
         self.pending_error = None;
         self.awaiting_answer = false;
         self.timers.stop();
@@ -186,8 +196,9 @@ impl QueuePair {
         }
     }
 
-    /// Bookkeeping of a request packet just sent; `timed` marks a fresh packet with AckReq.
-    pub(crate) fn on_transmit(&mut self, ctx: &Ctx<'_>, psn: Psn, timed: bool) {
+    /// Bookkeeping of a request packet just sent; `timed` marks a fresh packet with AckReq,
+    /// `responses` counts the READ response packets it asks for.
+    pub(crate) fn on_transmit(&mut self, ctx: &Ctx<'_>, psn: Psn, timed: bool, responses: u32) {
         let now = ctx.now;
         let fast = now + self.fast_rto(ctx);
         // The local ACK timeout runs from the last progress: only a stopped one starts.
@@ -199,6 +210,7 @@ impl QueuePair {
         t.fast = Some(fast);
         t.ack = ack;
         t.last_sent = Some(now);
+        self.comp.responses_owed += u64::from(responses);
         if timed && t.sample.is_none() {
             t.sample = Some((psn, now));
         }
@@ -317,9 +329,13 @@ impl QueuePair {
     pub(crate) fn handle_response(&mut self, ctx: &mut Ctx<'_>, pkt: &IbPacketRepr<'_>) {
         let old_una = self.sq.una();
         let psn = pkt.bth.psn;
+        let owed = self.comp.responses_owed > 0;
+        if pkt.bth.opcode.is_read_response() {
+            self.comp.responses_owed = self.comp.responses_owed.saturating_sub(1);
+        }
         if !self.sq.is_outstanding(psn) {
             ctx.stats.stale_responses += 1;
-            if pkt.bth.opcode.is_read_response() && psn.distance(old_una) < 0 {
+            if owed && pkt.bth.opcode.is_read_response() && psn.distance(old_una) < 0 {
                 // A READ asked for again is answered again, after whatever the responder
                 // was asked before it: while it sends those, ours waits its turn.
                 self.restart_timers(ctx);
@@ -342,7 +358,7 @@ impl QueuePair {
                 _ => ctx.stats.stale_responses += 1,
             },
             op::RDMA_READ_RESPONSE_FIRST..=op::RDMA_READ_RESPONSE_ONLY => {
-                self.on_read_response(ctx, psn, pkt.bth.opcode.low(), pkt.payload);
+                self.on_read_response(ctx, psn, pkt.bth.opcode.low(), pkt.payload, owed);
             }
             op::ATOMIC_ACKNOWLEDGE => {
                 let orig = pkt.ext.atomic_ack_eth.map_or(0, |a| a.orig);
@@ -450,13 +466,23 @@ impl QueuePair {
         t.fast = None;
     }
 
-    fn on_read_response(&mut self, ctx: &mut Ctx<'_>, psn: Psn, low: u8, payload: &[u8]) {
+    fn on_read_response(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        psn: Psn,
+        low: u8,
+        payload: &[u8],
+        owed: bool,
+    ) {
         if self.ack_through(ctx, psn.sub(1)) {
             if self.comp.last_rewind.is_some() {
                 // Later than the response the requester went back for, before that one:
                 // the rest of a READ the responder began before our request reached it.
                 ctx.stats.stale_responses += 1;
-                return self.restart_timers(ctx);
+                if owed {
+                    self.restart_timers(ctx);
+                }
+                return;
             }
             return self.implied_nak(ctx);
         }
@@ -566,6 +592,9 @@ impl QueuePair {
             }
             t.ack = None;
             t.fast = None;
+        }
+        if !self.sq.outstanding() {
+            self.comp.responses_owed = 0;
         }
         self.rearm(ctx);
         self.check_drained(ctx);

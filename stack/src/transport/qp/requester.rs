@@ -692,7 +692,13 @@ impl QueuePair {
             if fresh {
                 self.sq.max_sent = plan.next_psn;
             }
-            self.on_transmit(ctx, psn, ack_req && fresh);
+            let responses = match plan.low {
+                op::RDMA_READ_REQUEST | op::FLUSH | op::ATOMIC_WRITE => {
+                    plan.next_psn.distance(psn).max(0) as u32
+                }
+                _ => 0,
+            };
+            self.on_transmit(ctx, psn, ack_req && fresh, responses);
         }
         let t = Transmit {
             dest,

@@ -2,8 +2,9 @@
 //! max_dest_rd_atomic, duplicates of READs it never sent, WRITEs over queued READs. Packets
 //! are built by hand and fed to one engine whose output is not drained, so that a queue that
 //! grows shows. Last, requesters driven packet by packet: one whose peer NAKs the same
-//! request for ever, and the fast retransmit timer's races (an ACK overtaking a probe; the
-//! requester's own process descheduled past the timer).
+//! request for ever, one whose peer replays an old READ response for ever, and the fast
+//! retransmit timer's races (an ACK overtaking a probe; the requester's own process
+//! descheduled past the timer).
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -13,7 +14,7 @@ use crate::transport::{
     SendWr, Sge, TransportConfig, WcStatus,
 };
 use crate::wire::feth::{placement, selectivity};
-use crate::wire::opcode::op;
+use crate::wire::opcode::{Headers, op};
 use crate::wire::{
     AethRepr, AtomicEthRepr, BthRepr, ExtHeaders, FethRepr, IbPacketRepr, Msn, NakCode, Opcode,
     PKey, Psn, Qpn, RethRepr, Syndrome, Transport,
@@ -474,19 +475,150 @@ fn requester(timeout: u8, retry_cnt: u8) -> (Engine, crate::transport::CqId, Qpn
 
 /// The peer's acknowledgement (ACK or NAK) of `psn` to the requester's `qpn`.
 fn acknowledge(qpn: Qpn, psn: Psn, syndrome: Syndrome, msn: u32) -> Vec<u8> {
-    let mut bth = BthRepr::new(Opcode::new(Transport::Rc, op::ACKNOWLEDGE), qpn, psn);
+    response(qpn, op::ACKNOWLEDGE, psn, syndrome, msn, &[])
+}
+
+/// A response packet `low` at `psn` to the requester's `qpn`, with an AETH if the opcode
+/// calls for one.
+fn response(qpn: Qpn, low: u8, psn: Psn, syndrome: Syndrome, msn: u32, data: &[u8]) -> Vec<u8> {
+    let opcode = Opcode::new(Transport::Rc, low);
+    let mut bth = BthRepr::new(opcode, qpn, psn);
     bth.pkey = PKey::DEFAULT;
+    let with_aeth = opcode
+        .info()
+        .is_some_and(|i| i.headers.contains(Headers::AETH));
     let ext = ExtHeaders {
-        aeth: Some(AethRepr {
+        aeth: with_aeth.then_some(AethRepr {
             syndrome,
             msn: Msn::new(msn),
         }),
         ..ExtHeaders::default()
     };
     let mut buf = vec![0u8; MAX_PACKET_LEN];
-    let len = IbPacketRepr::new(bth, ext, &[]).emit(&mut buf).unwrap();
+    let len = IbPacketRepr::new(bth, ext, data).emit(&mut buf).unwrap();
     buf.truncate(len);
     buf
+}
+
+/// Posts a READ of `len` bytes (work request 1) on the requester's `qpn` and sends its
+/// request at `now`.
+fn post_read(engine: &mut Engine, qpn: Qpn, len: u32, now: Instant) {
+    let region = vec![0; len as usize];
+    let lkey = engine.register_mr(VA, region, Access::LOCAL_WRITE).unwrap();
+    let sge = Sge {
+        addr: VA,
+        length: len,
+        lkey,
+    };
+    let read = SendOp::Read {
+        remote_addr: 0,
+        rkey: 1,
+    };
+    engine
+        .post_send(qpn, SendWr::new(1, read, vec![sge]))
+        .unwrap();
+    let mut buf = vec![0u8; MAX_PACKET_LEN];
+    let tx = engine
+        .poll_transmit(now, &mut buf)
+        .expect("the READ request");
+    let request = IbPacketRepr::parse(&buf[..tx.len]).unwrap();
+    assert_eq!(request.bth.opcode.low(), op::RDMA_READ_REQUEST);
+}
+
+/// The other side of the rule below: a legitimate replay holds the timers off. The first
+/// response of a 16-packet READ is lost; the second implies the loss, and the requester asks
+/// for the READ again. The responder first sends the rest of the READ as first asked, one
+/// packet every half millisecond (7 ms: longer than the fast timer's 1 ms and the local ACK
+/// timeout's 4.2 ms), then all of it again. The requester waits for it: one request more,
+/// no retry spent. Going back on a timer meanwhile would ask for the READ a third time, and
+/// each request queues one more replay behind the last.
+#[test]
+fn the_rest_of_a_read_asked_again_holds_off_the_timers() {
+    const PACKETS: u32 = 16;
+    let (mut engine, cq, qpn) = requester(10, 3);
+    let len = PACKETS * 1024;
+    let mut now = Instant::from_nanos(1_000_000);
+    post_read(&mut engine, qpn, len, now);
+    let mut buf = vec![0u8; MAX_PACKET_LEN];
+    let mut requests = 0;
+    let mut answer = |engine: &mut Engine, now: Instant, k: u32| {
+        let low = match k {
+            0 => op::RDMA_READ_RESPONSE_FIRST,
+            k if k == PACKETS - 1 => op::RDMA_READ_RESPONSE_LAST,
+            _ => op::RDMA_READ_RESPONSE_MIDDLE,
+        };
+        let pkt = response(qpn, low, Psn::new(FIRST + k), ACK, 1, &[5; 1024]);
+        engine.handle_packet(now, PEER, &pkt).unwrap();
+        while let Some(tx) = engine.poll_transmit(now, &mut buf) {
+            let p = IbPacketRepr::parse(&buf[..tx.len]).unwrap();
+            assert_eq!(p.bth.opcode.low(), op::RDMA_READ_REQUEST);
+            requests += 1;
+        }
+    };
+    const ACK: Syndrome = Syndrome::Ack { credits: 31 };
+    // The first response is lost, the second implies it.
+    answer(&mut engine, now, 1);
+    assert_eq!(engine.stats().implied_naks, 1);
+    let tick = core::time::Duration::from_micros(500);
+    for k in (2..PACKETS).chain(0..PACKETS) {
+        now += tick;
+        if engine.poll_timeout().is_some_and(|t| t <= now) {
+            engine.handle_timeout(now);
+        }
+        answer(&mut engine, now, k);
+    }
+    let wc = engine.poll_completion(cq).expect("the READ completes");
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+    // `answer` counts the requests after the first.
+    assert_eq!(requests, 1, "the READ asked for once more");
+    let stats = engine.stats();
+    assert_eq!((stats.probes, stats.fast_retransmits), (0, 0));
+}
+
+/// A peer answers a READ, then replays that answer every millisecond and never acknowledges
+/// the SEND that follows. A replayed response restarts the requester's timers (a responder
+/// answering a READ asked twice sends the rest of it again before anything newer), but only
+/// for as many responses as were asked for: once those are spent, the local ACK timeout
+/// runs, and the SEND fails with RETRY_EXC_ERR after `retry_cnt` + 1 of them. It never
+/// failed: each replay restarted both timers, and the QP waited for ever.
+#[test]
+fn replayed_read_responses_do_not_hold_off_the_retry_limit() {
+    const RETRY_CNT: u8 = 3;
+    // A local ACK timeout of 4.2 ms.
+    let (mut engine, cq, qpn) = requester(10, RETRY_CNT);
+    let mut now = Instant::from_nanos(1_000_000);
+    post_read(&mut engine, qpn, 1024, now);
+    let mut buf = vec![0u8; MAX_PACKET_LEN];
+    const ACK: Syndrome = Syndrome::Ack { credits: 31 };
+    let answer = response(
+        qpn,
+        op::RDMA_READ_RESPONSE_ONLY,
+        Psn::new(FIRST),
+        ACK,
+        1,
+        &[5; 1024],
+    );
+    engine.handle_packet(now, PEER, &answer).unwrap();
+    let wc = engine.poll_completion(cq).expect("the READ completes");
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+    engine
+        .post_send(qpn, SendWr::new(2, SendOp::Send, Vec::new()))
+        .unwrap();
+    // One second of replays, a thousand times the retry limit's 17 ms.
+    for _ in 0..1000 {
+        while engine.poll_transmit(now, &mut buf).is_some() {}
+        now += core::time::Duration::from_millis(1);
+        if engine.poll_timeout().is_some_and(|t| t <= now) {
+            engine.handle_timeout(now);
+        }
+        if let Some(wc) = engine.poll_completion(cq) {
+            assert_eq!((wc.wr_id, wc.status), (2, WcStatus::RetryExcErr));
+            assert_eq!(engine.query_qp(qpn).unwrap().0, QpState::Err);
+            return;
+        }
+        let _ = engine.handle_packet(now, PEER, &answer);
+    }
+    panic!("a second of replayed READ responses and the SEND still waits");
 }
 
 /// The fast retransmit timer fires and marks the newest packet for a tail-loss probe, and
