@@ -159,6 +159,8 @@ struct Fields<'p> {
     syndrome: Option<Syndrome>,
     msn: Option<crate::wire::Msn>,
     payload_len: u32,
+    /// A READ request's DMA length (its RETH's): how many responses it asks for.
+    read_len: Option<u32>,
     /// The payload as captured (cut frames: only what the capture kept).
     payload: &'p [u8],
     icrc_ok: Option<bool>,
@@ -694,7 +696,8 @@ impl Analyzer {
                 }
                 let requester = flow.requester();
                 if transport == Transport::Rc && transport_ok {
-                    note.verdict = requester.request(f.ts, f.opcode, f.psn, f.payload_len);
+                    note.verdict =
+                        requester.request(f.ts, f.opcode, f.psn, f.payload_len, f.read_len);
                 }
                 !note.retransmitted
             }
@@ -741,9 +744,10 @@ impl Analyzer {
     fn response(&mut self, id: u32, f: &Fields<'_>) -> Verdict {
         let kind = match (f.opcode.low(), f.syndrome) {
             (op::ATOMIC_ACKNOWLEDGE, _) => Response::Atomic,
-            (op::RDMA_READ_RESPONSE_FIRST..=op::RDMA_READ_RESPONSE_ONLY, _) => {
-                Response::Read(f.opcode)
-            }
+            (op::RDMA_READ_RESPONSE_FIRST..=op::RDMA_READ_RESPONSE_ONLY, _) => Response::Read {
+                opcode: f.opcode,
+                payload_len: f.payload_len,
+            },
             (_, Some(Syndrome::Ack { .. })) => Response::Ack,
             (_, Some(Syndrome::Nak(code))) => Response::Nak(code),
             (_, Some(Syndrome::RnrNak { timer })) => Response::Rnr {
@@ -872,6 +876,12 @@ impl Ib<'_> {
             .filter(|i| i.headers.contains(Headers::AETH))
             .and_then(|_| self.bytes.get(self.bth_at + BthRepr::LEN..))
             .and_then(|b| AethRepr::parse(b).ok());
+        // A READ request's RETH comes first after the BTH (IBA 9.2); only RC has them here.
+        let read_len = (bth.opcode == Opcode::new(Transport::Rc, op::RDMA_READ_REQUEST))
+            .then(|| self.bytes.get(self.bth_at + BthRepr::LEN..))
+            .flatten()
+            .and_then(|b| crate::wire::reth::Reth::new_checked(b).ok())
+            .map(|r| r.dma_len());
         let priority = match self.vlan {
             Some(tag) => (tag.pcp & 7, true),
             None => (pfc::dscp_priority(ip.dscp()), false),
@@ -898,6 +908,7 @@ impl Ib<'_> {
             syndrome: aeth.map(|a| a.syndrome),
             msn: aeth.map(|a| a.msn),
             payload_len: self.payload_len,
+            read_len,
             payload,
             icrc_ok,
             ecn_ce: ip.ecn() == Ecn::Ce,

@@ -15,6 +15,7 @@ use super::report::{
 };
 use super::seen::SeenWindow;
 use super::sketch::LatencyHistogram;
+use crate::transport::Mtu;
 use crate::wire::opcode::op;
 use crate::wire::{Msn, NakCode, Opcode, Psn};
 
@@ -41,6 +42,8 @@ struct Message {
     response_next: Psn,
     /// READ and atomics: the first response arrived.
     answered: bool,
+    /// READ: the DMA length asked for (0 when the capture did not show it).
+    read_len: u32,
 }
 
 /// A go-back-N episode in progress.
@@ -68,7 +71,10 @@ pub(crate) enum Response {
         min_wait_us: u32,
     },
     /// The READ response opcode's low bits say first/middle/last/only.
-    Read(Opcode),
+    Read {
+        opcode: Opcode,
+        payload_len: u32,
+    },
     Atomic,
 }
 
@@ -112,6 +118,9 @@ pub(crate) struct Requester {
     implied_for: Option<Psn>,
     /// The highest PSN of a READ response or atomic ACK taken so far.
     delivered: Option<Psn>,
+    /// The path MTU, once a packet that is not its message's last showed it (only the last
+    /// packet of a message may be shorter, IBA 9.7.3.1).
+    mtu: Option<u32>,
     /// The PSN the responder last refused with an RNR NAK, until an ACK covers it.
     rnr_refused: Option<Psn>,
     active: Option<Active>,
@@ -195,6 +204,7 @@ impl Requester {
             pending: None,
             implied_for: None,
             delivered: None,
+            mtu: None,
             rnr_refused: None,
             active: None,
             finished: None,
@@ -231,9 +241,18 @@ impl Requester {
         self.active.as_ref().map(|a| &a.episode)
     }
 
-    /// A request packet of an RC flow (the seen window has already counted it).
-    pub(crate) fn request(&mut self, ts: u64, opcode: Opcode, psn: Psn, payload: u32) -> Verdict {
-        let resent = self.high.is_some_and(|h| at_or_after(h, psn));
+    /// A request packet of an RC flow (the seen window has already counted it); `read_len`
+    /// is a READ request's DMA length.
+    pub(crate) fn request(
+        &mut self,
+        ts: u64,
+        opcode: Opcode,
+        psn: Psn,
+        payload: u32,
+        read_len: Option<u32>,
+    ) -> Verdict {
+        self.learn_mtu(opcode, payload);
+        let resent = self.high.is_some_and(|h| at_or_after(h, psn)) || self.inside_newest_read(psn);
         // The retry of a PSN refused by RNR NAKs ends the wait of each of them.
         for e in self.rnr_events.iter_mut().rev() {
             if e.wait_ns.is_some() {
@@ -250,11 +269,37 @@ impl Requester {
             self.high = Some(psn);
         }
         self.track_message(ts, opcode, psn, payload, resent);
+        if let (Some(len), false) = (read_len, resent)
+            && let Some(m) = self.outstanding.back_mut()
+        {
+            m.read_len = len;
+        }
         self.last_tx_ts = ts;
         Verdict {
             resent,
             ..Verdict::default()
         }
+    }
+
+    /// A packet not the last of its message carries a whole path MTU of payload (one of
+    /// the five IBA MTUs: any other length tells nothing).
+    fn learn_mtu(&mut self, opcode: Opcode, payload: u32) {
+        if !opcode.is_last() && Mtu::from_bytes(payload).is_some() {
+            self.mtu = Some(payload);
+        }
+    }
+
+    /// `psn` lies among the response PSNs of the newest READ, past its first: the requester
+    /// asks for the rest of a READ whose later responses it has not seen (lost, or not yet
+    /// sent: a tail loss), not for a new one. Its span is its DMA length in path MTUs; no
+    /// later request shows it, and no response may have.
+    fn inside_newest_read(&self, psn: Psn) -> bool {
+        let (Some(m), Some(mtu)) = (self.outstanding.back(), self.mtu) else {
+            return false;
+        };
+        let span = i64::from(m.read_len.div_ceil(mtu).max(1));
+        let k = i64::from(psn.distance(m.first_psn));
+        m.kind == MessageKind::Read && (1..span).contains(&k)
     }
 
     fn resend(&mut self, ts: u64, psn: Psn) {
@@ -367,6 +412,7 @@ impl Requester {
                 last_ts: ts,
                 response_next: psn,
                 answered: false,
+                read_len: 0,
             });
             return;
         }
@@ -415,7 +461,11 @@ impl Requester {
                 });
                 self.acknowledge(ts, psn.sub(1), false);
             }
-            Response::Read(opcode) => {
+            Response::Read {
+                opcode,
+                payload_len,
+            } => {
+                self.learn_mtu(opcode, payload_len);
                 let last = matches!(
                     opcode.low(),
                     op::RDMA_READ_RESPONSE_LAST | op::RDMA_READ_RESPONSE_ONLY
@@ -573,7 +623,16 @@ impl Requester {
             return Reply::Early { implied_nak };
         }
         if d < 0 {
-            return Reply::Duplicate;
+            // Before the oldest READ or atomic the capture saw asked, and past every response
+            // taken: the answer to a request lost before the capture point, which shows only
+            // as a resend (and opens no message). The requester takes it.
+            let unseen_request =
+                psn.distance(m.first_psn) < 0 && self.delivered.is_none_or(|d| psn.distance(d) > 0);
+            return if unseen_request {
+                Reply::Taken
+            } else {
+                Reply::Duplicate
+            };
         }
         if !m.answered && !m.resent {
             self.rtt.record(ts.saturating_sub(m.last_ts));
