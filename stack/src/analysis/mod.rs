@@ -43,7 +43,7 @@ use crate::wire::grh::RoceV1Packet;
 use crate::wire::opcode::op;
 use crate::wire::{
     AethRepr, BthRepr, Ecn, FixedHeader, Headers, IpRepr, Ipv6Repr, NotRoce, Opcode, PacketError,
-    Psn, Qpn, RocePacket, Syndrome, Transport,
+    Psn, Qpn, Reth, RocePacket, Syndrome, Transport,
 };
 
 use cm::{CmMessage, CmTracker};
@@ -880,7 +880,7 @@ impl Ib<'_> {
         let read_len = (bth.opcode == Opcode::new(Transport::Rc, op::RDMA_READ_REQUEST))
             .then(|| self.bytes.get(self.bth_at + BthRepr::LEN..))
             .flatten()
-            .and_then(|b| crate::wire::reth::Reth::new_checked(b).ok())
+            .and_then(|b| Reth::new_checked(b).ok())
             .map(|r| r.dma_len());
         let priority = match self.vlan {
             Some(tag) => (tag.pcp & 7, true),

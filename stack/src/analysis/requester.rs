@@ -268,12 +268,7 @@ impl Requester {
             self.close_if_past(ts, psn);
             self.high = Some(psn);
         }
-        self.track_message(ts, opcode, psn, payload, resent);
-        if let (Some(len), false) = (read_len, resent)
-            && let Some(m) = self.outstanding.back_mut()
-        {
-            m.read_len = len;
-        }
+        self.track_message(ts, opcode, psn, payload, read_len.unwrap_or(0), resent);
         self.last_tx_ts = ts;
         Verdict {
             resent,
@@ -382,9 +377,18 @@ impl Requester {
         }
     }
 
-    /// Follows messages from first to last packet. A resent first packet belongs to a
-    /// message already tracked; a resent middle or last one may fill a gap the capture left.
-    fn track_message(&mut self, ts: u64, opcode: Opcode, psn: Psn, payload: u32, resent: bool) {
+    /// Follows messages from first to last packet (`read_len`: a READ's DMA length). A
+    /// resent first packet belongs to a message already tracked; a resent middle or last one
+    /// may fill a gap the capture left.
+    fn track_message(
+        &mut self,
+        ts: u64,
+        opcode: Opcode,
+        psn: Psn,
+        payload: u32,
+        read_len: u32,
+        resent: bool,
+    ) {
         if opcode.is_first() {
             if resent {
                 return;
@@ -412,7 +416,7 @@ impl Requester {
                 last_ts: ts,
                 response_next: psn,
                 answered: false,
-                read_len: 0,
+                read_len,
             });
             return;
         }

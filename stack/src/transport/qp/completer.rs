@@ -89,6 +89,13 @@ impl Completer {
         if self.awaiting_answer { 1 } else { self.window }
     }
 
+    /// A READ response came: one fewer is owed. False if none was.
+    fn take_owed_response(&mut self) -> bool {
+        let owed = self.responses_owed > 0;
+        self.responses_owed = self.responses_owed.saturating_sub(1);
+        owed
+    }
+
     /// Waiting out an RNR NAK: the requester sends nothing until then.
     pub(super) fn rnr_waiting(&self) -> bool {
         self.timers.rnr.is_some()
@@ -329,13 +336,11 @@ impl QueuePair {
     pub(crate) fn handle_response(&mut self, ctx: &mut Ctx<'_>, pkt: &IbPacketRepr<'_>) {
         let old_una = self.sq.una();
         let psn = pkt.bth.psn;
-        let owed = self.comp.responses_owed > 0;
-        if pkt.bth.opcode.is_read_response() {
-            self.comp.responses_owed = self.comp.responses_owed.saturating_sub(1);
-        }
+        // Whether this READ response is one the responder may still owe (none other is).
+        let owed = pkt.bth.opcode.is_read_response() && self.comp.take_owed_response();
         if !self.sq.is_outstanding(psn) {
             ctx.stats.stale_responses += 1;
-            if owed && pkt.bth.opcode.is_read_response() && psn.distance(old_una) < 0 {
+            if owed && psn.distance(old_una) < 0 {
                 // A READ asked for again is answered again, after whatever the responder
                 // was asked before it: while it sends those, ours waits its turn.
                 self.restart_timers(ctx);

@@ -24,6 +24,8 @@ const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 7));
 const VA: u64 = 0x10_0000;
 const LEN: usize = 256 * 1024;
 const FIRST: u32 = 0x100;
+/// The peer's plain ACK syndrome.
+const ACK: Syndrome = Syndrome::Ack { credits: 31 };
 
 struct Responder {
     engine: Engine,
@@ -555,7 +557,6 @@ fn the_rest_of_a_read_asked_again_holds_off_the_timers() {
             requests += 1;
         }
     };
-    const ACK: Syndrome = Syndrome::Ack { credits: 31 };
     // The first response is lost, the second implies it.
     answer(&mut engine, now, 1);
     assert_eq!(engine.stats().implied_naks, 1);
@@ -589,7 +590,6 @@ fn replayed_read_responses_do_not_hold_off_the_retry_limit() {
     let mut now = Instant::from_nanos(1_000_000);
     post_read(&mut engine, qpn, 1024, now);
     let mut buf = vec![0u8; MAX_PACKET_LEN];
-    const ACK: Syndrome = Syndrome::Ack { credits: 31 };
     let answer = response(
         qpn,
         op::RDMA_READ_RESPONSE_ONLY,
@@ -659,7 +659,6 @@ fn a_probe_overtaken_by_its_ack_is_not_sent() {
     // marks it for a probe; its ACK comes before the probe leaves.
     let due = engine.poll_timeout().expect("a timer runs for the SEND");
     engine.handle_timeout(due);
-    const ACK: Syndrome = Syndrome::Ack { credits: 31 };
     engine
         .handle_packet(due, PEER, &acknowledge(qpn, Psn::new(FIRST), ACK, 0))
         .unwrap();
@@ -735,7 +734,7 @@ fn a_requester_that_did_not_send_does_not_time_out() {
     }
     let all: Vec<Psn> = (0..4).map(|k| Psn::new(FIRST + k)).collect();
     assert_eq!(sent, all, "each packet once, in order");
-    let ack = acknowledge(qpn, Psn::new(FIRST + 3), Syndrome::Ack { credits: 31 }, 2);
+    let ack = acknowledge(qpn, Psn::new(FIRST + 3), ACK, 2);
     engine.handle_packet(now, PEER, &ack).unwrap();
     for wr_id in 1..=2 {
         let wc = engine.poll_completion(cq).expect("both SENDs complete");
