@@ -170,20 +170,23 @@ fn ladder_draws_one_arrow_per_packet() {
 }
 
 /// Damage and snap-length cuts are told as `analyze` tells them: exit 2 or 3 and one line on
-/// stderr (issue 14: ladder said nothing and exited 0); a missing file names its OS error
-/// once, a directory says it is one.
+/// stderr (issue 14: ladder said nothing and exited 0; view exited 2 and said nothing); a
+/// missing file names its OS error once, a directory says it is one.
 #[test]
-fn ladder_and_analyze_exit_statuses_and_one_line_errors() {
+fn ladder_view_and_analyze_exit_statuses_and_one_line_errors() {
     let frames = sample::frames(15);
     let whole = pcap_bytes(&frames);
     let cut = temp_file("ladder-cut.pcap", &whole[..whole.len() - 9]);
     let snapped = temp_file("ladder-snap.pcap", &pcap_bytes_snap(&frames, 1, 96));
     let svg = temp_file("ladder-status.svg", b"");
     let svg = svg.to_str().unwrap();
+    let html = temp_file("ladder-status.html", b"");
+    let html = html.to_str().unwrap();
     for (path, code, says) in [(&cut, 2, "cut short"), (&snapped, 3, "snap length")] {
         for args in [
             vec!["ladder", path.to_str().unwrap(), "--svg", svg],
             vec!["analyze", path.to_str().unwrap()],
+            vec!["view", path.to_str().unwrap(), "-o", html],
         ] {
             let (_, err) = roce_exit(&args, code);
             assert!(
@@ -192,6 +195,23 @@ fn ladder_and_analyze_exit_statuses_and_one_line_errors() {
             );
         }
     }
+    // Damaged before its first frame: nothing to draw, and the damage is why.
+    let mut bogus = whole[..24].to_vec();
+    bogus.extend_from_slice(&[0; 8]);
+    bogus.extend_from_slice(&u32::MAX.to_le_bytes());
+    bogus.extend_from_slice(&16u32.to_le_bytes());
+    let bogus = temp_file("ladder-bogus.pcap", &bogus);
+    let bogus = bogus.to_str().unwrap();
+    let (_, err) = roce_exit(&["ladder", bogus, "--svg", svg], 1);
+    assert!(
+        err.lines().count() == 1 && err.contains("no RoCEv2 packets before the damage"),
+        "{err}"
+    );
+    let (_, err) = roce_exit(&["view", bogus, "-o", html], 2);
+    assert!(
+        err.lines().count() == 1 && err.contains("damaged capture at byte 24"),
+        "{err}"
+    );
     let dir = std::env::temp_dir();
     for (path, says) in [
         ("/nonexistent/x.pcap", "No such file or directory"),

@@ -141,6 +141,11 @@ fn from_count_and_flow_pick_the_page() {
     assert_eq!(code, Some(1));
     let (code, ..) = view("bad.html", &[&cap, "--from", "0"]);
     assert_eq!(code, Some(1));
+    // Past the last frame: nothing to show in detail is an error, as in roce ladder.
+    let (code, ..) = view("bad.html", &[&cap, "--from", "100000"]);
+    assert_eq!(code, Some(1));
+    let (code, ..) = view("bad.html", &[&cap, "--flow", "0", "--from", "100000"]);
+    assert_eq!(code, Some(1));
 }
 
 #[test]

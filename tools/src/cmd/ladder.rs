@@ -75,7 +75,14 @@ pub fn run(args: LadderArgs) -> anyhow::Result<ExitCode> {
         ),
         None => (0..report.flows.len())
             .min_by_key(|&i| std::cmp::Reverse(report.flows[i].packets))
-            .with_context(|| format!("{}: no RoCEv2 packets", args.file.display()))?,
+            .with_context(|| match &report.input.damage {
+                // Nothing to draw because the file is damaged before any RoCE frame: say so.
+                Some(damage) => format!(
+                    "{}: no RoCEv2 packets before the damage: {damage}",
+                    args.file.display()
+                ),
+                None => format!("{}: no RoCEv2 packets", args.file.display()),
+            })?,
     };
     let reverse = report.flows[flow].reverse;
     // The analysis is deterministic: a second pass gives the same flow numbers, and every

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 use roce::analysis::pfc::{PfcOptions, PfcTracker, pause_frame};
-use roce::analysis::{Analyzer, Outcome, PacketNote, Report};
+use roce::analysis::{Analyzer, InputProblems, Outcome, PacketNote, Report};
 use roce::capture::Frame;
 use roce::wire::pause::MacControlRepr;
 use roce::wire::{Syndrome, Transport};
@@ -45,7 +45,7 @@ pub const MAX_COUNT: u64 = 100_000;
 /// A page holds the details of up to --count frames (a page of the capture, or of one flow's
 /// exchange with --flow); the flows and plots always cover the whole capture. A damaged
 /// capture is shown up to the damage with a banner saying where it is (exit 2); frames cut by
-/// a snap length are flagged (exit 3).
+/// a snap length are flagged (exit 3); either is also said in one line on stderr.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
@@ -238,13 +238,9 @@ pub fn run(args: ViewArgs) -> anyhow::Result<ExitCode> {
         view.html.len(),
         view.summary
     );
-    Ok(if view.damaged {
-        ExitCode::from(super::analyze::EXIT_DAMAGED)
-    } else if view.cut {
-        ExitCode::from(super::analyze::EXIT_CUT_FRAMES)
-    } else {
-        ExitCode::SUCCESS
-    })
+    // Damage and cut frames are said on stderr as `roce analyze` and `roce ladder` say them
+    // (the page's banner is not seen from a script or a terminal).
+    Ok(super::analyze::input_status(&args.file, &view.input))
 }
 
 /// A finished page.
@@ -252,8 +248,8 @@ pub struct View {
     pub html: String,
     /// One line for the terminal: what the page holds.
     pub summary: String,
-    pub damaged: bool,
-    pub cut: bool,
+    /// What was wrong with the file: where it is damaged, frames cut by a snap length.
+    pub input: InputProblems,
 }
 
 /// The page for a capture file (`args.output` is not used).
@@ -380,6 +376,22 @@ pub fn build(args: &ViewArgs) -> anyhow::Result<View> {
             )
         })
         .collect();
+    if rows.n.is_empty() && report.packets > 0 {
+        // As `roce ladder`: a page with no frame in detail is not what was asked for.
+        match args.flow {
+            Some(f) => bail!(
+                "{}: flow {f} and its reverse have no frames from frame {}",
+                args.file.display(),
+                args.from
+            ),
+            None => bail!(
+                "{}: --from {} is past the last frame (the capture has {} frames)",
+                args.file.display(),
+                args.from,
+                report.packets
+            ),
+        }
+    }
     let initial_flow = args.flow.or_else(|| busiest_flow(&rows, &report));
     let page_from = rows.n.first().copied().unwrap_or(0);
     let page_to = rows.n.last().copied().unwrap_or(0);
@@ -422,8 +434,7 @@ pub fn build(args: &ViewArgs) -> anyhow::Result<View> {
     Ok(View {
         html,
         summary,
-        damaged: report.input.damage.is_some(),
-        cut: report.input.cut_frames > 0,
+        input: report.input,
     })
 }
 
@@ -433,8 +444,7 @@ fn empty(name: &str, why: &str) -> View {
     View {
         html: html::empty_page(name, why, &report),
         summary: why.to_string(),
-        damaged: false,
-        cut: false,
+        input: InputProblems::default(),
     }
 }
 
