@@ -104,6 +104,8 @@ fn bad_flags_get_one_line_and_a_failure() {
         &["--duration-ms", "-1"],
         &["--flows", "0"],
         &["--payload", "9000"],
+        // Beyond the simulated clock's 213 days: refused, not taken as the end of time.
+        &["--delay-us", "1e30"],
     ] {
         let mut all = vec!["sim", "dcqcn"];
         all.extend_from_slice(args);

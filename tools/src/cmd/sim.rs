@@ -189,7 +189,16 @@ fn time(flag: &str, value: f64, unit: Time) -> anyhow::Result<Time> {
     if !(value.is_finite() && value >= 0.0) {
         bail!("{flag} must be a non-negative number, got {value}");
     }
-    let t = Time::from_secs_f64(value * unit.as_secs_f64());
+    let secs = value * unit.as_secs_f64();
+    // The simulated clock counts picoseconds in 64 bits (213 days): beyond that a time
+    // would silently become the end of time.
+    if secs >= Time::MAX.as_secs_f64() {
+        bail!(
+            "{flag} {value:e} is beyond the simulated clock, which ends after {:.0} days",
+            Time::MAX.as_secs_f64() / 86_400.0
+        );
+    }
+    let t = Time::from_secs_f64(secs);
     if value > 0.0 && t.is_zero() {
         bail!("{flag} {value} is below a picosecond");
     }
