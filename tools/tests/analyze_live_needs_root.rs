@@ -46,6 +46,21 @@ fn strip_timing(v: &mut Value) {
     }
 }
 
+/// `roce analyze --live --json` on the listening end, a JSON line every 50 ms.
+fn live_json() -> Command {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", NS, env!("CARGO_BIN_EXE_roce")])
+        .args([
+            "analyze",
+            "--live",
+            LISTENER,
+            "--interval",
+            "0.05",
+            "--json",
+        ]);
+    cmd
+}
+
 /// The JSON lines of a running `roce analyze --live --json`, as they come.
 struct Listener {
     child: Child,
@@ -54,16 +69,7 @@ struct Listener {
 
 impl Listener {
     fn start() -> Listener {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", NS, env!("CARGO_BIN_EXE_roce")])
-            .args([
-                "analyze",
-                "--live",
-                LISTENER,
-                "--interval",
-                "0.05",
-                "--json",
-            ])
+        let mut child = live_json()
             .stdout(Stdio::piped())
             .spawn()
             .expect("start roce analyze --live");
@@ -228,6 +234,31 @@ fn live_analysis_of_replayed_captures_matches_offline_needs_root() {
         captures.len()
     );
     assert!(replayed >= 20, "only {replayed} captures replayed");
+
+    // A reader that leaves (`| head -n 1`) ends the watch quietly: exit 0, nothing on
+    // stderr (it exited 1 with "Broken pipe").
+    let mut child = live_json()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start roce analyze --live");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .expect("read the first JSON line");
+    assert!(first.starts_with('{'), "{first}");
+    let started = Instant::now();
+    while child.try_wait().expect("wait for roce").is_none() {
+        if started.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("roce analyze --live went on for 10 s after its reader left");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("roce exits");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
 
     // The interface going away ends the capture with the report so far, then an error.
     let mut listener = Listener::start();

@@ -122,3 +122,42 @@ fn help_has_examples() {
         "{text}"
     );
 }
+
+/// A reader that stops early (`roce sim dcqcn --json | head`) ends the output quietly: exit
+/// 0 and nothing on stderr (`println!` panicked: "failed printing to stdout: Broken pipe").
+/// A stdout that cannot be written is one line and exit 1. The JSON is about a megabyte,
+/// well past what a pipe holds, so the write after the reader left is certain.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly_and_a_full_disk_is_an_error() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let args = ["sim", "dcqcn", "--json", "--sample-us", "10"];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"{");
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+
+    let full = std::fs::File::create("/dev/full").expect("/dev/full");
+    let out = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(args)
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.lines().count() == 1 && err.contains("No space left on device"),
+        "{err}"
+    );
+}

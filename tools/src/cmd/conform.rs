@@ -108,7 +108,7 @@ pub struct ConformArgs {
 pub fn run_cmd(args: ConformArgs) -> anyhow::Result<ExitCode> {
     let checks = select(args.only.as_deref())?;
     if args.list {
-        list(&checks, args.json);
+        list(&checks, args.json)?;
         return Ok(ExitCode::SUCCESS);
     }
     let expected = args.expect.as_deref().map(read_expected).transpose()?;
@@ -161,18 +161,18 @@ fn select(only: Option<&str>) -> anyhow::Result<Vec<Check>> {
     Ok(picked)
 }
 
-fn list(checks: &[Check], json: bool) {
+fn list(checks: &[Check], json: bool) -> anyhow::Result<()> {
     if json {
         let v: Vec<_> = checks
             .iter()
             .map(|c| json!({"id": c.id, "rule": c.rule, "title": c.title}))
             .collect();
-        println!("{}", serde_json::Value::Array(v));
-        return;
+        return crate::outln!("{}", serde_json::Value::Array(v));
     }
     for c in checks {
-        println!("{:<36} {:<26} {}", c.id, c.rule, c.title);
+        crate::outln!("{:<36} {:<26} {}", c.id, c.rule, c.title)?;
     }
+    Ok(())
 }
 
 fn agent_addr(args: &ConformArgs, peer: IpAddr) -> anyhow::Result<SocketAddr> {
@@ -243,15 +243,17 @@ fn run_with(
     let total = checks.len();
     let mut done = 0;
     if !json {
-        println!("roce conform: {total} checks against {header}");
-        println!("{:<36} {:<26} {:<15} EVIDENCE", "CHECK", "RULE", "RESULT");
+        crate::outln!("roce conform: {total} checks against {header}")?;
+        crate::outln!("{:<36} {:<26} {:<15} EVIDENCE", "CHECK", "RULE", "RESULT")?;
     }
     let mut progress = |r: &CheckResult| {
         done += 1;
         if json {
             eprintln!("[{done}/{total}] {} {}", r.id, r.outcome.name());
         } else {
-            println!(
+            // A row that cannot be written does not stop the run: the summary's write
+            // reports a failing stdout.
+            let _ = crate::outln!(
                 "{:<36} {:<26} {:<15} {}",
                 r.id,
                 r.rule,
@@ -279,14 +281,14 @@ fn finish(
         report.count(Outcome::NotApplicable),
     );
     if args.json {
-        println!("{}", to_json(peer, report));
+        crate::outln!("{}", to_json(peer, report))?;
     } else {
-        println!(
+        crate::outln!(
             "roce conform: {pass} passed, {fail} failed, {na} not applicable ({} checks; agent {}, congestion control {})",
             checks.len(),
             report.agent,
             report.cc
-        );
+        )?;
     }
     if let Some(path) = &args.junit {
         std::fs::write(path, to_junit(peer, report))

@@ -91,7 +91,7 @@ pub fn run(args: ConformAgentArgs) -> anyhow::Result<ExitCode> {
     let cc = if args.dcqcn == "off" { "none" } else { "dcqcn" };
     let mut agent = AgentServer::new("roce", cc);
     let addrs: Vec<String> = args.ip.iter().map(ToString::to_string).collect();
-    println!(
+    let _ = crate::outln!(
         "roce conform-agent: listening on TCP port {}, RoCE at {} on {}, congestion control {cc}",
         args.port,
         addrs.join(" "),
@@ -112,9 +112,11 @@ pub fn run(args: ConformAgentArgs) -> anyhow::Result<ExitCode> {
         sessions.retain_mut(|s| {
             if s.closing && s.output.is_empty() {
                 agent.close(s.id, rt.host_mut());
-                println!(
+                let _ = crate::outln!(
                     "roce conform-agent: session {} from {} ended after {} requests",
-                    s.id, s.peer, s.requests
+                    s.id,
+                    s.peer,
+                    s.requests
                 );
                 false
             } else {
@@ -145,7 +147,7 @@ fn accept(listener: &TcpListener, sessions: &mut Vec<Session>, next_id: &mut u64
             continue;
         }
         let _ = stream.set_nodelay(true);
-        println!("roce conform-agent: session {next_id} from {peer}");
+        let _ = crate::outln!("roce conform-agent: session {next_id} from {peer}");
         sessions.push(Session {
             id: *next_id,
             stream,

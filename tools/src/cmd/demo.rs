@@ -141,9 +141,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let wall = started.elapsed();
     let pcap = (!args.no_pcap).then_some(&args.pcap);
     if args.json {
-        println!("{}", to_json(&report, wall, pcap));
+        crate::outln!("{}", to_json(&report, wall, pcap))?;
     } else {
-        print!("{}", summary(&report, wall, pcap));
+        crate::out!("{}", summary(&report, wall, pcap))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -26,6 +26,37 @@ use std::sync::mpsc;
 
 use roce::capture::{CaptureError, CaptureReader, Frame, FrameRef};
 
+/// Writes a command's output to stdout. A reader that went away (`roce sim dcqcn --json |
+/// head`) is the reader's choice: the rest is dropped quietly, as `decode` and `analyze` drop
+/// it, where `println!` panicked. Any other write error (`> /dev/full`) is returned.
+pub fn write_out(text: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_fmt(text).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// `print!` through [`write_out`]; evaluates to its `anyhow::Result<()>`.
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cmd::write_out(format_args!($($arg)*))
+    };
+}
+
+/// `println!` through [`write_out`]; evaluates to its `anyhow::Result<()>`.
+#[macro_export]
+macro_rules! outln {
+    () => {
+        $crate::cmd::write_out(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cmd::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 /// Opens a capture for a subcommand; the error names the file once.
 pub fn open_capture(path: &Path) -> anyhow::Result<CaptureReader> {
     CaptureReader::open(path).map_err(|e| match e {

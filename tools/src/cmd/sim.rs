@@ -177,9 +177,9 @@ fn dcqcn(args: DcqcnArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json::document(&run))?);
+        crate::outln!("{}", serde_json::to_string_pretty(&json::document(&run))?)?;
     } else {
-        print!("{}", text::summary(&run));
+        crate::out!("{}", text::summary(&run))?;
     }
     Ok(ExitCode::SUCCESS)
 }

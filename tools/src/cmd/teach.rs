@@ -66,7 +66,7 @@ pub struct GenArgs {
 pub fn run(args: GenArgs) -> anyhow::Result<ExitCode> {
     if args.list {
         for l in Lesson::ALL {
-            println!("{:<14} {}", l.name(), l.summary());
+            crate::outln!("{:<14} {}", l.name(), l.summary())?;
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -109,11 +109,11 @@ fn write(lesson: Lesson, opts: &GenOptions, path: &Path, view: bool) -> anyhow::
         1 => "1 frame".to_owned(),
         n => format!("{n} frames"),
     };
-    println!(
+    crate::outln!(
         "{}: {frames}{dropped}: {}",
         path.display(),
         lesson.summary()
-    );
+    )?;
     if view {
         let page = super::view::beside(path);
         let built = super::view::build(&super::view::ViewArgs {
@@ -127,7 +127,7 @@ fn write(lesson: Lesson, opts: &GenOptions, path: &Path, view: bool) -> anyhow::
         })?;
         std::fs::write(&page, &built.html)
             .with_context(|| format!("cannot write {}", page.display()))?;
-        println!("{}: {}", page.display(), built.summary);
+        crate::outln!("{}: {}", page.display(), built.summary)?;
     }
     Ok(())
 }

@@ -232,12 +232,12 @@ pub fn run(args: ViewArgs) -> anyhow::Result<ExitCode> {
     let view = build(&args)?;
     std::fs::write(&output, &view.html)
         .with_context(|| format!("cannot write {}", output.display()))?;
-    println!(
+    crate::outln!(
         "roce view: wrote {} ({} bytes; {})",
         output.display(),
         view.html.len(),
         view.summary
-    );
+    )?;
     // Damage and cut frames are said on stderr as `roce analyze` and `roce ladder` say them
     // (the page's banner is not seen from a script or a terminal).
     Ok(super::analyze::input_status(&args.file, &view.input))

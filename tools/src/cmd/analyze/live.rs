@@ -130,6 +130,7 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
     let mut failed = None;
     let mut last_counts = KernelCounts::default();
     let mut stdout = io::stdout().lock();
+    let mut reader_gone = false;
     loop {
         if live::stop_requested() {
             break;
@@ -144,9 +145,18 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
             last_counts = counts;
             let shown = show(&opts, &report, &mut interval, now, counts, tty);
             if opts.json {
-                json::write_line(&report, shown, &mut stdout)?;
-                stdout.write_all(b"\n")?;
-                stdout.flush()?;
+                let written = json::write_line(&report, shown, &mut stdout)
+                    .map_err(io::Error::from)
+                    .and_then(|()| stdout.write_all(b"\n"))
+                    .and_then(|()| stdout.flush());
+                match written {
+                    // The reader left (`| head -n 3`): the watch ends quietly.
+                    Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                        reader_gone = true;
+                        break;
+                    }
+                    written => written?,
+                }
             }
             // Ticks stay on the grid of the start; a slow tick skips, never bunches up.
             while next_tick <= now {
@@ -176,23 +186,31 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
     let counts = capture.kernel_counts().unwrap_or(last_counts);
     let report = analyzer.into_report();
     let name = format!("{} (live)", opts.iface);
-    if opts.json {
-        let elapsed = start.elapsed().as_secs_f64();
-        json::write_line(
-            &report,
-            live_object(&opts, None, elapsed, counts),
-            &mut stdout,
-        )?;
-        stdout.write_all(b"\n")?;
-    } else {
-        stdout.write_all(text::render(Path::new(&name), &report).as_bytes())?;
-        writeln!(
-            stdout,
-            "\nkernel: {} frames seen on {}, {} dropped (the ring was full)",
-            counts.received, opts.iface, counts.dropped
-        )?;
+    let mut write_final = || -> io::Result<()> {
+        if opts.json {
+            let elapsed = start.elapsed().as_secs_f64();
+            json::write_line(
+                &report,
+                live_object(&opts, None, elapsed, counts),
+                &mut stdout,
+            )?;
+            stdout.write_all(b"\n")?;
+        } else {
+            stdout.write_all(text::render(Path::new(&name), &report).as_bytes())?;
+            writeln!(
+                stdout,
+                "\nkernel: {} frames seen on {}, {} dropped (the ring was full)",
+                counts.received, opts.iface, counts.dropped
+            )?;
+        }
+        stdout.flush()
+    };
+    if !reader_gone {
+        match write_final() {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+            written => written?,
+        }
     }
-    stdout.flush()?;
     if counts.dropped > 0 {
         eprintln!(
             "roce: {}: the kernel dropped {} frames the analysis never saw (the ring was full)",

@@ -204,9 +204,9 @@ pub fn run(args: NetArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json::document(&runs))?);
+        crate::outln!("{}", serde_json::to_string_pretty(&json::document(&runs))?)?;
     } else {
-        print!("{}", text::summary(&runs));
+        crate::out!("{}", text::summary(&runs))?;
     }
     Ok(ExitCode::SUCCESS)
 }
