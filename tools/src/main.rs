@@ -55,7 +55,7 @@ fn main() -> ExitCode {
     match cli.command.run() {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("roce: {e:#}");
+            eprintln!("roce: {}", cmd::error_line(&e));
             ExitCode::FAILURE
         }
     }

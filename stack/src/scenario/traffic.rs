@@ -359,16 +359,18 @@ impl Traffic {
         a: &mut Engine,
         b: &mut Engine,
     ) -> Result<(), TrafficError> {
-        for e in [&mut *a, &mut *b] {
-            if let Some(Event::QpFatal { qpn }) = e.poll_event() {
-                return Err(TrafficError::QpFatal(qpn));
-            }
-        }
+        // Completions first: a work request completed in error says why the queue pair
+        // then entered the error state (RETRY_EXC_ERR, say), which the event does not.
         while let Some(wc) = a.poll_completion(self.cq_a) {
             self.complete_a(a, b, &wc)?;
         }
         while let Some(wc) = b.poll_completion(self.cq_b) {
             self.complete_b(now, a, b, &wc)?;
+        }
+        for e in [&mut *a, &mut *b] {
+            if let Some(Event::QpFatal { qpn }) = e.poll_event() {
+                return Err(TrafficError::QpFatal(qpn));
+            }
         }
         while let Some(&(at, slot)) = self.held.front()
             && at <= now

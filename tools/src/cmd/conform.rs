@@ -121,7 +121,7 @@ pub fn run_cmd(args: ConformArgs) -> anyhow::Result<ExitCode> {
         return match run_with(&args, &checks, &mut peer, Timing::default(), &header) {
             Ok(report) => finish(&args, &checks, peer_ip, &report, expected.as_ref()),
             Err(e) => {
-                eprintln!("roce: conform: {e:#}");
+                eprintln!("roce: conform: {}", super::error_line(&e));
                 Ok(ExitCode::from(2))
             }
         };
@@ -132,7 +132,7 @@ pub fn run_cmd(args: ConformArgs) -> anyhow::Result<ExitCode> {
     match run_suite(&args, &checks, peer_ip, iface, ip) {
         Ok(report) => finish(&args, &checks, peer_ip, &report, expected.as_ref()),
         Err(e) => {
-            eprintln!("roce: conform: {e:#}");
+            eprintln!("roce: conform: {}", super::error_line(&e));
             Ok(ExitCode::from(2))
         }
     }

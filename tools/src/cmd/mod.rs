@@ -26,6 +26,24 @@ use std::sync::mpsc;
 
 use roce::capture::{CaptureError, CaptureReader, Frame, FrameRef};
 
+/// An error and its causes on one line, each said once. Many of the stack's errors already
+/// carry their cause's text ("verification failed: queue pair 0x11 entered the error
+/// state") and name it as their source too, so anyhow's `{:#}` said it twice.
+pub fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
 /// Writes a command's output to stdout. A reader that went away (`roce sim dcqcn --json |
 /// head`) is the reader's choice: the rest is dropped quietly, as `decode` and `analyze` drop
 /// it, where `println!` panicked. Any other write error (`> /dev/full`) is returned.
@@ -232,6 +250,34 @@ fn replay_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("queue pair 0x11 entered the error state")]
+    struct Inner;
+
+    #[derive(Debug, thiserror::Error)]
+    enum Outer {
+        #[error("verification failed: {0}")]
+        Says(#[from] Inner),
+        #[error("verification failed")]
+        Names(#[source] Inner),
+    }
+
+    #[test]
+    fn an_error_line_says_each_cause_once() {
+        let says = anyhow::Error::new(Outer::Says(Inner));
+        assert_eq!(
+            format!("{says:#}"),
+            "verification failed: queue pair 0x11 entered the error state: \
+             queue pair 0x11 entered the error state",
+            "what anyhow says"
+        );
+        let once = "verification failed: queue pair 0x11 entered the error state";
+        assert_eq!(error_line(&says), once);
+        assert_eq!(error_line(&anyhow::Error::new(Outer::Names(Inner))), once);
+        let context = anyhow::Error::new(Outer::Says(Inner)).context("roce demo");
+        assert_eq!(error_line(&context), format!("roce demo: {once}"));
+    }
 
     /// A capture of `n` frames in the temporary directory, removed on drop.
     struct TempCapture(std::path::PathBuf);
