@@ -285,14 +285,14 @@ fn rnr_nak_and_the_wait_before_the_retry() {
 fn a_read_response_out_of_order_is_an_implied_nak() {
     let (a, b) = (host(1, 0x11), host(2, 0x12));
     let mut s = Scenario::default();
-    s.send(a, b, op::RDMA_READ_REQUEST, 20, None, 0).wait(10);
+    s.read(a, b, 20, 4 * 1024).wait(10);
     s.read_response(b, a, op::RDMA_READ_RESPONSE_FIRST, 20)
         .wait(1);
     s.read_response(b, a, op::RDMA_READ_RESPONSE_MIDDLE, 21)
         .wait(1);
     s.read_response(b, a, op::RDMA_READ_RESPONSE_LAST, 23)
         .wait(50);
-    s.send(a, b, op::RDMA_READ_REQUEST, 22, None, 0).wait(10);
+    s.read(a, b, 22, 2 * 1024).wait(10);
     s.read_response(b, a, op::RDMA_READ_RESPONSE_FIRST, 22)
         .wait(1);
     s.read_response(b, a, op::RDMA_READ_RESPONSE_LAST, 23)
@@ -580,7 +580,7 @@ fn an_ack_naming_a_read_or_atomic_is_counted() {
     let mut s = Scenario::default();
     s.send(a, b, op::RDMA_WRITE_ONLY, 30, None, 64).wait(5);
     s.ack(b, a, 30).wait(1);
-    s.send(a, b, op::RDMA_READ_REQUEST, 31, None, 0).wait(5);
+    s.read(a, b, 31, 2 * 1024).wait(5);
     s.read_response(b, a, op::RDMA_READ_RESPONSE_FIRST, 31)
         .wait(1);
     s.read_response(b, a, op::RDMA_READ_RESPONSE_LAST, 32)
@@ -613,12 +613,12 @@ fn an_ack_naming_a_read_or_atomic_is_counted() {
 fn the_rest_of_a_read_after_going_back_implies_no_second_nak() {
     let (a, b) = (host(1, 0x11), host(2, 0x12));
     let mut s = Scenario::default();
-    s.send(a, b, op::RDMA_READ_REQUEST, 20, None, 0).wait(10);
+    s.read(a, b, 20, 4 * 1024).wait(10);
     s.read_response(b, a, op::RDMA_READ_RESPONSE_FIRST, 20)
         .wait(1);
     s.read_response(b, a, op::RDMA_READ_RESPONSE_MIDDLE, 22)
         .wait(5);
-    s.send(a, b, op::RDMA_READ_REQUEST, 21, None, 0).wait(1);
+    s.read(a, b, 21, 3 * 1024).wait(1);
     s.read_response(b, a, op::RDMA_READ_RESPONSE_LAST, 23)
         .wait(20);
     s.read_response(b, a, op::RDMA_READ_RESPONSE_FIRST, 21)
@@ -628,7 +628,7 @@ fn the_rest_of_a_read_after_going_back_implies_no_second_nak() {
     s.read_response(b, a, op::RDMA_READ_RESPONSE_LAST, 23)
         .wait(1);
     // A second READ loses its first response: that is a new implied NAK.
-    s.send(a, b, op::RDMA_READ_REQUEST, 24, None, 0).wait(10);
+    s.read(a, b, 24, 2 * 1024).wait(10);
     s.read_response(b, a, op::RDMA_READ_RESPONSE_LAST, 25);
     let r = s.analyse();
     let req = flow(&r, a, b).requester.clone().unwrap();
@@ -658,7 +658,7 @@ fn a_read_asked_again_after_its_answer_is_goodput_once() {
     let (a, b) = (host(1, 0x11), host(2, 0x12));
     let mut s = Scenario::default();
     for round in 0..2 {
-        s.send(a, b, op::RDMA_READ_REQUEST, 30, None, 0).wait(10);
+        s.read(a, b, 30, 2 * 1024).wait(10);
         s.read_response(b, a, op::RDMA_READ_RESPONSE_FIRST, 30)
             .wait(1);
         s.read_response(b, a, op::RDMA_READ_RESPONSE_LAST, 31)
