@@ -13,7 +13,11 @@ use super::endpoint::DeviceArgs;
 /// address, the server RDMA READs the ping data and RDMA WRITEs it back; the same options and
 /// output as librdmacm's rping, so that the other side can be rping on rdma_rxe.
 #[derive(Debug, Args)]
-#[command(after_help = "\
+// rping's -V validates the ping data, as librdmacm's does: `roce rping` gives up the -V of
+// --version (clap's debug assertions panicked on the clash; release builds listed both).
+#[command(
+    disable_version_flag = true,
+    after_help = "\
 Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
   roce rping -c -a 10.77.0.11 -C 10 -S 200 -V -v --iface tap:roce0 --ip 10.77.0.2/24
       the client of `rping -s -a 10.77.0.11` on the guest
@@ -23,7 +27,8 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
       over IPv6
 
 A refused connection (nothing listens on the port) ends with one line naming the REJ's
-reason; a silent peer with one line after the retries the REQ advertised.")]
+reason; a silent peer with one line after the retries the REQ advertised."
+)]
 pub struct RpingArgs {
     #[command(flatten)]
     pub device: DeviceArgs,

@@ -15,6 +15,10 @@ use roce::sim::dcqcn::{Control, SimConfig, SimReport, run as simulate};
 
 /// Simulations that run the stack's real protocol code in virtual time.
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples (each subcommand's --help has more):
+  roce sim dcqcn --flows 4 --svg rates.svg          four DCQCN senders into one ECN queue
+  roce sim net --topology incast:8 --cc dcqcn,none  an 8-to-1 incast, with and without DCQCN")]
 pub struct SimArgs {
     #[command(subcommand)]
     pub which: SimCommand,
