@@ -78,7 +78,7 @@ fn bad_flags_are_one_clear_line() {
 
 /// Every frame lost: the connection gives up, and the one line says why, once. It said
 /// "queue pair 0x11 entered the error state" twice (the error and its source), and not
-/// which work request failed with which status.
+/// which work request failed with which status, nor that the link's settings were why.
 #[test]
 fn a_link_that_loses_everything_fails_in_one_line_that_says_why() {
     let out = roce(&["demo", "--no-pcap", "--size", "1", "--loss", "100"]);
@@ -87,7 +87,8 @@ fn a_link_that_loses_everything_fails_in_one_line_that_says_why() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(
         err.starts_with("roce: verification failed: ")
-            && err.contains("completed with RETRY_EXC_ERR"),
+            && err.contains("completed with RETRY_EXC_ERR")
+            && err.contains("--loss 100%"),
         "{err}"
     );
     assert_eq!(err.matches("RETRY_EXC_ERR").count(), 1, "{err}");

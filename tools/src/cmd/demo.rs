@@ -13,6 +13,7 @@ use roce::cc::Preset;
 use roce::endpoint::dcqcn::DcqcnReport;
 use roce::scenario::{self, CaptureWindow, DemoConfig, Op, Report, Side};
 use roce::transport::Mtu;
+use roce::transport::WcStatus;
 use serde_json::json;
 
 /// Run two RoCEv2 hosts in one process and move verified RC traffic between them.
@@ -137,7 +138,26 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         Some(BufWriter::new(file))
     };
     let started = Instant::now();
-    let (report, _) = scenario::run(&config, capture)?;
+    let (report, _) = scenario::run(&config, capture).map_err(|e| {
+        // A connection that gave up did so because of the link asked for: say which.
+        if matches!(
+            &e,
+            scenario::DemoError::Traffic(scenario::TrafficError::Completion {
+                status: WcStatus::RetryExcErr,
+                ..
+            })
+        ) {
+            anyhow::anyhow!(
+                "{e} (the link lost or held up a packet through every retry: --loss {}%, \
+                 --reorder {}%, --bottleneck {} Gb/s)",
+                args.loss,
+                args.reorder,
+                args.bottleneck
+            )
+        } else {
+            e.into()
+        }
+    })?;
     let wall = started.elapsed();
     let pcap = (!args.no_pcap).then_some(&args.pcap);
     if args.json {
