@@ -167,6 +167,20 @@ fn ladder_draws_one_arrow_per_packet() {
     ];
     let (_, err) = roce_exit(&ladder, 1);
     assert!(err.contains("no flow 9999"), "{err}");
+    // The rows are held until the drawing is written: a bounded number of them.
+    for count in ["0", "100001"] {
+        let path = path.to_str().unwrap();
+        let ladder = [
+            "ladder",
+            path,
+            "--count",
+            count,
+            "--svg",
+            svg.to_str().unwrap(),
+        ];
+        let (_, err) = roce_exit(&ladder, 1);
+        assert!(err.contains("--count must be 1 to 100000"), "{err}");
+    }
 }
 
 /// Damage and snap-length cuts are told as `analyze` tells them: exit 2 or 3 and one line on

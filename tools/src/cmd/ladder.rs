@@ -39,7 +39,8 @@ pub struct LadderArgs {
     /// First packet of the exchange to draw, counted from 0.
     #[arg(long, default_value_t = 0)]
     pub from: u64,
-    /// How many packets to draw.
+    /// How many packets to draw (at most 100000: the rows are held until the drawing is
+    /// written, and an SVG of more arrows than that is no longer readable).
     #[arg(long, default_value_t = 40)]
     pub count: u64,
     /// Where to write the SVG.
@@ -56,9 +57,12 @@ pub struct LadderArgs {
     pub link_gbps: f64,
 }
 
+/// The most packets one drawing holds (as many as a page of `roce view` details).
+const MAX_COUNT: u64 = super::view::MAX_COUNT;
+
 pub fn run(args: LadderArgs) -> anyhow::Result<ExitCode> {
-    if args.count == 0 {
-        bail!("--count must be at least 1");
+    if args.count == 0 || args.count > MAX_COUNT {
+        bail!("--count must be 1 to {MAX_COUNT}");
     }
     let threads = args.threads.unwrap_or_else(super::analyze::default_threads);
     let pfc = PfcOptions {
