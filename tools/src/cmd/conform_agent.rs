@@ -91,6 +91,7 @@ pub fn run(args: ConformAgentArgs) -> anyhow::Result<ExitCode> {
     let cc = if args.dcqcn == "off" { "none" } else { "dcqcn" };
     let mut agent = AgentServer::new("roce", cc);
     let addrs: Vec<String> = args.ip.iter().map(ToString::to_string).collect();
+    // The agent's lines are a log: a stdout that went away must not stop it serving.
     let _ = crate::outln!(
         "roce conform-agent: listening on TCP port {}, RoCE at {} on {}, congestion control {cc}",
         args.port,

@@ -12,8 +12,7 @@ use clap::Args;
 use roce::cc::Preset;
 use roce::endpoint::dcqcn::DcqcnReport;
 use roce::scenario::{self, CaptureWindow, DemoConfig, Op, Report, Side};
-use roce::transport::Mtu;
-use roce::transport::WcStatus;
+use roce::transport::{Mtu, WcStatus};
 use serde_json::json;
 
 /// Run two RoCEv2 hosts in one process and move verified RC traffic between them.
@@ -139,7 +138,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     };
     let started = Instant::now();
     let (report, _) = scenario::run(&config, capture).map_err(|e| {
-        // A connection that gave up did so because of the link asked for: say which.
+        // A connection that ran out of retries did so on the link the flags asked for: say which.
         if matches!(
             &e,
             scenario::DemoError::Traffic(scenario::TrafficError::Completion {

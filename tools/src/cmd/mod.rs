@@ -67,9 +67,6 @@ macro_rules! out {
 /// `println!` through [`write_out`]; evaluates to its `anyhow::Result<()>`.
 #[macro_export]
 macro_rules! outln {
-    () => {
-        $crate::cmd::write_out(format_args!("\n"))
-    };
     ($($arg:tt)*) => {
         $crate::cmd::write_out(format_args!("{}\n", format_args!($($arg)*)))
     };
