@@ -174,10 +174,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     } else {
         stdout.write_all(text::render(&file, &report).as_bytes())
     };
-    match written.and_then(|()| stdout.flush()) {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => return Err(e.into()),
-        _ => {}
-    }
+    super::reader_left(written.and_then(|()| stdout.flush()))?;
     Ok(input_status(&file, &report.input))
 }
 

@@ -188,15 +188,12 @@ pub fn run(args: DecodeArgs) -> anyhow::Result<ExitCode> {
             write_err = Some(e);
         }
     }
-    match write_err.map_or_else(|| out.flush(), Err) {
-        // A closed pipe (`| head`) is the reader's choice, not a failure.
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(match damaged {
-            Some(damage) => {
-                eprintln!("roce: {}: {damage}", args.file.display());
-                ExitCode::from(super::analyze::EXIT_DAMAGED)
-            }
-            None => ExitCode::SUCCESS,
-        }),
-    }
+    super::reader_left(write_err.map_or_else(|| out.flush(), Err))?;
+    Ok(match damaged {
+        Some(damage) => {
+            eprintln!("roce: {}: {damage}", args.file.display());
+            ExitCode::from(super::analyze::EXIT_DAMAGED)
+        }
+        None => ExitCode::SUCCESS,
+    })
 }

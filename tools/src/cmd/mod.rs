@@ -44,16 +44,23 @@ pub fn error_line(e: &anyhow::Error) -> String {
     line
 }
 
-/// Writes a command's output to stdout. A reader that went away (`roce sim dcqcn --json |
-/// head`) is the reader's choice: the rest is dropped quietly, as `decode` and `analyze` drop
-/// it, where `println!` panicked. Any other write error (`> /dev/full`) is returned.
+/// What a write to stdout came to: `Ok(true)` when it failed only because the reader went
+/// away (`roce sim dcqcn --json | head`), which is the reader's choice and ends the output
+/// quietly; any other error (`> /dev/full`) is returned. Every command's output goes by this.
+pub fn reader_left(written: std::io::Result<()>) -> std::io::Result<bool> {
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(true),
+        written => written.map(|()| false),
+    }
+}
+
+/// Writes a command's output to stdout; a reader that went away is no error
+/// ([`reader_left`]), where `println!` panicked.
 pub fn write_out(text: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    match out.write_fmt(text).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
-    }
+    reader_left(out.write_fmt(text).and_then(|()| out.flush()))?;
+    Ok(())
 }
 
 /// `print!` through [`write_out`]; evaluates to its `anyhow::Result<()>`.

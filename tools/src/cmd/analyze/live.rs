@@ -149,13 +149,10 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
                     .map_err(io::Error::from)
                     .and_then(|()| stdout.write_all(b"\n"))
                     .and_then(|()| stdout.flush());
-                match written {
-                    // The reader left (`| head -n 3`): the watch ends quietly.
-                    Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-                        reader_gone = true;
-                        break;
-                    }
-                    written => written?,
+                // The reader left (`| head -n 3`): the watch ends quietly.
+                if crate::cmd::reader_left(written)? {
+                    reader_gone = true;
+                    break;
                 }
             }
             // Ticks stay on the grid of the start; a slow tick skips, never bunches up.
@@ -206,10 +203,7 @@ pub fn run(opts: Options) -> anyhow::Result<ExitCode> {
         stdout.flush()
     };
     if !reader_gone {
-        match write_final() {
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-            written => written?,
-        }
+        crate::cmd::reader_left(write_final())?;
     }
     if counts.dropped > 0 {
         eprintln!(
