@@ -1,7 +1,7 @@
 //! The host's addresses and its GID table, laid out as rdma_rxe lays out its own.
 //!
 //! RoCEv2 names a port's addresses by GIDs, 128-bit values that are IPv6 addresses (IBA
-//! Annex A17.4): an IPv4 address appears as the IPv4-mapped `::ffff:a.b.c.d`. rxe fills its
+//! Annex A17.4.1.1): an IPv4 address appears as the IPv4-mapped `::ffff:a.b.c.d`. rxe fills its
 //! table from the netdev's addresses: index 0 is the IPv6 link-local address the kernel
 //! derives from the MAC (modified EUI-64, RFC 4291 2.5.1 and Appendix A), then the IPv4
 //! address (rxe: index 1), then the global IPv6 addresses. The tools pick one with `-g IDX`

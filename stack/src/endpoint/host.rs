@@ -1,7 +1,7 @@
 //! The host: one transport engine on one Ethernet link, sans-IO. It turns the engine's
 //! packets into complete RoCEv2 frames (Ethernet, IPv4 or IPv6 by the peer's GID, UDP from
 //! the source QP as rxe does, ICRC) and received frames into engine input, after the checks
-//! a RoCE NIC makes (addresses, ICRC; IBA Annex A17.4.1 and A17.6). It answers and asks ARP
+//! a RoCE NIC makes (addresses, ICRC; IBA Annex A17.4.1 and A17.3.3). It answers and asks ARP
 //! and IPv6 neighbour discovery for its addresses, holding frames while a peer's MAC is
 //! being resolved.
 //!
@@ -27,7 +27,7 @@ use crate::transport::{
 };
 use crate::wire::builder::{MAX_UNTAGGED_OVERHEAD, UNTAGGED_IPV4_HEADERS_LEN};
 use crate::wire::{
-    Bth, BthRepr, CnpRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, Psn, Qpn, RoceHeaders,
+    Bth, BthRepr, CnpRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, PKey, Psn, Qpn, RoceHeaders,
     RocePacket, RoceRepr, Transport, UdpRepr,
 };
 
@@ -152,6 +152,17 @@ pub struct HostStats {
     pub drops: Drops,
 }
 
+/// A CE-marked packet, as much of it as the CNP that answers it needs.
+#[derive(Debug, Clone, Copy)]
+struct Marked {
+    /// Where it came from.
+    peer: IpAddr,
+    /// The DETH's source QP (UD): the QP the CNP goes to.
+    ud_src_qp: Option<Qpn>,
+    /// Its P_Key, which the CNP carries (Annex A17.9.3, Figure 6).
+    pkey: PKey,
+}
+
 /// One RoCE endpoint on one link: see the module documentation.
 #[derive(Debug)]
 pub struct Host {
@@ -166,9 +177,9 @@ pub struct Host {
     /// each with whether it is RoCE.
     ready: VecDeque<(Vec<u8>, bool)>,
     congestion: Box<dyn CongestionHook + Send>,
-    /// Per local QP, where its last CE-marked packet came from (address, and the DETH's
-    /// source QP for UD): the destination of a CNP the notification point defers.
-    marked_by: HashMap<Qpn, (IpAddr, Option<Qpn>)>,
+    /// Per local QP, its last CE-marked packet: where to send a CNP the notification point
+    /// defers.
+    marked_by: HashMap<Qpn, Marked>,
     /// The connection manager whose MADs QP1 carries.
     cm: ConnectionManager,
     /// The next PSN of QP1's sends.
@@ -350,10 +361,14 @@ impl Host {
         // would grow with whatever arrives.
         if packet.ecn() == Ecn::Ce && self.engine.query_qp(bth.dest_qp).is_ok() {
             self.stats.ce_received += 1;
-            let ud_src_qp = ib.ext.deth.map(|d| d.src_qp);
-            self.marked_by.insert(bth.dest_qp, (src, ud_src_qp));
+            let marked = Marked {
+                peer: src,
+                ud_src_qp: ib.ext.deth.map(|d| d.src_qp),
+                pkey: bth.pkey,
+            };
+            self.marked_by.insert(bth.dest_qp, marked);
             if self.congestion.on_congestion_experienced(now, bth.dest_qp) {
-                self.queue_cnp(now, bth.dest_qp, src, ud_src_qp);
+                self.queue_cnp(now, bth.dest_qp, marked);
             }
         }
         match self.engine.handle_parsed(now, src, &ib) {
@@ -464,9 +479,15 @@ impl Host {
         self.ready.push_back((frame, false));
     }
 
-    /// A CNP to the QP whose traffic was marked (Annex A17.9.2): for a connected QP its
-    /// peer QP, for UD the DETH's source QP.
-    fn queue_cnp(&mut self, now: Instant, local: Qpn, peer: IpAddr, ud_src_qp: Option<Qpn>) {
+    /// A CNP to the QP whose traffic was marked (Annex A17.9.3, CA17-44 and its Figure 6):
+    /// for a connected QP its peer QP, for UD the DETH's source QP; PSN 0, SE and M clear,
+    /// the marked packet's P_Key. BECN set, as NICs send it (the annex does not ask for it).
+    fn queue_cnp(&mut self, now: Instant, local: Qpn, marked: Marked) {
+        let Marked {
+            peer,
+            ud_src_qp,
+            pkey,
+        } = marked;
         let dest_qp = match ud_src_qp {
             Some(q) => q,
             None => match self.engine.query_qp(local) {
@@ -476,6 +497,7 @@ impl Host {
         };
         let mut bth = BthRepr::new(Opcode::CNP, dest_qp, Psn::new(0));
         bth.becn = true;
+        bth.pkey = pkey;
         let ext = ExtHeaders {
             cnp: Some(CnpRepr::default()),
             ..ExtHeaders::default()
@@ -642,8 +664,8 @@ impl Host {
         while let Some(qpn) = self.congestion.poll_cnp(now) {
             if self.engine.query_qp(qpn).is_err() {
                 self.marked_by.remove(&qpn); // destroyed since the mark
-            } else if let Some(&(peer, ud_src_qp)) = self.marked_by.get(&qpn) {
-                self.queue_cnp(now, qpn, peer, ud_src_qp);
+            } else if let Some(&marked) = self.marked_by.get(&qpn) {
+                self.queue_cnp(now, qpn, marked);
             }
         }
         let mut ask = Vec::new();

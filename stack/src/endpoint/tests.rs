@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use super::congestion::CongestionHook;
-use super::connect::{QpPath, connect};
+use super::connect::{QpPath, connect, to_rts};
 use super::dcqcn::DcqcnHook;
 use super::host::{Host, HostConfig};
 use super::virtual_net::VirtualNet;
@@ -16,8 +16,8 @@ use crate::io::Device;
 use crate::io::memory::{MAC_A, MAC_B, MemoryLinkConfig};
 use crate::time::Instant;
 use crate::transport::{
-    Access, CqId, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, UdDest, WcOpcode, WcStatus,
-    WorkCompletion,
+    Access, CqId, ModifyQp, Mtu, QpInit, QpState, QpType, RecvWr, SendOp, SendWr, Sge, UdDest,
+    WcOpcode, WcStatus, WorkCompletion,
 };
 use crate::wire::{
     BthRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, PKey, Psn, Qpn, RethRepr, RocePacket, RoceRepr,
@@ -584,6 +584,68 @@ fn marks_inside_the_cnp_interval_bring_one_deferred_cnp() {
     assert_eq!(net.a.stats().cnps_received, 2);
     assert_eq!(monitor_a.report().cnps_received, 2);
     assert_eq!(monitor_a.report().rate_cuts, 2);
+}
+
+/// Annex A17.9.3 (Figure 6): a CNP carries the P_Key of the marked packet it answers, the
+/// first one at once and the one deferred to the end of the interval alike.
+#[test]
+fn a_cnp_carries_the_p_key_of_the_marked_packet() {
+    let pkey = PKey(0x8123);
+    let mut net = v4_net();
+    let (hook_b, _) = DcqcnHook::new(DcqcnParams::paper(100e9)).unwrap();
+    net.b.set_congestion_control(Box::new(hook_b));
+    net.a.add_neighbour("10.0.0.2".parse().unwrap(), MAC_B);
+    net.b.add_neighbour("10.0.0.1".parse().unwrap(), MAC_A);
+    let (sa, sb) = (setup(&mut net.a, QpType::Rc), setup(&mut net.b, QpType::Rc));
+    for (host, qpn, dest, dest_qp) in [
+        (&mut net.a, sa.qpn, "10.0.0.2", sb.qpn),
+        (&mut net.b, sb.qpn, "10.0.0.1", sa.qpn),
+    ] {
+        let path = QpPath::new(
+            QpType::Rc,
+            dest.parse().unwrap(),
+            dest_qp,
+            Psn::new(0),
+            Psn::new(0),
+            Mtu::M1024,
+        );
+        let mut init = ModifyQp::to(QpState::Init);
+        init.access = Some(Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+        init.pkey = Some(pkey);
+        host.engine_mut().modify_qp(qpn, &init).unwrap();
+        to_rts(host.engine_mut(), qpn, &path).unwrap();
+    }
+    net.a
+        .engine_mut()
+        .post_send(sa.qpn, write_wr(sa, sb, 3000))
+        .unwrap();
+    let mut cnps = Vec::new();
+    let mut buf = vec![0; Host::max_frame_len()];
+    let mut take = |b: &mut Host, now: Instant, cnps: &mut Vec<(Qpn, PKey, Psn)>| {
+        while let Some(n) = b.poll_transmit(now, &mut buf) {
+            let p = RocePacket::parse(&buf[..n]).expect("a RoCE frame");
+            if p.opcode() == Opcode::CNP {
+                assert!(p.icrc_ok());
+                cnps.push((p.bth().dest_qp, p.bth().pkey, p.bth().psn));
+            }
+        }
+    };
+    for _ in 0..3 {
+        let (frame, _) = next_frame(&mut net.a);
+        assert_eq!(RocePacket::parse(&frame).unwrap().bth().pkey, pkey);
+        net.b.handle_frame(Instant::ZERO, &ce_marked(frame));
+    }
+    take(&mut net.b, Instant::ZERO, &mut cnps);
+    assert_eq!(cnps.len(), 1, "one CNP at the first mark");
+    // The end of the notification interval (50 us), with whatever timers come before it.
+    let end = Instant::ZERO + Duration::from_micros(100);
+    let mut now = Instant::ZERO;
+    while let Some(t) = net.b.poll_timeout(now).filter(|&t| t <= end) {
+        now = t;
+        net.b.handle_timeout(now);
+        take(&mut net.b, now, &mut cnps);
+    }
+    assert_eq!(cnps, [(sa.qpn, pkey, Psn::new(0)); 2]);
 }
 
 #[test]

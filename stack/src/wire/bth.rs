@@ -1,4 +1,5 @@
-//! Base Transport Header (IBA Vol. 1 9.2; RoCEv2 Annex A17.3 for FECN/BECN).
+//! Base Transport Header (IBA Vol. 1 9.2; FECN and BECN from IBA congestion control, which
+//! RoCEv2 Annex A17.9.3 ties to the IP header's ECN).
 //!
 //! ```text
 //!  byte 0     opcode

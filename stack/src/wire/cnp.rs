@@ -1,5 +1,6 @@
-//! The RoCEv2 congestion notification packet body (Annex A17.9.2): after a BTH with opcode
-//! 0x81 and BECN set come 16 reserved bytes, then the ICRC. The DestQP names the QP whose
+//! The RoCEv2 congestion notification packet body (Annex A17.9.3, Figure 6): after a BTH
+//! with opcode 0x81 (PSN 0, the marked packet's P_Key, BECN set as NICs send it) come 16
+//! reserved bytes, then the ICRC. The DestQP names the QP whose
 //! traffic arrived CE-marked; the reaction point slows that QP down.
 
 use super::FixedHeader;
@@ -20,7 +21,7 @@ pub struct CnpRepr {
 }
 
 impl CnpRepr {
-    /// The one field (Annex A17.9.2), for decoders.
+    /// The one field (Annex A17.9.3, Figure 6), for decoders.
     pub const FIELDS: [FieldInfo; 1] = [FieldInfo::new(
         "Reserved",
         0,

@@ -233,7 +233,7 @@ const fn rc_info(low: u8) -> Option<OpcodeInfo> {
 pub struct Opcode(pub u8);
 
 impl Opcode {
-    /// RoCEv2 congestion notification packet (Annex A17.9.2).
+    /// RoCEv2 congestion notification packet (Annex A17.9.3, Figure 6).
     pub const CNP: Opcode = Opcode(0x81);
 
     /// The opcode of operation `low` (an [`op`] constant) on `transport`.

@@ -105,8 +105,9 @@ pub fn payload_len(opcode: Opcode, len: usize) -> usize {
     }
 }
 
-/// The BTH of a packet of `opcode` with random QPN, PSN and flags; a CNP gets what Annex
-/// A17.9.2 prescribes (BECN, PSN 0, default P_Key).
+/// The BTH of a packet of `opcode` with random QPN, PSN and flags; a CNP gets PSN 0 and clear
+/// SE and M as Annex A17.9.3 prescribes, BECN as NICs send it, and the default P_Key (that
+/// of the packet it answers, in the annex).
 pub fn bth(opcode: Opcode, rng: &mut Rng) -> BthRepr {
     let mut bth = BthRepr::new(opcode, Qpn::new(u32_of(rng)), Psn::new(u32_of(rng)));
     if opcode == Opcode::CNP {

@@ -1,6 +1,6 @@
 //! What the peer's requester puts on the wire: PSNs across the wrap (IBA 9.7.1), message
 //! segmentation (IBA 9.7.2, 9.2.1), the packet's fields, pad and ICRC (IBA 9.2, Annex
-//! A17.4, A17.6), and a reaction point that slows down on a CNP (Annex A17.9.3, optional).
+//! A17.3.2, A17.3.3), and a reaction point that slows down on a CNP (Annex A17.9.3, optional).
 
 use core::time::Duration;
 
@@ -34,7 +34,7 @@ pub(super) const CHECKS: &[Check] = &[
     },
     Check {
         id: "req.wire.format",
-        rule: "IBA 9.2, Annex A17.4, A17.6",
+        rule: "IBA 9.2, Annex A17.3.2, A17.3.3",
         title: "a 61-byte SEND: pad count 3 with zero pad bytes, TVer 0, default P_Key, the \
                 connected QP, UDP port 4791, a valid ICRC",
         role: Role::Requester,
@@ -192,7 +192,7 @@ fn cnp_rate(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     if ctx.env().cc == "none" {
         return Ok(Verdict::NotApplicable(
             "the agent reports no congestion control: the peer has no reaction point \
-             (optional, A17.9)"
+             (optional, A17.9.3)"
                 .into(),
         ));
     }

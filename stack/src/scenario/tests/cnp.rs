@@ -120,8 +120,8 @@ fn median_gap(data: &[(u64, usize)], from: u64, to: u64) -> u64 {
 }
 
 /// RoCEv2 Annex A17.9.3 as docs/congestion.md lays it out: IPv4 total length 60, Not-ECT, UDP
-/// length 40 to port 4791, BTH opcode 0x81 with BECN set, P_Key 0xffff, DestQP the marked
-/// QP's peer, PSN 0, 16 zero bytes, a valid ICRC.
+/// length 40 to port 4791, BTH opcode 0x81 with BECN set, P_Key 0xffff (the data's), DestQP
+/// the marked QP's peer, PSN 0, 16 zero bytes, a valid ICRC.
 fn check_cnp(ip: &[u8], icrc_ok: bool, dest_qp: Qpn) {
     assert_eq!(ip.len(), 60, "{ip:02x?}");
     assert_eq!(u16::from_be_bytes([ip[2], ip[3]]), 60);

@@ -29,7 +29,7 @@ fn transport_meaning(t: Transport) -> &'static str {
 /// What the operation bits (the low five) ask for.
 fn operation_meaning(opcode: Opcode) -> &'static str {
     if opcode == Opcode::CNP {
-        return "slow down: traffic to DestQP met congestion (DCQCN, Annex A17.9)";
+        return "slow down: traffic to DestQP met congestion (DCQCN, Annex A17.9.3)";
     }
     match opcode.low() {
         op::SEND_FIRST => "first packet of a multi-packet SEND",
@@ -303,7 +303,7 @@ pub fn ext_sections(ext: &ExtHeaders, mut start: usize) -> Vec<Section> {
     }
     if let Some(h) = ext.cnp {
         let zero = h.reserved.iter().all(|&b| b == 0);
-        push("CNP body (IBA Annex A17.9.2)", h.buffer_len(), {
+        push("CNP body (IBA Annex A17.9.3)", h.buffer_len(), {
             let [reserved] = &CnpRepr::FIELDS;
             let value = if zero {
                 "16 zero bytes"
