@@ -401,3 +401,44 @@ fn rxe_flush_icrc_is_named_as_rxes() {
         "{text}"
     );
 }
+
+/// An IPv4 header the RoCEv2 annex forbids (options, DF clear, a wrong checksum), its ICRC
+/// right: decode says what is wrong with each field and that a receiver drops the packet.
+#[test]
+fn ipv4_fields_roce_forbids_are_named() {
+    use roce::wire::{BthRepr, ExtHeaders, IbPacketRepr, IpRepr, Opcode, Psn, Qpn, RoceRepr};
+    let bth = BthRepr::new(Opcode(0x04), Qpn::new(0x12), Psn::new(7));
+    let ib = IbPacketRepr::new(bth, ExtHeaders::default(), &[1, 2, 3, 4]);
+    let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+    let mut repr = RoceRepr::rxe(
+        [2, 0, 0, 0, 0, 1],
+        [2, 0, 0, 0, 0, 2],
+        a,
+        b,
+        Qpn::new(0x11),
+        ib,
+    )
+    .unwrap();
+    let IpRepr::V4(h) = &mut repr.ip else {
+        unreachable!("an IPv4 pair")
+    };
+    h.options = &[1, 1, 1, 0];
+    h.dont_fragment = false;
+    let mut frame = repr.to_vec().unwrap();
+    frame[14 + 10] ^= 0x5a; // the header checksum, which the ICRC masks
+    let path = temp_file("ipv4_forbidden.pcap", &pcap_bytes(&[frame]));
+    let (out, lines) = decode_json(&path);
+    assert!(out.status.success());
+    assert_eq!(
+        (&lines[0]["icrc"], &lines[0]["ip_checksum"]),
+        (&"ok".into(), &"bad".into())
+    );
+    let text = String::from_utf8(roce(&["decode", path.to_str().unwrap()]).stdout).unwrap();
+    for said in [
+        "header is 24 bytes: RoCEv2 allows no options (IHL 5, Annex A17 CA17-3)",
+        "clear, where RoCEv2 sets it (Annex A17 CA17-7): a receiver drops this packet",
+        "WRONG: a receiver drops this packet",
+    ] {
+        assert!(text.contains(said), "{said}: {text}");
+    }
+}

@@ -12,9 +12,10 @@ use super::proto::{self, Completion, PostRecv, PostSend, Reply, Request};
 use crate::endpoint::connect::QpPath;
 use crate::time::Instant;
 use crate::transport::{Access, QpState, QpType};
+use crate::wire::encap::field_at;
 use crate::wire::{
-    BthRepr, Ecn, ExtHeaders, IbPacketRepr, NakCode, Opcode, Psn, Qpn, RocePacket, RoceRepr,
-    Syndrome, Transport, UdpRepr,
+    BthRepr, Ecn, ExtHeaders, IbPacketRepr, IpRepr, NakCode, Opcode, Psn, Qpn, RocePacket,
+    RoceRepr, Syndrome, Transport, UdpRepr,
 };
 
 /// How long the suite waits. The in-memory peer runs in virtual time, where waiting is free;
@@ -223,6 +224,19 @@ pub struct Wire {
     pub corrupt_icrc: bool,
     /// Claim another source address (on the tester's subnet).
     pub src: Option<IpAddr>,
+    /// Break a rule the RoCEv2 annex sets for the IPv4 header (IPv4 only).
+    pub ipv4: Option<Ipv4Fault>,
+}
+
+/// An IPv4 header the RoCEv2 annex does not allow (A17.3.1.1), with the ICRC right for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ipv4Fault {
+    /// A wrong header checksum (the ICRC does not cover it).
+    BadChecksum,
+    /// Four bytes of options (NOP, NOP, NOP, end): IHL 6, where CA17-3 asks for 5.
+    Options,
+    /// DF clear, where CA17-7 asks for it set.
+    DontFragmentClear,
 }
 
 /// The context of one running check: see the module documentation.
@@ -340,10 +354,21 @@ impl<'a> Ctx<'a> {
         if let Some(ecn) = wire.ecn {
             repr = repr.with_ecn(ecn);
         }
+        if let IpRepr::V4(h) = &mut repr.ip {
+            match wire.ipv4 {
+                Some(Ipv4Fault::Options) => h.options = &[1, 1, 1, 0],
+                Some(Ipv4Fault::DontFragmentClear) => h.dont_fragment = false,
+                Some(Ipv4Fault::BadChecksum) | None => {}
+            }
+        }
         let mut frame = repr.to_vec().map_err(|e| CheckError::Protocol {
             request: "a frame".into(),
             reason: format!("cannot build it: {e}"),
         })?;
+        if wire.ipv4 == Some(Ipv4Fault::BadChecksum) {
+            let at = repr.eth.map_or(0, |e| e.header_len()) + field_at::IPV4_CHECKSUM;
+            frame[at] ^= 0x5a;
+        }
         if wire.corrupt_icrc
             && let Some(last) = frame.last_mut()
         {

@@ -92,6 +92,9 @@ pub struct Drops {
     pub malformed: u64,
     /// RoCEv2 frames whose ICRC did not match.
     pub bad_icrc: u64,
+    /// RoCEv2 packets with an IPv4 header the annex makes a receiver drop: a wrong header
+    /// checksum, options or DF clear ([`RocePacket::ipv4_violation`]).
+    pub bad_ip_header: u64,
     /// RoCEv2 packets for a QP the engine does not have.
     pub unknown_qp: u64,
     /// RoCEv2 packets whose P_Key the QP does not hold.
@@ -113,6 +116,7 @@ impl Drops {
         self.not_for_us
             + self.not_roce
             + self.malformed
+            + self.bad_ip_header
             + self.bad_icrc
             + self.unknown_qp
             + self.pkey_mismatch
@@ -340,7 +344,14 @@ impl Host {
             self.stats.drops.not_for_us += 1;
             return;
         }
-        // Annex A17.6: a receiver discards a packet whose ICRC does not match (rxe's FLUSH
+        // Annex A17.3.4 (CA17-24): a receiver drops a packet whose IPv4 header or ICRC
+        // breaks the annex's rules. (rxe leaves the IPv4 header to the kernel, which checks
+        // its checksum, and accepts DF clear: tests/conform/expected-rxe.txt.)
+        if packet.ipv4_violation().is_some() {
+            self.stats.drops.bad_ip_header += 1;
+            return;
+        }
+        // A packet whose ICRC does not match (rxe's FLUSH
         // ICRC only where asked for).
         let rxe_flush = self.rxe_flush_icrc && packet.icrc_is_rxe_flush();
         if !packet.icrc_ok() && !rxe_flush {

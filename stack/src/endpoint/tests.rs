@@ -19,9 +19,10 @@ use crate::transport::{
     Access, CqId, ModifyQp, Mtu, QpInit, QpState, QpType, RecvWr, SendOp, SendWr, Sge, UdDest,
     WcOpcode, WcStatus, WorkCompletion,
 };
+use crate::wire::encap::field_at;
 use crate::wire::{
-    BthRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, PKey, Psn, Qpn, RethRepr, RocePacket, RoceRepr,
-    rxe_connected_udp_src_port, rxe_udp_src_port,
+    BthRepr, Ecn, ExtHeaders, IbPacketRepr, IpRepr, Ipv4Repr, Opcode, PKey, Psn, Qpn, RethRepr,
+    RocePacket, RoceRepr, rxe_connected_udp_src_port, rxe_udp_src_port,
 };
 
 const VA: u64 = 0x10_0000;
@@ -319,6 +320,18 @@ fn write_frame(qpn: Qpn, pkey: PKey, payload: &[u8]) -> Vec<u8> {
 
 /// An RC RDMA_WRITE_ONLY from 10.0.0.1 to `qpn` at 10.0.0.2 with rkey 0.
 fn write_frame_at(qpn: Qpn, pkey: PKey, psn: Psn, payload: &[u8]) -> Vec<u8> {
+    write_frame_ipv4(qpn, pkey, psn, payload, |_| {})
+}
+
+/// [`write_frame_at`] with its IPv4 header changed by `edit` before it is built (checksum
+/// and ICRC then agree with the change).
+fn write_frame_ipv4(
+    qpn: Qpn,
+    pkey: PKey,
+    psn: Psn,
+    payload: &[u8],
+    edit: impl for<'x> FnOnce(&mut Ipv4Repr<'x>),
+) -> Vec<u8> {
     let mut bth = BthRepr::new(Opcode(0x0a), qpn, psn);
     bth.pkey = pkey;
     bth.ack_req = true;
@@ -333,10 +346,11 @@ fn write_frame_at(qpn: Qpn, pkey: PKey, psn: Psn, payload: &[u8]) -> Vec<u8> {
     let ib = IbPacketRepr::new(bth, ext, payload);
     let a: IpAddr = "10.0.0.1".parse().unwrap();
     let b: IpAddr = "10.0.0.2".parse().unwrap();
-    RoceRepr::rxe(MAC_A, MAC_B, a, b, Qpn::new(0x11), ib)
-        .unwrap()
-        .to_vec()
-        .unwrap()
+    let mut repr = RoceRepr::rxe(MAC_A, MAC_B, a, b, Qpn::new(0x11), ib).unwrap();
+    if let IpRepr::V4(h) = &mut repr.ip {
+        edit(h);
+    }
+    repr.to_vec().unwrap()
 }
 
 #[test]
@@ -362,6 +376,30 @@ fn bad_frames_are_counted_drops() {
     b.handle_frame(now, &write_frame(sb.qpn, PKey(0x1234), &[1, 2, 3, 4]));
     assert_eq!(b.stats().drops.pkey_mismatch, 1);
 
+    // Annex A17.3.4: IPv4 headers the annex does not allow, each with a valid ICRC.
+    let mut bad_checksum = good.clone();
+    bad_checksum[14 + field_at::IPV4_CHECKSUM] ^= 0x5a;
+    let options = write_frame_ipv4(sb.qpn, PKey::DEFAULT, Psn::new(2000), &[1; 4], |h| {
+        h.options = &[1, 1, 1, 0]; // NOP, NOP, NOP, end of options: IHL 6
+    });
+    let no_df = write_frame_ipv4(sb.qpn, PKey::DEFAULT, Psn::new(2000), &[1; 4], |h| {
+        h.dont_fragment = false;
+    });
+    for (frame, why) in [
+        (&bad_checksum, "the IPv4 header checksum is wrong"),
+        (&options, "IPv4 options (IHL is not 5)"),
+        (&no_df, "IPv4 DF is clear"),
+    ] {
+        let p = RocePacket::parse(frame).unwrap();
+        assert!(p.icrc_ok(), "{why}");
+        assert_eq!(p.ipv4_violation(), Some(why));
+    }
+    assert_eq!(RocePacket::parse(&good).unwrap().ipv4_violation(), None);
+    for frame in [bad_checksum, options, no_df] {
+        b.handle_frame(now, &frame);
+    }
+    assert_eq!(b.stats().drops.bad_ip_header, 3);
+
     let mut other_mac = good.clone();
     other_mac[..6].copy_from_slice(&[2, 9, 9, 9, 9, 9]);
     b.handle_frame(now, &other_mac);
@@ -386,7 +424,7 @@ fn bad_frames_are_counted_drops() {
         2,
         "the unknown QP and the P_Key mismatch"
     );
-    assert_eq!(b.stats().drops.total(), 9);
+    assert_eq!(b.stats().drops.total(), 12);
     assert_eq!(b.engine().stats().dropped, 2);
 }
 

@@ -69,6 +69,8 @@ pub mod field_at {
     pub const IPV4_VERSION_IHL: usize = 0;
     /// IPv4: Protocol.
     pub const IPV4_PROTOCOL: usize = 9;
+    /// IPv4: the header checksum (2 bytes).
+    pub const IPV4_CHECKSUM: usize = 10;
     /// IPv6: Next Header.
     pub const IPV6_NEXT_HEADER: usize = 6;
     /// UDP: the destination port (2 bytes, after the source port).

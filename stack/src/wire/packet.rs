@@ -291,6 +291,26 @@ impl<'a> RocePacket<'a> {
         }
     }
 
+    /// What breaks the RoCEv2 annex's rules for an IPv4 header (A17.3.1.1), for which a
+    /// receiver drops the packet silently (A17.3.4, CA17-24): a wrong header checksum (RFC
+    /// 791: the ICRC does not cover it, nor the TOS and TTL it protects), options (CA17-3:
+    /// IHL 5) or DF clear (CA17-7). Fragments are refused by [`RocePacket::parse`] already.
+    /// None for a conforming header, and for IPv6.
+    pub fn ipv4_violation(&self) -> Option<&'static str> {
+        let IpRepr::V4(h) = &self.ip else {
+            return None;
+        };
+        if !self.ip_checksum_ok() {
+            Some("the IPv4 header checksum is wrong")
+        } else if !h.options.is_empty() {
+            Some("IPv4 options (IHL is not 5)")
+        } else if !h.dont_fragment {
+            Some("IPv4 DF is clear")
+        } else {
+            None
+        }
+    }
+
     /// Where the IP header starts in the frame.
     pub fn ip_offset(&self) -> usize {
         self.ip_start

@@ -288,6 +288,7 @@ fn stats_line(host: &Host) -> String {
         ("not RoCE", d.not_roce),
         ("malformed", d.malformed),
         ("bad ICRC", d.bad_icrc),
+        ("bad IPv4 header", d.bad_ip_header),
         ("unknown QP", d.unknown_qp),
         ("P_Key mismatch", d.pkey_mismatch),
         ("Q_Key mismatch", d.qkey_mismatch),

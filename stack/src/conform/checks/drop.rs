@@ -1,12 +1,13 @@
-//! Packets a responder must drop without a word (IBA 9.6.1, Annex A17.6): a bad ICRC, a
-//! P_Key of another partition, an unsupported transport version, an unknown destination QP,
-//! or a source that is not the connected peer. Each is followed by a valid request at the same
-//! PSN, which must be ACKed: the dropped packet changed nothing.
+//! Packets a responder must drop without a word (IBA 9.6.1, Annex A17.3.4): a bad ICRC, an
+//! IPv4 header the RoCEv2 annex does not allow, a P_Key of another partition, an unsupported
+//! transport version, an unknown destination QP, or a source that is not the connected peer.
+//! Each is followed by a valid request at the same PSN, which must be ACKed: the dropped
+//! packet changed nothing.
 
 use std::net::IpAddr;
 
 use super::{Conn, Result, describe_all, fail, pass, pattern, quiet, rc, reth, until};
-use crate::conform::harness::{Ctx, Wire, packet};
+use crate::conform::harness::{Ctx, Ipv4Fault, Wire, packet};
 use crate::conform::suite::{Check, Role, Verdict};
 use crate::wire::Transport;
 use crate::wire::opcode::op;
@@ -15,10 +16,32 @@ use crate::wire::{IbPacketRepr, PKey, Qpn};
 pub(super) const CHECKS: &[Check] = &[
     Check {
         id: "resp.drop.bad-icrc",
-        rule: "Annex A17.6",
+        rule: "Annex A17.3.3, A17.3.4",
         title: "a request with a bad ICRC is dropped silently and changes nothing",
         role: Role::Responder,
         body: bad_icrc,
+    },
+    Check {
+        id: "resp.drop.ip-checksum",
+        rule: "Annex A17.3.1.1, A17.3.4",
+        title: "a request whose IPv4 header checksum is wrong (its ICRC right) is dropped \
+                silently",
+        role: Role::Responder,
+        body: ip_checksum,
+    },
+    Check {
+        id: "resp.drop.ip-options",
+        rule: "Annex A17.3.4 (CA17-3, CA17-24)",
+        title: "a request with IPv4 options (IHL 6, its ICRC right) is dropped silently",
+        role: Role::Responder,
+        body: ip_options,
+    },
+    Check {
+        id: "resp.drop.ip-df-clear",
+        rule: "Annex A17.3.4 (CA17-7, CA17-24)",
+        title: "a request with IPv4 DF clear (its ICRC right) is dropped silently",
+        role: Role::Responder,
+        body: ip_df_clear,
     },
     Check {
         id: "resp.drop.pkey",
@@ -108,6 +131,48 @@ fn bad_icrc(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         ..Wire::default()
     };
     dropped(ctx, &c, "WRITE with its ICRC inverted", bad, wire)
+}
+
+/// A WRITE whose IPv4 header breaks the annex in the way `fault` says; not applicable to a
+/// peer reached over IPv6.
+fn bad_ipv4(ctx: &mut Ctx<'_>, fault: Ipv4Fault, what: &str) -> Result<Verdict> {
+    if ctx.env().peer_ip.is_ipv6() {
+        return Ok(Verdict::NotApplicable(
+            "the peer is reached over IPv6, which has none of these IPv4 fields".into(),
+        ));
+    }
+    let c = rc(ctx)?;
+    let data = pattern(64, 5);
+    let bad = write_at_epsn(&c, &data);
+    let wire = Wire {
+        ipv4: Some(fault),
+        ..Wire::default()
+    };
+    dropped(ctx, &c, what, bad, wire)
+}
+
+fn ip_checksum(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    bad_ipv4(
+        ctx,
+        Ipv4Fault::BadChecksum,
+        "WRITE with a wrong IPv4 header checksum",
+    )
+}
+
+fn ip_options(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    bad_ipv4(
+        ctx,
+        Ipv4Fault::Options,
+        "WRITE with 4 bytes of IPv4 options (IHL 6)",
+    )
+}
+
+fn ip_df_clear(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    bad_ipv4(
+        ctx,
+        Ipv4Fault::DontFragmentClear,
+        "WRITE with IPv4 DF clear",
+    )
 }
 
 fn wrong_pkey(ctx: &mut Ctx<'_>) -> Result<Verdict> {

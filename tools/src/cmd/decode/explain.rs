@@ -127,11 +127,23 @@ fn ipv4_section(p: &RocePacket<'_>, h: &Ipv4Repr<'_>) -> Section {
     let checksum = if p.ip_checksum_ok() {
         "correct"
     } else {
-        "WRONG"
+        "WRONG: a receiver drops this packet"
     };
     let mut fields = vec![
         field((0, 4), "Version", 4, "IPv4"),
-        field((4, 4), "IHL", hl / 4, format!("header is {hl} bytes")),
+        field(
+            (4, 4),
+            "IHL",
+            hl / 4,
+            if hl == 20 {
+                format!("header is {hl} bytes")
+            } else {
+                format!(
+                    "header is {hl} bytes: RoCEv2 allows no options (IHL 5, Annex A17 CA17-3), \
+                     a receiver drops this packet"
+                )
+            },
+        ),
         field(
             (8, 6),
             "DSCP",
@@ -161,7 +173,11 @@ fn ipv4_section(p: &RocePacket<'_>, h: &Ipv4Repr<'_>) -> Section {
             (49, 1),
             "DF",
             u8::from(h.dont_fragment),
-            "don't fragment: RoCEv2 packets fit the path MTU",
+            if h.dont_fragment {
+                "don't fragment: RoCEv2 packets fit the path MTU"
+            } else {
+                "clear, where RoCEv2 sets it (Annex A17 CA17-7): a receiver drops this packet"
+            },
         ),
         field((50, 1), "MF", 0, "no more fragments"),
         field((51, 13), "Fragment Offset", 0, "not a fragment"),
