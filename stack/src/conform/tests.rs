@@ -91,6 +91,7 @@ each_check! {
     resp_rnr_retry_succeeds => "resp.rnr.retry-succeeds",
     resp_drop_bad_icrc => "resp.drop.bad-icrc",
     resp_drop_ip_checksum => "resp.drop.ip-checksum",
+    resp_ud_grh_area => "resp.ud.grh-area",
     resp_drop_ip_options => "resp.drop.ip-options",
     resp_drop_ip_df_clear => "resp.drop.ip-df-clear",
     resp_drop_pkey => "resp.drop.pkey",

@@ -382,7 +382,8 @@ impl Host {
                 self.queue_cnp(now, bth.dest_qp, marked);
             }
         }
-        match self.engine.handle_parsed(now, src, &ib) {
+        let ip_header = &frame[packet.ip_offset()..packet.udp_offset()];
+        match self.engine.handle_parsed_from(now, src, ip_header, &ib) {
             // The first packet on a QP whose REP waits for its RTU establishes it.
             Ok(()) if self.cm.awaits_rtu(bth.dest_qp) => self.cm.qp_active(bth.dest_qp),
             Ok(()) => {}

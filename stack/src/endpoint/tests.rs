@@ -288,7 +288,7 @@ fn ud_send(net: &mut VirtualNet, sa: Side, sb: Side, len: u32, qkey: u32) {
     net.b.engine_mut().post_recv(sb.qpn, recv).unwrap();
     let mut send = SendWr::new(1, SendOp::Send, sge(sa.key, len));
     send.ud = Some(UdDest {
-        addr: "10.0.0.2".parse().unwrap(),
+        addr: net.b.gids().get(1).unwrap().addr(),
         remote_qpn: sb.qpn,
         remote_qkey: qkey,
     });
@@ -311,6 +311,57 @@ fn uc_write_and_ud_send() {
     assert_eq!(wb[0].byte_len, 940, "GRH area and payload");
     assert_eq!(wb[0].src_addr, Some("10.0.0.1".parse().unwrap()));
     assert_eq!(&region(&net.b, sb.key)[40..940], &msg[..]);
+}
+
+/// Annex A17.4.5.2: a UD receive's first 40 bytes hold the IP header as it arrived: IPv6
+/// whole, IPv4 in the second 20 bytes after 20 zero bytes (as rxe fills them).
+#[test]
+fn a_ud_receive_gets_the_ip_header_in_its_grh_area() {
+    for (a, b) in [
+        ("10.0.0.1/24", "10.0.0.2/24"),
+        ("fd00:77::1/64", "fd00:77::2/64"),
+    ] {
+        let mut net = net(MemoryLinkConfig::default(), &[a], &[b]);
+        let (sa, sb) = connect_pair(&mut net, QpType::Ud, 1);
+        ud_send(&mut net, sa, sb, 100, 0x1111_1111);
+        let (_, wb) = run_for(&mut net, (sa.cq, 1), (sb.cq, 1));
+        assert_eq!((wb[0].status, wb[0].byte_len), (WcStatus::Success, 140));
+        let area = &region(&net.b, sb.key)[..40];
+        // UDP, BTH, DETH, 100 bytes and the ICRC.
+        let ip_payload = 8 + 12 + 8 + 100 + 4;
+        let gid = |h: &Host| h.gids().get(1).unwrap().addr();
+        match (gid(&net.a), gid(&net.b)) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => {
+                assert_eq!(area[..20], [0; 20], "{a}");
+                let h = &area[20..];
+                assert_eq!((h[0], h[9]), (0x45, 17), "version 4, IHL 5, UDP");
+                assert_eq!(
+                    usize::from(u16::from_be_bytes([h[2], h[3]])),
+                    20 + ip_payload
+                );
+                assert_eq!(
+                    (&h[12..16], &h[16..20]),
+                    (&src.octets()[..], &dst.octets()[..])
+                );
+            }
+            (IpAddr::V6(src), IpAddr::V6(dst)) => {
+                assert_eq!(
+                    (area[0] >> 4, area[6]),
+                    (6, 17),
+                    "version 6, next header UDP"
+                );
+                assert_eq!(
+                    usize::from(u16::from_be_bytes([area[4], area[5]])),
+                    ip_payload
+                );
+                assert_eq!(
+                    (&area[8..24], &area[24..40]),
+                    (&src.octets()[..], &dst.octets()[..])
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
 
 /// An RC WRITE_ONLY frame from a to b, as a's host would send it.

@@ -461,8 +461,22 @@ impl Engine {
         src: IpAddr,
         pkt: &IbPacketRepr<'_>,
     ) -> Result<(), DropReason> {
+        self.handle_parsed_from(now, src, &[], pkt)
+    }
+
+    /// [`Engine::handle_parsed`] with the packet's IP header as received (20 bytes of IPv4 or
+    /// 40 of IPv6), which a UD receive gets in its GRH area (Annex A17.4.5.2). Without it (an
+    /// empty slice) the area is made up from `src`: an IPv6-style header whose SGID is the
+    /// sender's address.
+    pub fn handle_parsed_from(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        ip_header: &[u8],
+        pkt: &IbPacketRepr<'_>,
+    ) -> Result<(), DropReason> {
         self.stats.packets_received += 1;
-        let result = self.dispatch(now, src, pkt);
+        let result = self.dispatch(now, src, ip_header, pkt);
         if result.is_err() {
             self.stats.dropped += 1;
         }
@@ -473,6 +487,7 @@ impl Engine {
         &mut self,
         now: Instant,
         src: IpAddr,
+        ip_header: &[u8],
         pkt: &IbPacketRepr<'_>,
     ) -> Result<(), DropReason> {
         if pkt.bth.tver != 0 {
@@ -483,8 +498,10 @@ impl Engine {
             return Err(DropReason::Cnp);
         }
         let qpn = pkt.bth.dest_qp;
-        self.with_qp(qpn, now, |qp, ctx| qp.handle_packet(ctx, pkt, src))
-            .map_err(|_| DropReason::UnknownQp(qpn))?
+        self.with_qp(qpn, now, |qp, ctx| {
+            qp.handle_packet(ctx, pkt, src, ip_header)
+        })
+        .map_err(|_| DropReason::UnknownQp(qpn))?
     }
 
     /// The next packet to send, written into `buf` (at least [`MAX_PACKET_LEN`] bytes; a

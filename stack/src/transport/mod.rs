@@ -71,8 +71,10 @@
 //!   None of this changes what the peer must accept.
 //! - No end-to-end credits: ACKs carry the "invalid" credit count 0x1F as rxe's do, and
 //!   credits received are ignored. max_rd_atomic 0 is taken as 1.
-//! - UD: a receive gets the 40-byte GRH area with the sender's address as SGID (IPv4-mapped)
-//!   and a zero DGID; a message too long for it completes with LOC_LEN_ERR and the QP stays
+//! - UD: a receive gets the 40-byte GRH area: the packet's IP header as the host received it
+//!   (IPv4 in its second 20 bytes, Annex A17.4.5.2, as rxe), or, for the engine used without
+//!   a host, an IPv6-style header with the sender's address as SGID (IPv4-mapped) and a zero
+//!   DGID; a message too long for it completes with LOC_LEN_ERR and the QP stays
 //!   usable. UC: a gap or an error drops the rest of the message silently and the receive is
 //!   used again. RC and UC accept packets only from the connected peer's address.
 //! - Atomics operate on memory in the host's byte order (little-endian here).

@@ -37,6 +37,20 @@ pub const UDP_HEADER_LEN: usize = 8;
 /// carries its fields in the IP header, and the area has the IPv6 header's layout.
 pub const GRH_LEN: usize = IPV6_HEADER_LEN;
 
+/// The GRH area of a UD receive as RoCEv2 fills it from the received IP header (Annex
+/// A17.4.5.2): an IPv6 header takes all 40 bytes, an IPv4 header (20 bytes: RoCEv2 allows no
+/// options) the second 20, the first 20 left zero (the annex leaves them undefined; rxe
+/// zeroes them). None for a header of any other length.
+pub fn ud_grh_area(ip_header: &[u8]) -> Option<[u8; GRH_LEN]> {
+    let mut area = [0u8; GRH_LEN];
+    match ip_header.len() {
+        IPV6_HEADER_LEN => area.copy_from_slice(ip_header),
+        IPV4_HEADER_LEN => area[GRH_LEN - IPV4_HEADER_LEN..].copy_from_slice(ip_header),
+        _ => return None,
+    }
+    Some(area)
+}
+
 /// EtherType of IPv4.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 /// EtherType of ARP (RFC 826).
@@ -480,6 +494,18 @@ pub fn internet_checksum(bytes: &[u8]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ud_grh_area_holds_the_ip_header_where_the_annex_puts_it() {
+        let v4: Vec<u8> = (1..=20).collect();
+        let area = ud_grh_area(&v4).unwrap();
+        assert_eq!((&area[..20], &area[20..]), (&[0; 20][..], &v4[..]));
+        let v6: Vec<u8> = (1..=40).collect();
+        assert_eq!(ud_grh_area(&v6).unwrap()[..], v6[..]);
+        for len in [0, 19, 24, 60] {
+            assert_eq!(ud_grh_area(&vec![0x45; len]), None, "{len}");
+        }
+    }
 
     #[test]
     fn vlan_tags_go_in_and_come_out_whole() {

@@ -1,14 +1,16 @@
-//! The unreliable services at the responder: UD checks the Q_Key (IBA 10.2.5) and UC drops a
-//! message with a gap silently, reusing its receive (IBA 9.8.3.1).
+//! The unreliable services at the responder: UD checks the Q_Key (IBA 10.2.5) and fills the
+//! GRH area of a receive from the IP header (Annex A17.4.5.2), and UC drops a message with a
+//! gap silently, reusing its receive (IBA 9.8.3.1).
 
 use core::time::Duration;
+use std::net::IpAddr;
 
-use super::{Result, Setup, connect, describe_all, fail, pass, pattern, quiet, wcs_text};
+use super::{Conn, Result, Setup, connect, describe_all, fail, pass, pattern, quiet, wcs_text};
 use crate::conform::harness::{Ctx, packet};
 use crate::conform::suite::{Check, Role, Verdict};
 use crate::transport::QpType;
 use crate::wire::opcode::op;
-use crate::wire::{DethRepr, ExtHeaders, Transport};
+use crate::wire::{DethRepr, ExtHeaders, IbPacketRepr, Transport};
 
 /// The Q_Key the agent's UD QPs get (`QpPath::new`).
 const QKEY: u32 = 0x1111_1111;
@@ -23,6 +25,14 @@ pub(super) const CHECKS: &[Check] = &[
         body: ud_qkey,
     },
     Check {
+        id: "resp.ud.grh-area",
+        rule: "Annex A17.4.5.2",
+        title: "a UD receive's 40-byte GRH area holds the IP header as sent: IPv4 in its \
+                second 20 bytes, IPv6 whole",
+        role: Role::Responder,
+        body: ud_grh_area,
+    },
+    Check {
         id: "resp.uc.gap-drops-message",
         rule: "IBA 9.8.3.1",
         title: "a UC message with a missing packet is dropped silently; the next message \
@@ -32,12 +42,9 @@ pub(super) const CHECKS: &[Check] = &[
     },
 ];
 
-fn ud_qkey(ctx: &mut Ctx<'_>) -> Result<Verdict> {
-    let mut s = Setup::rc();
-    s.path.qp_type = QpType::Ud;
-    let c = connect(ctx, s)?;
-    ctx.post_recv(c.qpn, 1, &c.mr, 0, 1024)?;
-    let deth = |qkey| ExtHeaders {
+/// A UD SEND ONLY of `data` to the peer's QP from the tester's, with `qkey`.
+fn ud_send<'d>(c: &Conn, qkey: u32, data: &'d [u8]) -> IbPacketRepr<'d> {
+    let ext = ExtHeaders {
         deth: Some(DethRepr {
             qkey,
             resv: 0,
@@ -45,23 +52,28 @@ fn ud_qkey(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         }),
         ..ExtHeaders::default()
     };
+    packet(
+        Transport::Ud,
+        op::SEND_ONLY,
+        c.qpn,
+        c.epsn,
+        ext,
+        data,
+        false,
+    )
+}
+
+fn ud_qkey(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let mut s = Setup::rc();
+    s.path.qp_type = QpType::Ud;
+    let c = connect(ctx, s)?;
+    ctx.post_recv(c.qpn, 1, &c.mr, 0, 1024)?;
     let wrong = pattern(64, 1);
-    let ud = |ext, data| {
-        packet(
-            Transport::Ud,
-            op::SEND_ONLY,
-            c.qpn,
-            c.epsn,
-            ext,
-            data,
-            false,
-        )
-    };
-    ctx.send(ud(deth(0x2222_2222), &wrong))?;
+    ctx.send(ud_send(&c, 0x2222_2222, &wrong))?;
     let silence = quiet(ctx)?;
     let wc_wrong = ctx.poll_cq(c.qpn, Duration::ZERO)?;
     let right = pattern(64, 2);
-    ctx.send(ud(deth(QKEY), &right))?;
+    ctx.send(ud_send(&c, QKEY, &right))?;
     let t = ctx.env().timing;
     let wcs = ctx.poll_cq(c.qpn, t.response)?;
     let landed = ctx.read_mr(&c.mr, 40, 64)?;
@@ -82,6 +94,54 @@ fn ud_qkey(ctx: &mut Ctx<'_>) -> Result<Verdict> {
             wcs_text(&wcs),
             landed == right
         ))
+    }
+}
+
+fn ud_grh_area(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let mut s = Setup::rc();
+    s.path.qp_type = QpType::Ud;
+    let c = connect(ctx, s)?;
+    ctx.post_recv(c.qpn, 1, &c.mr, 0, 1024)?;
+    let data = pattern(64, 3);
+    ctx.send(ud_send(&c, QKEY, &data))?;
+    let t = ctx.env().timing;
+    let wcs = ctx.poll_cq(c.qpn, t.response)?;
+    if !wcs.iter().any(|w| w.wr_id == 1 && w.status == "SUCCESS") {
+        return fail(format!("the UD SEND was not received: {}", wcs_text(&wcs)));
+    }
+    let area = ctx.read_mr(&c.mr, 0, 40)?;
+    // The IP payload: UDP, BTH, DETH, the 64 bytes and the ICRC.
+    let ip_payload = (8 + 12 + 8 + 64 + 4) as u16;
+    let (tester, peer) = (ctx.env().tester_ip, ctx.env().peer_ip);
+    let (ok, seen) = match (tester, peer) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => {
+            let h = &area[20..];
+            let ok = h[0] == 0x45
+                && h[9] == 17
+                && u16::from_be_bytes([h[2], h[3]]) == 20 + ip_payload
+                && h[12..16] == src.octets()
+                && h[16..20] == dst.octets();
+            (ok, format!("bytes 20-39 {h:02x?}"))
+        }
+        (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            let ok = area[0] >> 4 == 6
+                && area[6] == 17
+                && u16::from_be_bytes([area[4], area[5]]) == ip_payload
+                && area[8..24] == src.octets()
+                && area[24..40] == dst.octets();
+            (ok, format!("{area:02x?}"))
+        }
+        _ => return fail("the tester's and the peer's addresses are of different families"),
+    };
+    let what = if tester.is_ipv4() {
+        "the IPv4 header sent (version 4, IHL 5, UDP, its total length and addresses)"
+    } else {
+        "the IPv6 header sent (next header UDP, its payload length and addresses)"
+    };
+    if ok {
+        pass(format!("the GRH area holds {what}"))
+    } else {
+        fail(format!("expected {what}; the GRH area: {seen}"))
     }
 }
 

@@ -317,13 +317,15 @@ impl QueuePair {
         }
     }
 
-    /// A packet for this queue pair from `src`: a request goes to the responder, anything
-    /// else to the completer, once the transport, partition, source and state allow it.
+    /// A packet for this queue pair from `src` (its IP header as received, or empty): a
+    /// request goes to the responder, anything else to the completer, once the transport,
+    /// partition, source and state allow it.
     pub fn handle_packet(
         &mut self,
         ctx: &mut Ctx<'_>,
         pkt: &IbPacketRepr<'_>,
         src: IpAddr,
+        ip_header: &[u8],
     ) -> Result<(), DropReason> {
         let transport = match self.init.qp_type {
             QpType::Rc => Transport::Rc,
@@ -345,7 +347,7 @@ impl QueuePair {
                 QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe => {}
                 state => return Err(DropReason::NotReady(state)),
             }
-            self.handle_request(ctx, pkt, src)
+            self.handle_request(ctx, pkt, src, ip_header)
         } else {
             match self.state {
                 QpState::Rts | QpState::Sqd => {}

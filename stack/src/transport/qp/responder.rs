@@ -42,6 +42,7 @@ pub use responses::QpUsage;
 use responses::{Reply, Resource, ResourceKind, RespItem, protect_reads, reads_queued};
 
 pub use crate::wire::encap::GRH_LEN;
+use crate::wire::encap::ud_grh_area;
 
 /// A message being received across several packets.
 #[derive(Debug)]
@@ -138,12 +139,14 @@ const fn is_write(low: u8) -> bool {
 }
 
 impl QueuePair {
-    /// A request packet for this queue pair's responder.
+    /// A request packet for this queue pair's responder (with its IP header as received, or
+    /// empty: UD puts it in the GRH area).
     pub(crate) fn handle_request(
         &mut self,
         ctx: &mut Ctx<'_>,
         pkt: &IbPacketRepr<'_>,
         src: IpAddr,
+        ip_header: &[u8],
     ) -> Result<(), DropReason> {
         match self.init.qp_type {
             QpType::Rc => {
@@ -154,7 +157,7 @@ impl QueuePair {
                 self.uc_request(ctx, pkt);
                 Ok(())
             }
-            QpType::Ud => self.ud_request(ctx, pkt, src),
+            QpType::Ud => self.ud_request(ctx, pkt, src, ip_header),
         }
     }
 
@@ -352,13 +355,15 @@ impl QueuePair {
         }
     }
 
-    /// IBA 9.8.4 / 10.2.5: check the Q_Key, consume one receive, write the GRH area and the
-    /// payload; no PSN checks and no responses.
+    /// IBA 9.8.4 / 10.2.5: check the Q_Key, consume one receive, write the GRH area (the IP
+    /// header as received, Annex A17.4.5.2, or one made up from `src`) and the payload; no
+    /// PSN checks and no responses.
     fn ud_request(
         &mut self,
         ctx: &mut Ctx<'_>,
         pkt: &IbPacketRepr<'_>,
         src: IpAddr,
+        ip_header: &[u8],
     ) -> Result<(), DropReason> {
         let deth = pkt.ext.deth.ok_or(DropReason::Unsupported)?;
         if deth.qkey != self.attrs.qkey {
@@ -372,7 +377,7 @@ impl QueuePair {
         let status = if total > recv.capacity() {
             WcStatus::LocLenErr
         } else {
-            let grh = grh(src, pkt.payload.len());
+            let grh = ud_grh_area(ip_header).unwrap_or_else(|| grh(src, pkt.payload.len()));
             let pd = self.init.pd;
             let wrote = ctx.mrs.scatter(pd, &recv.sg_list, 0, &grh).and_then(|()| {
                 ctx.mrs
@@ -768,9 +773,10 @@ impl QueuePair {
     }
 }
 
-/// The 40-byte GRH area of a UD receive (IBA 8.3): IPv6-style header, next header 0x1B, the
-/// sender's address as SGID (IPv4-mapped for IPv4, as RoCEv2 GIDs are); the DGID is left
-/// zero because the engine does not know which of the host's addresses the packet came to.
+/// The 40-byte GRH area of a UD receive when the packet's IP header is not known (the engine
+/// used without a host; IBA 8.3): IPv6-style header, next header 0x1B, the sender's address
+/// as SGID (IPv4-mapped for IPv4, as RoCEv2 GIDs are); the DGID is left zero because the
+/// engine does not know which of the host's addresses the packet came to.
 fn grh(src: IpAddr, payload: usize) -> [u8; GRH_LEN] {
     let mut g = [0u8; GRH_LEN];
     g[0] = 0x60;
