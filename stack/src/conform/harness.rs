@@ -127,6 +127,9 @@ pub struct RxFrame {
     pub pad: Vec<u8>,
     /// Whether its ICRC matched.
     pub icrc_ok: bool,
+    /// What its IPv4 header breaks of the annex's rules, if anything
+    /// ([`RocePacket::ipv4_violation`]).
+    pub ipv4_violation: Option<&'static str>,
     /// The IP ECN field.
     pub ecn: Ecn,
     /// The sender's address.
@@ -422,6 +425,7 @@ impl<'a> Ctx<'a> {
             payload: p.payload().to_vec(),
             pad: p.pad().to_vec(),
             icrc_ok: p.icrc_ok(),
+            ipv4_violation: p.ipv4_violation(),
             ecn: p.ecn(),
             src: p.ip().src_addr(),
             udp_dst: p.udp().dst_port,

@@ -297,6 +297,38 @@ fn a_peer_with_a_broken_icrc_fails_the_format_check() {
     assert!(r.evidence.contains("bad ICRC"), "{}", r.evidence);
 }
 
+/// A requester whose IPv4 header breaks the annex fails the format check, by name: a wrong
+/// header checksum, and CE set by the sender itself (checksum mended; the ICRC masks both).
+#[test]
+fn a_peer_with_a_bad_ipv4_header_fails_the_format_check() {
+    /// Changes the IPv4 header (and what follows) of a frame the peer sends.
+    type Tamper = fn(&mut [u8]);
+    let cases: [(Tamper, &str); 2] = [
+        (|ip| ip[10] ^= 0x5a, "the IPv4 header checksum is wrong"),
+        (
+            |ip| {
+                ip[1] |= 3;
+                ip[10..12].fill(0);
+                let sum = crate::wire::encap::internet_checksum(&ip[..20]);
+                ip[10..12].copy_from_slice(&sum.to_be_bytes());
+            },
+            "IP ECN not allowed",
+        ),
+    ];
+    for (tamper, said) in cases {
+        let mut peer = tampered(Box::new(move |f: &mut Vec<u8>| {
+            if f.len() > 34 && f[12..14] == [0x08, 0x00] {
+                tamper(&mut f[14..]);
+            }
+            true
+        }));
+        let r = run_ids(&mut peer, &["req.wire.format"]).results.remove(0);
+        assert_eq!(r.outcome, Outcome::Fail, "{}", r.evidence);
+        assert!(r.evidence.contains(said), "{said}: {}", r.evidence);
+        assert!(!r.evidence.contains("bad ICRC"), "{}", r.evidence);
+    }
+}
+
 /// The in-memory peer, watched: the agent requests it saw, and an agent that disappears
 /// after `left` requests (if set).
 struct Spy {

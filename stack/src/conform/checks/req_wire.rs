@@ -13,7 +13,7 @@ use crate::conform::proto::SendKind;
 use crate::conform::suite::{Check, Role, Verdict};
 use crate::wire::opcode::op;
 use crate::wire::{
-    BthRepr, CnpRepr, ExtHeaders, IbPacketRepr, Opcode, PKey, Psn, ROCEV2_UDP_PORT, Transport,
+    BthRepr, CnpRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, PKey, Psn, ROCEV2_UDP_PORT, Transport,
 };
 
 pub(super) const CHECKS: &[Check] = &[
@@ -34,9 +34,10 @@ pub(super) const CHECKS: &[Check] = &[
     },
     Check {
         id: "req.wire.format",
-        rule: "IBA 9.2, Annex A17.3.2, A17.3.3",
+        rule: "IBA 9.2, Annex A17.3.1, A17.3.2, A17.3.3",
         title: "a 61-byte SEND: pad count 3 with zero pad bytes, TVer 0, default P_Key, the \
-                connected QP, UDP port 4791, a valid ICRC",
+                connected QP, UDP port 4791, a valid ICRC, and an IPv4 header as the annex \
+                sets it (IHL 5, DF, a right checksum; ECN 00 without congestion control)",
         role: Role::Requester,
         body: format,
     },
@@ -123,6 +124,12 @@ fn format(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     c.ack(ctx, c.spsn, 1)?;
     let t = ctx.env().timing;
     let wcs = ctx.poll_cq(c.qpn, t.response)?;
+    // CA17-5, CA17-14: without congestion management ECN is 00; with it a sender may mark
+    // its packets ECN-capable, and never CE (a switch's mark).
+    let ecn_ok = match ctx.env().cc.as_str() {
+        "none" => f.ecn == Ecn::NotEct,
+        _ => f.ecn != Ecn::Ce,
+    };
     let problems: Vec<&str> = [
         (f.bth.pad_count == 3, "pad count not 3"),
         (f.pad.iter().all(|&b| b == 0), "pad bytes not zero"),
@@ -136,6 +143,11 @@ fn format(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         ),
         (f.icrc_ok, "bad ICRC"),
         (f.op() == op::SEND_ONLY, "not SEND ONLY"),
+        (f.ipv4_violation.is_none(), f.ipv4_violation.unwrap_or("")),
+        (
+            ecn_ok,
+            "IP ECN not allowed for the agent's congestion control",
+        ),
     ]
     .into_iter()
     .filter(|(ok, _)| !ok)
@@ -143,8 +155,10 @@ fn format(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     .collect();
     if problems.is_empty() {
         pass(format!(
-            "{}: pad 3 zero bytes, TVer 0, P_Key 0xffff, port 4791, ICRC ok; {}",
+            "{}: pad 3 zero bytes, TVer 0, P_Key 0xffff, port 4791, ICRC ok, IP header as the \
+             annex sets it (ECN {}); {}",
             f.describe(),
+            f.ecn.name(),
             wcs_text(&wcs)
         ))
     } else {
