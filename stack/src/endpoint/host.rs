@@ -351,8 +351,8 @@ impl Host {
             self.stats.drops.bad_ip_header += 1;
             return;
         }
-        // A packet whose ICRC does not match (rxe's FLUSH
-        // ICRC only where asked for).
+        // So is a packet whose ICRC does not match (rxe's FLUSH ICRC is taken only where
+        // asked for).
         let rxe_flush = self.rxe_flush_icrc && packet.icrc_is_rxe_flush();
         if !packet.icrc_ok() && !rxe_flush {
             self.stats.drops.bad_icrc += 1;
