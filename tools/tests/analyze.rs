@@ -33,6 +33,30 @@ fn sum_of(doc: &Value, key: &str) -> u64 {
         .sum()
 }
 
+/// A RoCEv2 packet whose IPv4 header checksum is wrong (outside the ICRC) is counted in JSON
+/// and named in the text report; the line is absent when there is none.
+#[test]
+fn ipv4_headers_a_receiver_drops_are_reported() {
+    let mut frames = sample::frames(11);
+    let good = temp_file("ip_ok.pcap", &pcap_bytes(&frames));
+    let v4 = frames
+        .iter()
+        .position(|f| f[12..14] == [0x08, 0x00])
+        .expect("an IPv4 sample");
+    frames[v4][14 + 10] ^= 0x5a;
+    let bad = temp_file("ip_bad.pcap", &pcap_bytes(&frames));
+    let (_, doc) = analyze_json(&bad);
+    assert_eq!(
+        (&doc["ip_header_errors"], &doc["icrc_errors"]),
+        (&1.into(), &0.into())
+    );
+    let text = |path: &Path| roce_ok(&["analyze", path.to_str().unwrap()]);
+    let said = "\n1 RoCEv2 packets with an IPv4 header a receiver drops (a wrong checksum, \
+                options or DF clear; Annex A17.3.4)\n";
+    assert!(text(&bad).contains(said), "{}", text(&bad));
+    assert!(!text(&good).contains("IPv4 header a receiver drops"));
+}
+
 #[test]
 fn the_contract_keys_add_up() {
     let frames = sample::frames(11);
@@ -50,6 +74,7 @@ fn the_contract_keys_add_up() {
         assert_eq!(doc["packets"], frames.len());
         assert_eq!(doc["roce_packets"], frames.len());
         assert_eq!(doc["icrc_errors"], 0);
+        assert_eq!(doc["ip_header_errors"], 0);
         assert_eq!(sum_of(&doc, "packets"), frames.len() as u64);
         for f in doc["flows"].as_array().unwrap() {
             for key in [

@@ -164,6 +164,8 @@ struct Fields<'p> {
     /// The payload as captured (cut frames: only what the capture kept).
     payload: &'p [u8],
     icrc_ok: Option<bool>,
+    /// An IPv4 header the RoCEv2 annex makes a receiver drop the packet for.
+    ip_header_bad: bool,
     ecn_ce: bool,
     /// The sender's MAC (zeros without an Ethernet header).
     src_mac: [u8; 6],
@@ -223,6 +225,8 @@ pub struct Analyzer {
     /// Of which RoCEv1.
     roce_v1_packets: u64,
     icrc_errors: u64,
+    /// RoCEv2 packets whose IPv4 header a receiver drops ([`RocePacket::ipv4_violation`]).
+    ip_header_errors: u64,
     first_ts: Option<u64>,
     last_ts: Option<u64>,
     clock: GoodputClock,
@@ -400,8 +404,11 @@ impl Analyzer {
             vlan: p.eth().vlan,
             roce_v1: true,
         };
-        let icrc_ok = cut.is_none().then(|| p.icrc_ok());
-        self.packet(ib.fields(frame.timestamp_ns, &ip, 0, icrc_ok, payload))
+        let checks = Checks {
+            icrc_ok: cut.is_none().then(|| p.icrc_ok()),
+            ip_header_bad: false,
+        };
+        self.packet(ib.fields(frame.timestamp_ns, &ip, 0, checks, payload))
     }
 
     /// Counts a frame that is not RoCE by what it is.
@@ -620,6 +627,9 @@ impl Analyzer {
         self.roce_packets += 1;
         if f.icrc_ok == Some(false) {
             self.icrc_errors += 1;
+        }
+        if f.ip_header_bad {
+            self.ip_header_errors += 1;
         }
         let Some(id) = self.flow_id(&f) else {
             return Outcome::Untracked;
@@ -843,7 +853,19 @@ fn fields<'q>(p: &RocePacket<'_>, ts: u64, icrc_ok: Option<bool>, payload: &'q [
         vlan: p.vlan(),
         roce_v1: false,
     };
-    ib.fields(ts, p.ip(), p.udp().src_port, icrc_ok, payload)
+    let checks = Checks {
+        icrc_ok,
+        ip_header_bad: p.ipv4_violation().is_some(),
+    };
+    ib.fields(ts, p.ip(), p.udp().src_port, checks, payload)
+}
+
+/// What the receiver's checks made of a packet: its ICRC (None: cut off, unknown) and
+/// whether its IPv4 header is one the annex makes a receiver drop.
+#[derive(Debug, Clone, Copy)]
+struct Checks {
+    icrc_ok: Option<bool>,
+    ip_header_bad: bool,
 }
 
 /// What [`Fields`] are read from in a RoCEv2 or a RoCEv1 packet.
@@ -864,7 +886,7 @@ impl Ib<'_> {
         ts: u64,
         ip: &IpRepr<'_>,
         udp_src_port: u16,
-        icrc_ok: Option<bool>,
+        checks: Checks,
         payload: &'q [u8],
     ) -> Fields<'q> {
         let bth = BthRepr::parse_unchecked(&self.bytes[self.bth_at..]);
@@ -910,7 +932,8 @@ impl Ib<'_> {
             payload_len: self.payload_len,
             read_len,
             payload,
-            icrc_ok,
+            icrc_ok: checks.icrc_ok,
+            ip_header_bad: checks.ip_header_bad,
             ecn_ce: ip.ecn() == Ecn::Ce,
             src_mac: self.eth.map_or([0; 6], |e| e.src),
             priority,

@@ -413,6 +413,9 @@ pub struct Report {
     pub roce_v1_packets: u64,
     /// RoCE packets whose ICRC did not match.
     pub icrc_errors: u64,
+    /// RoCEv2 packets whose IPv4 header a receiver drops (Annex A17.3.4: a wrong checksum,
+    /// options or DF clear), whatever their ICRC.
+    pub ip_header_errors: u64,
     /// The first frame's capture time.
     pub first_ts: Option<u64>,
     /// The last frame's capture time.

@@ -38,6 +38,7 @@ pub(super) fn report(a: &Analyzer) -> Report {
         roce_packets: a.roce_packets,
         roce_v1_packets: a.roce_v1_packets,
         icrc_errors: a.icrc_errors,
+        ip_header_errors: a.ip_header_errors,
         first_ts: a.first_ts,
         last_ts: a.last_ts,
         flows: a

@@ -545,6 +545,24 @@ fn icrc_errors_and_cut_frames_are_counted_and_analysed() {
     assert_eq!(flow(&rep, a, b).icrc_errors, 1);
 }
 
+/// Annex A17.3.4: packets whose IPv4 header a receiver drops are counted, whatever their
+/// ICRC (the checksum is outside it, DF inside), and still followed.
+#[test]
+fn ipv4_headers_a_receiver_drops_are_counted() {
+    let (a, b) = (host(1, 0x11), host(2, 0x12));
+    let mut s = Scenario::default();
+    for psn in 1..=3 {
+        s.send(a, b, op::SEND_ONLY, psn, None, 64).wait(1);
+    }
+    s.frames[1].1[14 + 10] ^= 0x5a; // the header checksum
+    s.frames[2].1[14 + 6] &= !0x40; // DF
+    let mut r = Analyzer::new();
+    s.feed(&mut r);
+    let rep = r.report();
+    assert_eq!((rep.ip_header_errors, rep.icrc_errors), (2, 1));
+    assert_eq!(flow(&rep, a, b).packets, 3);
+}
+
 #[test]
 fn state_stays_bounded_however_many_episodes() {
     let (a, b) = (host(1, 0x11), host(2, 0x12));

@@ -55,7 +55,9 @@ line on stdout instead,
 with a `live` object (interface, kernel counts, the interval's per-flow rates). It stops after
 --duration, or at SIGINT/SIGTERM, and prints the final report (`live.final` true in JSON).
 
-JSON keys: packets, roce_packets, roce_v1_packets, icrc_errors, flows[] with src, dst, dest_qp,
+JSON keys: packets, roce_packets, roce_v1_packets, icrc_errors, ip_header_errors (RoCEv2
+packets whose IPv4 header a receiver drops: a wrong checksum, options or DF clear), flows[]
+with src, dst, dest_qp,
 packets, opcodes {name: count}, retransmitted_packets, naks {name: count}, rnr_naks, cnps,
 ecn_ce, payload_bytes, roce_version, priority, pfc_stalls, and more (requester, goodput,
 rate_changes); connections[]; input; untracked {max_flows, max_memory_mib, flows, packets,

@@ -17,6 +17,7 @@ struct Document<'r> {
     /// Of which RoCEv1 (EtherType 0x8915).
     roce_v1_packets: u64,
     icrc_errors: u64,
+    ip_header_errors: u64,
     flows: Flows<'r>,
     start_time: Option<f64>,
     duration_us: f64,
@@ -515,6 +516,7 @@ fn document(r: &Report) -> Document<'_> {
         roce_packets: r.roce_packets,
         roce_v1_packets: r.roce_v1_packets,
         icrc_errors: r.icrc_errors,
+        ip_header_errors: r.ip_header_errors,
         flows: Flows {
             flows: &r.flows,
             clock: Clock(clock.0),

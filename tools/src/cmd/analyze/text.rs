@@ -74,6 +74,13 @@ pub fn render(file: &Path, r: &Report) -> String {
         duration(span)
     );
     let _ = writeln!(o, "ICRC errors: {}", r.icrc_errors);
+    count_line(
+        &mut o,
+        "",
+        r.ip_header_errors,
+        "RoCEv2 packets with an IPv4 header a receiver drops (a wrong checksum, options or DF \
+         clear; Annex A17.3.4)",
+    );
     not_roce(&mut o, r);
     for (i, f) in r.flows.iter().enumerate() {
         flow(&mut o, i, f, r, &at);
