@@ -8,6 +8,10 @@ use super::suite::{CheckResult, Outcome, Report, registry, run};
 use super::{NoCapture, Timing};
 use crate::cc::Preset;
 use crate::time::Instant;
+use crate::wire::Ecn;
+use crate::wire::encap::{
+    ETHERNET_HEADER_LEN, ETHERTYPE_IPV4, IPV4_HEADER_LEN, field_at, set_ipv4_checksum,
+};
 
 /// Our endpoint as the CI runs it: DCQCN on, so that the congestion checks apply.
 fn ours() -> VirtualConfig {
@@ -302,23 +306,25 @@ fn a_peer_with_a_broken_icrc_fails_the_format_check() {
 #[test]
 fn a_peer_with_a_bad_ipv4_header_fails_the_format_check() {
     /// Changes the IPv4 header (and what follows) of a frame the peer sends.
-    type Tamper = fn(&mut [u8]);
-    let cases: [(Tamper, &str); 2] = [
-        (|ip| ip[10] ^= 0x5a, "the IPv4 header checksum is wrong"),
+    type HeaderEdit = fn(&mut [u8]);
+    let cases: [(HeaderEdit, &str); 2] = [
+        (
+            |ip| ip[field_at::IPV4_CHECKSUM] ^= 0x5a,
+            "the IPv4 header checksum is wrong",
+        ),
         (
             |ip| {
-                ip[1] |= 3;
-                ip[10..12].fill(0);
-                let sum = crate::wire::encap::internet_checksum(&ip[..20]);
-                ip[10..12].copy_from_slice(&sum.to_be_bytes());
+                ip[1] |= Ecn::Ce.bits();
+                set_ipv4_checksum(&mut ip[..IPV4_HEADER_LEN]);
             },
             "IP ECN not allowed",
         ),
     ];
     for (tamper, said) in cases {
         let mut peer = tampered(Box::new(move |f: &mut Vec<u8>| {
-            if f.len() > 34 && f[12..14] == [0x08, 0x00] {
-                tamper(&mut f[14..]);
+            let ip = ETHERNET_HEADER_LEN;
+            if f.len() > ip + IPV4_HEADER_LEN && f[12..ip] == ETHERTYPE_IPV4.to_be_bytes() {
+                tamper(&mut f[ip..]);
             }
             true
         }));

@@ -383,7 +383,7 @@ impl Host {
             }
         }
         let ip_header = &frame[packet.ip_offset()..packet.udp_offset()];
-        match self.engine.handle_parsed_from(now, src, ip_header, &ib) {
+        match self.engine.handle_parsed(now, src, ip_header, &ib) {
             // The first packet on a QP whose REP waits for its RTU establishes it.
             Ok(()) if self.cm.awaits_rtu(bth.dest_qp) => self.cm.qp_active(bth.dest_qp),
             Ok(()) => {}

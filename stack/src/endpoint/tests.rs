@@ -19,7 +19,7 @@ use crate::transport::{
     Access, CqId, ModifyQp, Mtu, QpInit, QpState, QpType, RecvWr, SendOp, SendWr, Sge, UdDest,
     WcOpcode, WcStatus, WorkCompletion,
 };
-use crate::wire::encap::field_at;
+use crate::wire::encap::{field_at, set_ipv4_checksum};
 use crate::wire::{
     BthRepr, Ecn, ExtHeaders, IbPacketRepr, IpRepr, Ipv4Repr, Opcode, PKey, Psn, Qpn, RethRepr,
     RocePacket, RoceRepr, rxe_connected_udp_src_port, rxe_udp_src_port,
@@ -597,15 +597,8 @@ fn ce_marks_become_cnps_through_the_congestion_seam() {
 /// `frame` as a congested router leaves it: ECN CE, the IPv4 header checksum mended (the
 /// ICRC does not cover the ECN bits).
 fn ce_marked(mut frame: Vec<u8>) -> Vec<u8> {
-    frame[14 + 1] |= 0x03;
-    frame[14 + 10..14 + 12].fill(0);
-    let sum: u32 = frame[14..34]
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-        .sum();
-    let folded = (sum & 0xffff) + (sum >> 16);
-    let folded = (folded & 0xffff) + (folded >> 16);
-    frame[14 + 10..14 + 12].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+    frame[14 + 1] |= Ecn::Ce.bits();
+    set_ipv4_checksum(&mut frame[14..34]);
     frame
 }
 

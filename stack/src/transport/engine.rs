@@ -442,7 +442,7 @@ impl Engine {
         packet: &[u8],
     ) -> Result<(), DropReason> {
         match IbPacketRepr::parse(packet) {
-            Ok(pkt) => self.handle_parsed(now, src, &pkt),
+            Ok(pkt) => self.handle_parsed(now, src, &[], &pkt),
             Err(e) => {
                 self.stats.packets_received += 1;
                 self.stats.dropped += 1;
@@ -454,21 +454,11 @@ impl Engine {
     /// [`Engine::handle_packet`] of a packet already parsed: the host has sliced and checked
     /// the whole frame, so parsing its IB part again from bytes would repeat that work on
     /// every received packet (a tenth of a 64-byte SEND client's user time went to parsing
-    /// ACKs twice).
-    pub fn handle_parsed(
-        &mut self,
-        now: Instant,
-        src: IpAddr,
-        pkt: &IbPacketRepr<'_>,
-    ) -> Result<(), DropReason> {
-        self.handle_parsed_from(now, src, &[], pkt)
-    }
-
-    /// [`Engine::handle_parsed`] with the packet's IP header as received (20 bytes of IPv4 or
-    /// 40 of IPv6), which a UD receive gets in its GRH area (Annex A17.4.5.2). Without it (an
+    /// ACKs twice). `ip_header` is the packet's IP header as received (20 bytes of IPv4 or 40
+    /// of IPv6), which a UD receive gets in its GRH area (Annex A17.4.5.2); without it (an
     /// empty slice) the area is made up from `src`: an IPv6-style header whose SGID is the
     /// sender's address.
-    pub fn handle_parsed_from(
+    pub fn handle_parsed(
         &mut self,
         now: Instant,
         src: IpAddr,

@@ -13,7 +13,7 @@ use etherparse::{
 use super::encap::{
     ETHERNET_HEADER_LEN, ETHERTYPE_VLAN, Ecn, EthernetRepr, IP_PROTOCOL_UDP, IPV4_HEADER_LEN,
     IPV4_MAX_HEADER_LEN, IPV6_HEADER_LEN, IpRepr, Ipv4Repr, Ipv6Repr, UDP_HEADER_LEN, UdpRepr,
-    VLAN_TAG_LEN, internet_checksum,
+    VLAN_TAG_LEN, set_ipv4_checksum,
 };
 use super::error::{Result, WireError, check_len};
 use super::ext::IbPacketRepr;
@@ -270,12 +270,10 @@ fn emit_ipv4(h: &Ipv4Repr<'_>, udp_len: u16, buf: &mut [u8]) -> Result<()> {
     buf[6..8].copy_from_slice(&flags.to_be_bytes()); // fragment offset 0
     buf[8] = h.ttl;
     buf[9] = IP_PROTOCOL_UDP;
-    buf[10..12].copy_from_slice(&[0, 0]);
     buf[12..16].copy_from_slice(&h.src.octets());
     buf[16..20].copy_from_slice(&h.dst.octets());
     buf[IPV4_HEADER_LEN..].copy_from_slice(options);
-    let checksum = internet_checksum(buf);
-    buf[10..12].copy_from_slice(&checksum.to_be_bytes());
+    set_ipv4_checksum(buf);
     Ok(())
 }
 
@@ -295,7 +293,7 @@ fn emit_ipv6(h: &Ipv6Repr, udp_len: u16, buf: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::encap::rxe_udp_src_port;
+    use crate::wire::encap::{internet_checksum, rxe_udp_src_port};
     use crate::wire::{AethRepr, BthRepr, ExtHeaders, Msn, Opcode, Psn};
     use core::net::{Ipv4Addr, Ipv6Addr};
 

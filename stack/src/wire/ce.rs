@@ -6,11 +6,9 @@
 use super::Ecn;
 use super::encap::{
     ETHERNET_HEADER_LEN, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_VLAN, IPV4_HEADER_LEN,
-    IPV6_HEADER_LEN, VLAN_TAG_LEN, internet_checksum,
+    IPV6_HEADER_LEN, VLAN_TAG_LEN, set_ipv4_checksum,
 };
 
-/// The IPv4 header's checksum field.
-const IPV4_CHECKSUM: core::ops::Range<usize> = 10..12;
 /// The byte of either IP version that holds the ECN field (TOS, or the traffic class's low
 /// nibble and the flow label's first).
 const ECN_BYTE: usize = 1;
@@ -90,9 +88,6 @@ pub fn mark_ce(frame: &mut [u8]) -> CeOutcome {
         return CeOutcome::NotIp;
     }
     frame[ip + ECN_BYTE] |= Ecn::Ce.bits();
-    let header = &mut frame[ip..ip + ihl];
-    header[IPV4_CHECKSUM].copy_from_slice(&[0, 0]);
-    let checksum = internet_checksum(header);
-    header[IPV4_CHECKSUM].copy_from_slice(&checksum.to_be_bytes());
+    set_ipv4_checksum(&mut frame[ip..ip + ihl]);
     CeOutcome::Marked
 }

@@ -491,6 +491,15 @@ pub fn internet_checksum(bytes: &[u8]) -> u16 {
     !(sum as u16)
 }
 
+/// Writes the checksum of IPv4 header `header` (options included) into its checksum field,
+/// after a change to any of its fields.
+pub fn set_ipv4_checksum(header: &mut [u8]) {
+    let at = field_at::IPV4_CHECKSUM;
+    header[at..at + 2].copy_from_slice(&[0, 0]);
+    let checksum = internet_checksum(header);
+    header[at..at + 2].copy_from_slice(&checksum.to_be_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

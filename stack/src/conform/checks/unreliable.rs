@@ -9,8 +9,13 @@ use super::{Conn, Result, Setup, connect, describe_all, fail, pass, pattern, qui
 use crate::conform::harness::{Ctx, packet};
 use crate::conform::suite::{Check, Role, Verdict};
 use crate::transport::QpType;
+use crate::wire::encap::{
+    GRH_LEN, IP_PROTOCOL_UDP, IPV4_HEADER_LEN, IPV4_VERSION_IHL_NO_OPTIONS, UDP_HEADER_LEN,
+    field_at,
+};
+use crate::wire::icrc::ICRC_LEN;
 use crate::wire::opcode::op;
-use crate::wire::{DethRepr, ExtHeaders, IbPacketRepr, Transport};
+use crate::wire::{BthRepr, DethRepr, ExtHeaders, FixedHeader, IbPacketRepr, Transport};
 
 /// The Q_Key the agent's UD QPs get (`QpPath::new`).
 const QKEY: u32 = 0x1111_1111;
@@ -109,24 +114,27 @@ fn ud_grh_area(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     if !wcs.iter().any(|w| w.wr_id == 1 && w.status == "SUCCESS") {
         return fail(format!("the UD SEND was not received: {}", wcs_text(&wcs)));
     }
-    let area = ctx.read_mr(&c.mr, 0, 40)?;
-    // The IP payload: UDP, BTH, DETH, the 64 bytes and the ICRC.
-    let ip_payload = (8 + 12 + 8 + 64 + 4) as u16;
+    let area = ctx.read_mr(&c.mr, 0, GRH_LEN as u32)?;
+    let ip_payload = UDP_HEADER_LEN + BthRepr::LEN + DethRepr::LEN + data.len() + ICRC_LEN;
+    let length = |at: usize| usize::from(u16::from_be_bytes([area[at], area[at + 1]]));
     let (tester, peer) = (ctx.env().tester_ip, ctx.env().peer_ip);
     let (ok, seen) = match (tester, peer) {
         (IpAddr::V4(src), IpAddr::V4(dst)) => {
-            let h = &area[20..];
-            let ok = h[0] == 0x45
-                && h[9] == 17
-                && u16::from_be_bytes([h[2], h[3]]) == 20 + ip_payload
+            // The IPv4 header in the second half; version, IHL, total length, protocol, then
+            // the addresses at 12 and 16.
+            let h = &area[GRH_LEN - IPV4_HEADER_LEN..];
+            let ok = h[field_at::IPV4_VERSION_IHL] == IPV4_VERSION_IHL_NO_OPTIONS
+                && h[field_at::IPV4_PROTOCOL] == IP_PROTOCOL_UDP
+                && length(GRH_LEN - IPV4_HEADER_LEN + 2) == IPV4_HEADER_LEN + ip_payload
                 && h[12..16] == src.octets()
                 && h[16..20] == dst.octets();
             (ok, format!("bytes 20-39 {h:02x?}"))
         }
         (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            // Version, payload length at 4, next header, then the addresses at 8 and 24.
             let ok = area[0] >> 4 == 6
-                && area[6] == 17
-                && u16::from_be_bytes([area[4], area[5]]) == ip_payload
+                && area[field_at::IPV6_NEXT_HEADER] == IP_PROTOCOL_UDP
+                && length(4) == ip_payload
                 && area[8..24] == src.octets()
                 && area[24..40] == dst.octets();
             (ok, format!("{area:02x?}"))
