@@ -187,6 +187,23 @@ fn bad_input_gives_a_page_that_says_what_is_wrong() {
     let comment = data["details"][0][1].as_u64().unwrap() as usize;
     assert_eq!(strings[comment], "</script><img src=x onerror=alert(1)>");
 
+    // A RoCEv2 packet whose IPv4 header a receiver drops is named, as roce analyze does.
+    let mut bad_ip = sample::frames(11);
+    let v4 = bad_ip
+        .iter()
+        .position(|f| f[12..14] == [0x08, 0x00])
+        .expect("an IPv4 sample");
+    bad_ip[v4][14 + 10] ^= 0x5a; // the header checksum
+    let file = temp_file("ip.pcap", &pcap_bytes(&bad_ip));
+    let (code, page, _) = view("ip.html", &[file.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    assert!(
+        page.contains("<div class=\"banner ip-header\">1 RoCEv2 packets carry an IPv4 header"),
+        "{page}"
+    );
+    let (_, page, _) = view("ip-ok.html", &[&pcap("rc_rnr_nak.pcap")]);
+    assert!(!page.contains("banner ip-header"));
+
     let not = temp_file("not.pcap", b"this is not a capture file at all");
     let (code, ..) = view("not.html", &[not.to_str().unwrap()]);
     assert_eq!(code, Some(1));

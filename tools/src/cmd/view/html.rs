@@ -166,6 +166,15 @@ fn banners(out: &mut String, report: &Report) {
             list.join("; ")
         );
     }
+    if report.ip_header_errors > 0 {
+        let _ = writeln!(
+            out,
+            "<div class=\"banner ip-header\">{} RoCEv2 packets carry an IPv4 header a receiver \
+             drops (a wrong checksum, options or DF clear; Annex A17.3.4). The flows still \
+             follow them: rdma_rxe executes those with DF clear, drops the others.</div>",
+            report.ip_header_errors
+        );
+    }
 }
 
 fn naks(f: &FlowReport) -> String {
