@@ -442,3 +442,28 @@ fn ipv4_fields_roce_forbids_are_named() {
         assert!(text.contains(said), "{said}: {text}");
     }
 }
+
+/// A packet to QP0: decode says a RoCEv2 port has none and a receiver drops it (CA17-33);
+/// QP1 is named for what it is.
+#[test]
+fn qp0_and_qp1_are_named() {
+    use roce::wire::{BthRepr, ExtHeaders, IbPacketRepr, Opcode, Psn, Qpn, RoceRepr};
+    let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+    let frames: Vec<Vec<u8>> = [Qpn::SMI, Qpn::GSI, Qpn::new(0x12)]
+        .into_iter()
+        .map(|qpn| {
+            let bth = BthRepr::new(Opcode(0x04), qpn, Psn::new(7));
+            let ib = IbPacketRepr::new(bth, ExtHeaders::default(), &[1, 2, 3, 4]);
+            let mac = |n| [2, 0, 0, 0, 0, n];
+            let repr = RoceRepr::rxe(mac(1), mac(2), a, b, Qpn::new(0x11), ib).unwrap();
+            repr.to_vec().unwrap()
+        })
+        .collect();
+    let path = temp_file("qp0.pcap", &pcap_bytes(&frames));
+    let text = String::from_utf8(roce(&["decode", path.to_str().unwrap()]).stdout).unwrap();
+    let drops = "QP0, subnet management: a RoCEv2 port has none and a receiver drops this \
+                 packet (Annex A17.6, CA17-33)";
+    assert_eq!(text.matches(drops).count(), 1, "{text}");
+    assert_eq!(text.matches("QP1, the general services QP").count(), 1);
+    assert!(text.contains("destination queue pair 18"), "{text}");
+}

@@ -101,6 +101,7 @@ each_check! {
     resp_drop_pkey => "resp.drop.pkey",
     resp_drop_tver => "resp.drop.tver",
     resp_drop_unknown_qp => "resp.drop.unknown-qp",
+    resp_drop_qp0 => "resp.drop.qp0",
     resp_drop_wrong_source => "resp.drop.wrong-source",
     resp_ud_qkey => "resp.ud.qkey",
     resp_uc_gap_drops_message => "resp.uc.gap-drops-message",

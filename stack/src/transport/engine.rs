@@ -317,6 +317,11 @@ impl Engine {
                 return Err(TransportError::UnknownCq(cq.0));
             }
         }
+        // With no QP0, every packet addressed to it is dropped as for an unknown QP, as
+        // CA17-33 asks.
+        if qpn == Qpn::SMI {
+            return Err(TransportError::NoQp0);
+        }
         if qpn.value() >= 1 << 24 {
             return Err(TransportError::UnknownQp(qpn));
         }

@@ -13,6 +13,9 @@ pub enum TransportError {
     /// No queue pair has this number.
     #[error("no queue pair {0:#x}")]
     UnknownQp(Qpn),
+    /// QP0: a RoCEv2 port has no subnet management QP (Annex A17.5.8).
+    #[error("QPN 0 is not available: a RoCEv2 port has no QP0 (Annex A17.5.8)")]
+    NoQp0,
     /// No completion queue has this index.
     #[error("no completion queue {0}")]
     UnknownCq(u32),

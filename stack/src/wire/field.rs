@@ -70,6 +70,9 @@ u24_newtype!(
 );
 
 impl Qpn {
+    /// QP0, the subnet management QP: a RoCEv2 port has none (Annex A17.5.8), and a packet
+    /// addressed to it is dropped silently (A17.6, CA17-33).
+    pub const SMI: Qpn = Qpn(0);
     /// QP1, the general services interface (CM MADs are sent to it over UD).
     pub const GSI: Qpn = Qpn(1);
 }

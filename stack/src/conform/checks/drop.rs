@@ -1,6 +1,7 @@
-//! Packets a responder must drop without a word (IBA 9.6.1, Annex A17.3.4): a bad ICRC, an
-//! IPv4 header the RoCEv2 annex does not allow, a P_Key of another partition, an unsupported
-//! transport version, an unknown destination QP, or a source that is not the connected peer.
+//! Packets a responder must drop without a word (IBA 9.6.1, Annex A17.3.4, A17.6): a bad ICRC,
+//! an IPv4 header the RoCEv2 annex does not allow, a P_Key of another partition, an
+//! unsupported transport version, an unknown destination QP or QP0, or a source that is not
+//! the connected peer.
 //! Each is followed by a valid request at the same PSN, which must be ACKed: the dropped
 //! packet changed nothing.
 
@@ -63,6 +64,13 @@ pub(super) const CHECKS: &[Check] = &[
         title: "a request to a QP that does not exist is dropped silently",
         role: Role::Responder,
         body: unknown_qp,
+    },
+    Check {
+        id: "resp.drop.qp0",
+        rule: "Annex A17.6 (CA17-33), A17.5.8",
+        title: "a request to QP0, which a RoCEv2 port does not have, is dropped silently",
+        role: Role::Responder,
+        body: qp0,
     },
     Check {
         id: "resp.drop.wrong-source",
@@ -203,6 +211,14 @@ fn unknown_qp(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     let mut bad = write_at_epsn(&c, &data);
     bad.bth.dest_qp = Qpn::new(0xff_fffe);
     dropped(ctx, &c, "WRITE to QP 0xfffffe", bad, Wire::default())
+}
+
+fn qp0(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let c = rc(ctx)?;
+    let data = pattern(64, 6);
+    let mut bad = write_at_epsn(&c, &data);
+    bad.bth.dest_qp = Qpn::SMI;
+    dropped(ctx, &c, "WRITE to QP0", bad, Wire::default())
 }
 
 /// An address on the tester's subnet that no lab host uses: the tester's with the top bit of

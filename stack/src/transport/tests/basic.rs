@@ -220,3 +220,20 @@ fn chosen_qpns_live_beside_the_handed_out_ones() {
     e.destroy_qp(Qpn::new(0xff_fffe)).unwrap();
     assert!(e.query_qp(Qpn::new(0xff_fffe)).is_err() && e.query_qp(Qpn::new(1)).is_ok());
 }
+
+/// A RoCEv2 port has no QP0 (Annex A17.5.8): it cannot be created, so a packet addressed to
+/// it finds no QP and is dropped (CA17-33; `resp.drop.qp0` checks it on the wire).
+#[test]
+fn there_is_no_qp0() {
+    use crate::transport::{Engine, QpInit, QpType, TransportConfig, TransportError};
+    use crate::wire::Qpn;
+    let mut e = Engine::new(TransportConfig::default());
+    let cq = e.create_cq(4);
+    for t in [QpType::Ud, QpType::Rc] {
+        assert_eq!(
+            e.create_qp_with_qpn(Qpn::SMI, QpInit::new(t, cq)),
+            Err(TransportError::NoQp0)
+        );
+    }
+    assert!(e.query_qp(Qpn::SMI).is_err());
+}

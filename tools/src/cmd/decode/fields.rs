@@ -5,7 +5,7 @@ use roce::wire::field::FieldInfo;
 use roce::wire::opcode::op;
 use roce::wire::{
     AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, CnpRepr, DethRepr, ExtHeaders, FethRepr,
-    FixedHeader, IethRepr, ImmDtRepr, NakCode, Opcode, RethRepr, Syndrome, Transport,
+    FixedHeader, IethRepr, ImmDtRepr, NakCode, Opcode, Qpn, RethRepr, Syndrome, Transport,
 };
 
 use super::section::{Field, Section};
@@ -133,7 +133,13 @@ pub fn bth_fields(b: &BthRepr) -> Vec<Field> {
         field(
             dest_qp,
             hex24(b.dest_qp.value()),
-            format!("destination queue pair {}", b.dest_qp),
+            match b.dest_qp {
+                Qpn::SMI => "QP0, subnet management: a RoCEv2 port has none and a receiver \
+                             drops this packet (Annex A17.6, CA17-33)"
+                    .to_string(),
+                Qpn::GSI => "QP1, the general services QP (communication management)".to_string(),
+                qpn => format!("destination queue pair {qpn}"),
+            },
         ),
         field(
             ack_req,
