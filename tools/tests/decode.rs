@@ -444,9 +444,9 @@ fn ipv4_fields_roce_forbids_are_named() {
 }
 
 /// A packet to QP0: decode says a RoCEv2 port has none and a receiver drops it (CA17-33);
-/// QP1 is named for what it is.
+/// QP1 is named for what it is. The UDP checksum is judged against the annex's advice.
 #[test]
-fn qp0_and_qp1_are_named() {
+fn qp0_qp1_and_the_udp_checksum_are_explained() {
     use roce::wire::{BthRepr, ExtHeaders, IbPacketRepr, Opcode, Psn, Qpn, RoceRepr};
     let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
     let frames: Vec<Vec<u8>> = [Qpn::SMI, Qpn::GSI, Qpn::new(0x12)]
@@ -459,6 +459,8 @@ fn qp0_and_qp1_are_named() {
             repr.to_vec().unwrap()
         })
         .collect();
+    let mut frames = frames;
+    frames[2][14 + 20 + 6] = 0x12; // a UDP checksum, which the ICRC masks
     let path = temp_file("qp0.pcap", &pcap_bytes(&frames));
     let text = String::from_utf8(roce(&["decode", path.to_str().unwrap()]).stdout).unwrap();
     let drops = "QP0, subnet management: a RoCEv2 port has none and a receiver drops this \
@@ -466,4 +468,15 @@ fn qp0_and_qp1_are_named() {
     assert_eq!(text.matches(drops).count(), 1, "{text}");
     assert_eq!(text.matches("QP1, the general services QP").count(), 1);
     assert!(text.contains("destination queue pair 18"), "{text}");
+    assert_eq!(
+        text.matches("none, as the annex recommends (A17.3.2.4)")
+            .count(),
+        2
+    );
+    assert_eq!(
+        text.matches("set, where the annex recommends 0 (A17.3.2.4)")
+            .count(),
+        1
+    );
+    assert_eq!(text.matches("ICRC ok").count(), 3, "{text}");
 }

@@ -277,9 +277,10 @@ fn ipv6_section(p: &RocePacket<'_>, h: &Ipv6Repr) -> Section {
 
 fn udp_section(p: &RocePacket<'_>, u: &UdpRepr) -> Section {
     let checksum = if u.checksum == 0 {
-        "none: the ICRC protects the packet end to end (rxe sends 0)".to_string()
+        "none, as the annex recommends (A17.3.2.4): the ICRC protects the packet end to end"
+            .to_string()
     } else {
-        format!("set by the sender, not checked here{MASKED}")
+        format!("set, where the annex recommends 0 (A17.3.2.4); not checked here{MASKED}")
     };
     Section {
         title: "UDP (RFC 768; RoCEv2: IBA Annex A17)".into(),
