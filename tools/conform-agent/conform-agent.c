@@ -625,6 +625,7 @@ static int do_create_qp(struct session *s, struct args *a, struct reply *r)
 static int do_connect_qp(struct session *s, struct args *a, struct reply *r)
 {
 	uint64_t qpn, dest_qpn, rq_psn, sq_psn, mtu, mrd, mdrd, timeout, retry, rnr, minrnr, qkey;
+	uint64_t tclass, hop_limit;
 	const char *dest = get(a, "dest"), *acc = get(a, "access");
 	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 		     IBV_ACCESS_REMOTE_ATOMIC;
@@ -643,7 +644,9 @@ static int do_connect_qp(struct session *s, struct args *a, struct reply *r)
 	    num(a, "max_dest_rd_atomic", 255, 0, 1, &mdrd, r) ||
 	    num(a, "timeout", 31, 0, 14, &timeout, r) || num(a, "retry_cnt", 7, 0, 7, &retry, r) ||
 	    num(a, "rnr_retry", 7, 0, 7, &rnr, r) || num(a, "min_rnr_timer", 31, 0, 12, &minrnr, r) ||
-	    num(a, "qkey", UINT32_MAX, 0, 0x11111111, &qkey, r))
+	    num(a, "qkey", UINT32_MAX, 0, 0x11111111, &qkey, r) ||
+	    num(a, "traffic_class", 255, 0, 0, &tclass, r) ||
+	    num(a, "hop_limit", 255, 0, 64, &hop_limit, r))
 		return -1;
 	if (!dest)
 		return fail(r, "connect_qp: dest= missing");
@@ -688,7 +691,8 @@ static int do_connect_qp(struct session *s, struct args *a, struct reply *r)
 		attr.ah_attr.is_global = 1;
 		attr.ah_attr.grh.dgid = gid;
 		attr.ah_attr.grh.sgid_index = (uint8_t)sgid;
-		attr.ah_attr.grh.hop_limit = 64;
+		attr.ah_attr.grh.hop_limit = (uint8_t)hop_limit;
+		attr.ah_attr.grh.traffic_class = (uint8_t)tclass;
 		attr.ah_attr.port_num = PORT_NUM;
 		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 	}

@@ -132,6 +132,10 @@ pub struct RxFrame {
     pub ipv4_violation: Option<&'static str>,
     /// The IP ECN field.
     pub ecn: Ecn,
+    /// The IP DSCP.
+    pub dscp: u8,
+    /// The IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
     /// The sender's address.
     pub src: IpAddr,
     /// The UDP destination port.
@@ -427,6 +431,8 @@ impl<'a> Ctx<'a> {
             icrc_ok: p.icrc_ok(),
             ipv4_violation: p.ipv4_violation(),
             ecn: p.ecn(),
+            dscp: p.ip().dscp(),
+            ttl: p.ip().ttl(),
             src: p.ip().src_addr(),
             udp_dst: p.udp().dst_port,
         };

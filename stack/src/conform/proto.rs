@@ -16,6 +16,7 @@ use thiserror::Error;
 
 use crate::endpoint::connect::QpPath;
 use crate::transport::{Access, Mtu, QpState, QpType, WcOpcode, WcStatus};
+use crate::wire::encap::DEFAULT_TTL;
 use crate::wire::{Psn, Qpn, RnrTimer};
 
 /// The protocol version `hello` reports.
@@ -719,6 +720,10 @@ fn connect_path(w: &mut Words<'_>) -> Result<QpPath, ProtoError> {
     a.rnr_retry = w.num_or("rnr_retry", a.rnr_retry)?;
     let min_rnr_timer: u8 = w.num_or("min_rnr_timer", a.min_rnr_timer.code())?;
     a.qkey = w.num_or("qkey", a.qkey)?;
+    if let Some(v) = w.get("traffic_class") {
+        a.traffic_class = Some(narrow(number(v, "traffic_class")?, "traffic_class")?);
+    }
+    a.hop_limit = w.num_or("hop_limit", a.hop_limit)?;
     let limits = [
         ("timeout", a.timeout, 31),
         ("retry_cnt", a.retry_cnt, 7),
@@ -779,6 +784,12 @@ impl Line {
     fn hex(self, key: &str, value: u64) -> Line {
         self.kv(key, format_args!("{value:#x}"))
     }
+    fn kv_if(self, key: &str, value: Option<impl fmt::Display>) -> Line {
+        match value {
+            Some(v) => self.kv(key, v),
+            None => self,
+        }
+    }
 }
 
 impl fmt::Display for Request {
@@ -822,7 +833,13 @@ impl fmt::Display for Request {
                 .kv("retry_cnt", a.retry_cnt)
                 .kv("rnr_retry", a.rnr_retry)
                 .kv("min_rnr_timer", a.min_rnr_timer.code())
-                .hex("qkey", a.qkey.into()),
+                .hex("qkey", a.qkey.into())
+                // Only when set, so that an agent older than these keys still connects.
+                .kv_if("traffic_class", a.traffic_class)
+                .kv_if(
+                    "hop_limit",
+                    (a.hop_limit != DEFAULT_TTL).then_some(a.hop_limit),
+                ),
             Request::ModifyQp { qpn, state } => Line::new("modify_qp")
                 .kv("qpn", qpn)
                 .kv("state", state_name(*state)),
@@ -980,6 +997,9 @@ mod tests {
         );
         path.access = Access::LOCAL_WRITE | Access::REMOTE_READ;
         path.min_rnr_timer = RnrTimer::new(3);
+        let mut av = path;
+        av.traffic_class = Some(0x68);
+        av.hop_limit = 9;
         let all = [
             Request::Hello,
             Request::Bye,
@@ -1007,6 +1027,10 @@ mod tests {
             Request::ConnectQp {
                 qpn: Qpn::new(17),
                 path,
+            },
+            Request::ConnectQp {
+                qpn: Qpn::new(18),
+                path: av,
             },
             Request::ModifyQp {
                 qpn: Qpn::new(17),
@@ -1126,6 +1150,11 @@ mod tests {
             ("connect_qp qpn=1 dest=10.0.0.1 mtu=1500", "mtu"),
             ("connect_qp qpn=1 dest=10.0.0.1 retry_cnt=8", "above 7"),
             ("connect_qp qpn=1 dest=10.0.0.1 timeout=300", "out of range"),
+            (
+                "connect_qp qpn=1 dest=10.0.0.1 traffic_class=256",
+                "out of range",
+            ),
+            ("connect_qp qpn=1 dest=10.0.0.1 hop_limit=-1", "number"),
             ("modify_qp qpn=1 state=RTS", "connect_qp"),
             ("post_send qpn=1 op=jump mr=1 len=1", "operation"),
             ("post_send qpn=1 op=send mr=1 len=1 signaled=2", "0 or 1"),

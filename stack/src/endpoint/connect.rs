@@ -6,6 +6,7 @@
 use std::net::IpAddr;
 
 use crate::transport::{Access, Engine, ModifyQp, Mtu, QpState, QpType, TransportError};
+use crate::wire::encap::DEFAULT_TTL;
 use crate::wire::{Psn, Qpn, RnrTimer};
 
 /// Everything needed to connect one QP to its peer (UD: only the PSN and Q_Key matter).
@@ -41,6 +42,13 @@ pub struct QpPath {
     pub qkey: u32,
     /// The path's GRH flow label (0: none; rxe then derives the UDP port from the QPNs).
     pub flow_label: u32,
+    /// The path's traffic class, whose upper six bits become the DSCP of the QP's packets
+    /// (`None`: the host's DSCP; see [`QpAttrs::traffic_class`]).
+    ///
+    /// [`QpAttrs::traffic_class`]: crate::transport::QpAttrs::traffic_class
+    pub traffic_class: Option<u8>,
+    /// The path's hop limit: the TTL of the QP's packets (64, as ibv_rc_pingpong sets it).
+    pub hop_limit: u8,
 }
 
 impl QpPath {
@@ -70,6 +78,8 @@ impl QpPath {
             min_rnr_timer: RnrTimer::new(12),
             qkey: 0x1111_1111,
             flow_label: 0,
+            traffic_class: None,
+            hop_limit: DEFAULT_TTL,
         }
     }
 }
@@ -96,6 +106,8 @@ pub fn to_rts(engine: &mut Engine, qpn: Qpn, path: &QpPath) -> Result<(), Transp
         rtr.dest_qp = Some(path.dest_qp);
         rtr.rq_psn = Some(path.rq_psn);
         rtr.flow_label = (path.flow_label != 0).then_some(path.flow_label);
+        rtr.traffic_class = path.traffic_class;
+        rtr.hop_limit = Some(path.hop_limit);
     }
     if qp_type == QpType::Rc {
         rtr.max_dest_rd_atomic = Some(path.max_dest_rd_atomic);

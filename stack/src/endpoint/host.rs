@@ -23,7 +23,7 @@ use super::neighbor::{Evidence, NeighbourCache, NeighbourConfig, Queued};
 use super::resolve::{self, BROADCAST_MAC, Resolution};
 use crate::time::Instant;
 use crate::transport::{
-    DropReason, Engine, MAX_PACKET_LEN, Transmit, TransportConfig, TransportError,
+    DropReason, Engine, MAX_PACKET_LEN, QpAttrs, Transmit, TransportConfig, TransportError,
 };
 use crate::wire::builder::{MAX_UNTAGGED_OVERHEAD, UNTAGGED_IPV4_HEADERS_LEN};
 use crate::wire::{
@@ -530,7 +530,7 @@ impl Host {
         } else {
             Transport::Rc
         };
-        repr.udp = udp_for(transport, local, dest_qp, self.flow_label(local));
+        repr.udp = udp_for(transport, local, dest_qp, self.path_of(local).flow_label);
         if let Ok(frame) = repr.to_vec() {
             self.stats.cnps_sent += 1;
             self.route(now, peer, frame);
@@ -589,9 +589,12 @@ impl Host {
         }
     }
 
-    /// The GRH flow label of a QP's path (0 for none), which picks its UDP source port.
-    fn flow_label(&self, qpn: Qpn) -> u32 {
-        self.engine.query_qp(qpn).map_or(0, |(_, a)| a.flow_label)
+    /// The address vector of a QP's path: its flow label (0 for none) picks the UDP source
+    /// port, its traffic class and hop limit the IP header's DSCP and TTL.
+    fn path_of(&self, qpn: Qpn) -> QpAttrs {
+        self.engine
+            .query_qp(qpn)
+            .map_or_else(|_| QpAttrs::default(), |(_, a)| a)
     }
 
     /// Wraps the engine's packet, written in `buf` at [`UNTAGGED_IPV4_HEADERS_LEN`], in its
@@ -609,14 +612,14 @@ impl Host {
         let next_hop = self.neighbours.lookup(t.dest);
         let mut headers =
             RoceHeaders::rxe(self.mac, next_hop.unwrap_or([0; 6]), src, t.dest, t.src_qp)?;
+        let path = self.path_of(t.src_qp);
         headers.ip.set_ecn(self.ecn);
-        headers.ip.set_dscp(self.dscp);
-        headers.udp = udp_for(
-            opcode.transport(),
-            t.src_qp,
-            t.dest_qp,
-            self.flow_label(t.src_qp),
-        );
+        // Annex A17 CA17-4, CA17-9: DSCP and TTL from the QP's address vector.
+        headers
+            .ip
+            .set_dscp(path.traffic_class.map_or(self.dscp, |tc| tc >> 2));
+        headers.ip.set_ttl(path.hop_limit);
+        headers.udp = udp_for(opcode.transport(), t.src_qp, t.dest_qp, path.flow_label);
         if buf.len() < headers.frame_len(t.len) {
             return None;
         }

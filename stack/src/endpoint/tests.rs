@@ -815,6 +815,47 @@ fn roce_frames_carry_the_configured_dscp() {
     assert_eq!(sent, 3, "3 WRITE packets at MTU 1024");
 }
 
+/// Annex A17 CA17-4, CA17-9: a QP whose address vector gives a traffic class and hop limit
+/// sends with that DSCP and TTL; one without keeps the host's DSCP and TTL 64.
+#[test]
+fn a_qps_address_vector_sets_its_dscp_and_ttl() {
+    let mut a = config(&["10.0.0.1/24"]);
+    a.dscp = 26;
+    let mut net =
+        VirtualNet::new(MemoryLinkConfig::default(), a, config(&["10.0.0.2/24"])).unwrap();
+    net.a.add_neighbour("10.0.0.2".parse().unwrap(), MAC_B);
+    let (plain, plain_b) = connect_pair(&mut net, QpType::Rc, 1);
+    let (sa, sb) = (setup(&mut net.a, QpType::Rc), setup(&mut net.b, QpType::Rc));
+    let dest = net.b.gids().get(1).unwrap().addr();
+    let mut path = QpPath::new(
+        QpType::Rc,
+        dest,
+        sb.qpn,
+        Psn::new(0),
+        Psn::new(0),
+        Mtu::M1024,
+    );
+    path.traffic_class = Some(46 << 2 | 0b11); // DSCP 46; the ECN bits are not taken
+    path.hop_limit = 9;
+    connect(net.a.engine_mut(), sa.qpn, &path).unwrap();
+    assert_eq!(
+        net.a.engine().query_qp(sa.qpn).unwrap().1.traffic_class,
+        Some(46 << 2 | 0b11)
+    );
+    for (from, to, want) in [(plain, plain_b, (26, 64)), (sa, sb, (46, 9))] {
+        net.a
+            .engine_mut()
+            .post_send(from.qpn, write_wr(from, to, 100))
+            .unwrap();
+        let mut buf = vec![0; Host::max_frame_len()];
+        let n = net.a.poll_transmit(net.now(), &mut buf).expect("a WRITE");
+        let p = RocePacket::parse(&buf[..n]).expect("a RoCE frame");
+        assert_eq!((p.ip().dscp(), p.ip().ttl()), want);
+        assert_eq!(p.ecn(), Ecn::NotEct, "ECN is congestion control's");
+        assert!(p.icrc_ok(), "the ICRC masks DSCP and TTL");
+    }
+}
+
 /// What B sends after one CE-marked WRITE from A, with `--tclass 104` (DSCP 26) and
 /// `cnp_dscp` given: each frame's opcode, DSCP and ECN, decoded by our parser, its ICRC
 /// checked.

@@ -5,6 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::mr::Access;
+use crate::wire::encap::DEFAULT_TTL;
 use crate::wire::{PKey, Psn, Qpn, RnrTimer};
 
 /// The transport service of a queue pair.
@@ -120,6 +121,13 @@ pub struct QpAttrs {
     /// The GRH flow label of the path (RC, UC): rxe derives the UDP source port from it when
     /// it is non-zero (rdma_cm sets one), from the QPNs otherwise.
     pub flow_label: u32,
+    /// The path's traffic class (RC, UC; `ah_attr.grh.traffic_class`): its upper six bits are
+    /// the DSCP of the QP's packets (Annex A17 CA17-4, CA17-13). `None`: not set, the host's
+    /// DSCP applies. Its ECN bits are not taken: congestion control owns ECN (CA17-5).
+    pub traffic_class: Option<u8>,
+    /// The path's hop limit (RC, UC; `ah_attr.grh.hop_limit`): the IPv4 TTL or IPv6 hop limit
+    /// of the QP's packets (CA17-9, CA17-17).
+    pub hop_limit: u8,
 }
 
 impl Default for QpAttrs {
@@ -140,6 +148,8 @@ impl Default for QpAttrs {
             qkey: 0,
             pkey: PKey::DEFAULT,
             flow_label: 0,
+            traffic_class: None,
+            hop_limit: DEFAULT_TTL,
         }
     }
 }
@@ -180,6 +190,10 @@ pub struct ModifyQp {
     pub pkey: Option<PKey>,
     /// 20 bits (part of the address vector, `ah_attr.grh.flow_label`).
     pub flow_label: Option<u32>,
+    /// See [`QpAttrs::traffic_class`] (`ah_attr.grh.traffic_class`).
+    pub traffic_class: Option<u8>,
+    /// See [`QpAttrs::hop_limit`] (`ah_attr.grh.hop_limit`).
+    pub hop_limit: Option<u8>,
 }
 
 /// The largest max_rd_atomic / max_dest_rd_atomic accepted (rxe advertises 128; 16 is what
@@ -187,7 +201,7 @@ pub struct ModifyQp {
 pub const MAX_RD_ATOMIC: u8 = 16;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-struct Mask(u16);
+struct Mask(u32);
 
 impl Mask {
     const PATH_MTU: Mask = Mask(1 << 0);
@@ -205,6 +219,8 @@ impl Mask {
     const QKEY: Mask = Mask(1 << 12);
     const PKEY: Mask = Mask(1 << 13);
     const FLOW_LABEL: Mask = Mask(1 << 14);
+    const TRAFFIC_CLASS: Mask = Mask(1 << 15);
+    const HOP_LIMIT: Mask = Mask(1 << 16);
     const NONE: Mask = Mask(0);
 
     const fn or(self, other: Mask) -> Mask {
@@ -215,7 +231,7 @@ impl Mask {
     }
 }
 
-const NAMES: [(Mask, &str); 15] = [
+const NAMES: [(Mask, &str); 17] = [
     (Mask::PATH_MTU, "path_mtu"),
     (Mask::SQ_PSN, "sq_psn"),
     (Mask::RQ_PSN, "rq_psn"),
@@ -231,6 +247,8 @@ const NAMES: [(Mask, &str); 15] = [
     (Mask::QKEY, "qkey"),
     (Mask::PKEY, "pkey"),
     (Mask::FLOW_LABEL, "flow_label"),
+    (Mask::TRAFFIC_CLASS, "traffic_class"),
+    (Mask::HOP_LIMIT, "hop_limit"),
 ];
 
 impl ModifyQp {
@@ -264,6 +282,8 @@ impl ModifyQp {
         add(self.qkey.is_some(), Mask::QKEY);
         add(self.pkey.is_some(), Mask::PKEY);
         add(self.flow_label.is_some(), Mask::FLOW_LABEL);
+        add(self.traffic_class.is_some(), Mask::TRAFFIC_CLASS);
+        add(self.hop_limit.is_some(), Mask::HOP_LIMIT);
         m
     }
 
@@ -287,8 +307,12 @@ impl ModifyQp {
             access,
             qkey,
             pkey,
-            flow_label
+            flow_label,
+            hop_limit
         );
+        if self.traffic_class.is_some() {
+            attrs.traffic_class = self.traffic_class;
+        }
     }
 
     /// Checks the value ranges of the present attributes.
@@ -330,6 +354,8 @@ fn rules(qp_type: QpType, from: QpState, to: QpState) -> Option<(Mask, Mask)> {
         .or(Mask::RNR_RETRY)
         .or(Mask::MAX_RD_ATOMIC);
     let key = if connected { Mask::ACCESS } else { Mask::QKEY };
+    // The address vector's GRH parts, optional where the path is given.
+    let grh = Mask::FLOW_LABEL.or(Mask::TRAFFIC_CLASS).or(Mask::HOP_LIMIT);
     let rts_optional = match qp_type {
         Rc => Mask::ACCESS.or(Mask::MIN_RNR_TIMER),
         Uc => Mask::ACCESS,
@@ -342,9 +368,9 @@ fn rules(qp_type: QpType, from: QpState, to: QpState) -> Option<(Mask, Mask)> {
         (Init, Rtr) => match qp_type {
             Rc => (
                 path.or(Mask::MAX_DEST_RD_ATOMIC).or(Mask::MIN_RNR_TIMER),
-                Mask::ACCESS.or(Mask::PKEY).or(Mask::FLOW_LABEL),
+                Mask::ACCESS.or(Mask::PKEY).or(grh),
             ),
-            Uc => (path, Mask::ACCESS.or(Mask::PKEY).or(Mask::FLOW_LABEL)),
+            Uc => (path, Mask::ACCESS.or(Mask::PKEY).or(grh)),
             Ud => (Mask::NONE, Mask::QKEY.or(Mask::PKEY)),
         },
         (Rtr, Rts) => match qp_type {

@@ -1,6 +1,7 @@
 //! What the peer's requester puts on the wire: PSNs across the wrap (IBA 9.7.1), message
 //! segmentation (IBA 9.7.2, 9.2.1), the packet's fields, pad and ICRC (IBA 9.2, Annex
-//! A17.3.2, A17.3.3), and a reaction point that slows down on a CNP (Annex A17.9.3, optional).
+//! A17.3.2, A17.3.3), the IP fields the path sets (A17.3.1), and a reaction point that slows
+//! down on a CNP (Annex A17.9.3, optional).
 
 use core::time::Duration;
 
@@ -40,6 +41,14 @@ pub(super) const CHECKS: &[Check] = &[
                 sets it (IHL 5, DF, a right checksum; ECN 00 without congestion control)",
         role: Role::Requester,
         body: format,
+    },
+    Check {
+        id: "req.wire.address-vector",
+        rule: "Annex A17.3.1 (CA17-4, CA17-9, CA17-13, CA17-17)",
+        title: "a SEND from a QP whose path gives traffic class 0x68 and hop limit 9 carries \
+                DSCP 26 and TTL (IPv6: hop limit) 9",
+        role: Role::Requester,
+        body: address_vector,
     },
     Check {
         id: "req.cnp.rate",
@@ -163,6 +172,35 @@ fn format(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         ))
     } else {
         fail(format!("{}: {}", f.describe(), problems.join(", ")))
+    }
+}
+
+/// The path of `req.wire.address-vector`: DSCP 26 with ECN bits 00, and a hop limit no stack
+/// sends by default (Linux 64, Windows 128).
+const AV_TRAFFIC_CLASS: u8 = 26 << 2;
+const AV_HOP_LIMIT: u8 = 9;
+
+fn address_vector(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let mut s = Setup::rc();
+    s.path.traffic_class = Some(AV_TRAFFIC_CLASS);
+    s.path.hop_limit = AV_HOP_LIMIT;
+    let c = connect(ctx, s)?;
+    ctx.write_mr(&c.mr, 0, &pattern(64, 4))?;
+    ctx.post_send(c.work(SendKind::Send, 1, 0, 64))?;
+    let sent = requests_until(ctx, c.spsn)?;
+    let Some(f) = sent.iter().find(|f| f.psn() == c.spsn) else {
+        return fail("the SEND never arrived");
+    };
+    c.ack(ctx, c.spsn, 1)?;
+    let dscp = AV_TRAFFIC_CLASS >> 2;
+    let seen = format!("{}: DSCP {}, TTL {}", f.describe(), f.dscp, f.ttl);
+    if (f.dscp, f.ttl) == (dscp, AV_HOP_LIMIT) {
+        pass(seen)
+    } else {
+        fail(format!(
+            "{seen}, where the path's traffic class {AV_TRAFFIC_CLASS:#04x} gives DSCP {dscp} \
+             and its hop limit TTL {AV_HOP_LIMIT}"
+        ))
     }
 }
 

@@ -87,6 +87,10 @@ pub(super) struct Path {
     pub rnr_retry_count: u8,
     pub ack_timeout: u8,
     pub flow_label: u32,
+    /// The path's traffic class: a server takes the REQ's when it gives one (Linux's CM
+    /// copies the REQ's path into the passive side's address vector); `None`: the host's.
+    pub traffic_class: Option<u8>,
+    pub hop_limit: u8,
 }
 
 /// One connection or SIDR exchange.

@@ -228,6 +228,11 @@ impl ConnectionManager {
             rnr_retry_count: req.rnr_retry_count,
             ack_timeout: req.primary_local_ack_timeout,
             flow_label: req.primary_flow_label,
+            traffic_class: (req.primary_traffic_class != 0).then_some(req.primary_traffic_class),
+            hop_limit: match req.primary_hop_limit {
+                0 => crate::wire::encap::DEFAULT_TTL,
+                h => h,
+            },
         });
         // A request nobody answers is forgotten once the client has given up on it.
         let client_patience = self.response_wait(req.remote_cm_response_timeout)

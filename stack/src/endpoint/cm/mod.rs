@@ -52,6 +52,7 @@ use crate::wire::cm::{
     CmMadRepr, CmMessage, DreqRepr, IpCmHeaderRepr, PortSpace, RejRepr, ReqRepr, SidrRepRepr,
     SidrReqRepr, cm_time, message_code, reject_reason, sidr_status,
 };
+use crate::wire::encap::DEFAULT_TTL;
 use crate::wire::{FixedHeader, Psn, Qpn};
 
 /// A MAD to send to the GSI (QP1) of `dest`.
@@ -264,7 +265,8 @@ impl ConnectionManager {
         req.primary_local_gid = ip_to_gid(params.src);
         req.primary_remote_gid = ip_to_gid(params.dest);
         req.primary_flow_label = flow_label;
-        req.primary_hop_limit = 64;
+        req.primary_hop_limit = DEFAULT_TTL;
+        req.primary_traffic_class = params.traffic_class.unwrap_or(0);
         req.primary_local_ack_timeout = self.config.local_ack_timeout;
         let header = IpCmHeaderRepr::new(params.src, port, params.dest);
         let _ = header.emit(&mut req.private_data);
@@ -289,6 +291,8 @@ impl ConnectionManager {
             rnr_retry_count: req.rnr_retry_count,
             ack_timeout: self.config.local_ack_timeout,
             flow_label,
+            traffic_class: params.traffic_class,
+            hop_limit: DEFAULT_TTL,
         });
         let mad = CmMadRepr::new(c.tid, CmMessage::Req(req)).to_vec();
         self.insert(c);
@@ -839,6 +843,8 @@ fn qp_path(
     path.rnr_retry = p.rnr_retry_count;
     path.min_rnr_timer = min_rnr_timer;
     path.flow_label = p.flow_label;
+    path.traffic_class = p.traffic_class;
+    path.hop_limit = p.hop_limit;
     path
 }
 

@@ -137,6 +137,10 @@ pub struct ConnectParams {
     pub mtu: Mtu,
     /// The consumer's private data (at most 56 bytes after rdma_cm's IP header).
     pub private_data: Vec<u8>,
+    /// The traffic class of the path (`rdma_set_option` with `RDMA_OPTION_ID_TOS`): the REQ
+    /// carries it and both QPs send with its DSCP. `None`: 0 in the REQ, and each host's
+    /// own DSCP.
+    pub traffic_class: Option<u8>,
 }
 
 impl ConnectParams {
@@ -156,6 +160,7 @@ impl ConnectParams {
             rnr_retry_count: 7,
             mtu: Mtu::M1024,
             private_data: Vec::new(),
+            traffic_class: None,
         }
     }
 }

@@ -57,6 +57,14 @@ fn next_event(net: &mut VirtualNet, a_side: bool, limit: Duration) -> Option<CmE
 /// an application would). Returns each side's (QP, CQ, key), B's connection and the key B
 /// learnt.
 fn connected(net: &mut VirtualNet) -> (Endpoint, Endpoint, ConnId, u32) {
+    connected_with(net, None)
+}
+
+/// As [`connected`], B asking for `traffic_class` (rdma_cm's TOS option).
+fn connected_with(
+    net: &mut VirtualNet,
+    traffic_class: Option<u8>,
+) -> (Endpoint, Endpoint, ConnId, u32) {
     let a = endpoint(&mut net.a, QpType::Rc);
     let b = endpoint(&mut net.b, QpType::Rc);
     net.a
@@ -68,10 +76,9 @@ fn connected(net: &mut VirtualNet) -> (Endpoint, Endpoint, ConnId, u32) {
         .unwrap();
     let now = net.now();
     let dest = "10.0.0.1".parse().unwrap();
-    let b_id = net
-        .b
-        .cm_connect(now, ConnectParams::rc(dest, dest, PORT, b.0))
-        .unwrap();
+    let mut params = ConnectParams::rc(dest, dest, PORT, b.0);
+    params.traffic_class = traffic_class;
+    let b_id = net.b.cm_connect(now, params).unwrap();
     let limit = Duration::from_secs(60);
     let Some(CmEvent::ConnectRequest { id, request }) = next_event(net, true, limit) else {
         panic!("no connect request");
@@ -119,6 +126,22 @@ fn write_and_check(net: &mut VirtualNet, a: Endpoint, b: Endpoint, rkey: u32) {
     .unwrap();
     assert_eq!(wc.map(|w| w.status), Some(WcStatus::Success));
     assert_eq!(net.a.engine().mr(a.2).unwrap().bytes(), &data[..]);
+}
+
+/// The client's traffic class travels in the REQ; the server's QP takes it and the REQ's
+/// hop limit into its address vector, as Linux's CM does, so both send with that DSCP.
+#[test]
+fn the_reqs_traffic_class_and_hop_limit_reach_both_qps() {
+    for (asked, want) in [(None, None), (Some(0x68), Some(0x68))] {
+        let mut net = net(0.0, 1);
+        let (a, b, ..) = connected_with(&mut net, asked);
+        for attrs in [
+            net.a.engine().query_qp(a.0).unwrap().1,
+            net.b.engine().query_qp(b.0).unwrap().1,
+        ] {
+            assert_eq!((attrs.traffic_class, attrs.hop_limit), (want, 64));
+        }
+    }
 }
 
 #[test]
