@@ -129,7 +129,8 @@ each_check! {
     req_psn_wrap => "req.psn.wrap",
     req_wire_segmentation => "req.wire.segmentation",
     req_wire_format => "req.wire.format",
-    req_wire_address_vector => "req.wire.address-vector",
+    req_wire_traffic_class => "req.wire.traffic-class",
+    req_wire_hop_limit => "req.wire.hop-limit",
     req_cnp_rate => "req.cnp.rate",
 }
 
