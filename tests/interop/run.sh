@@ -16,7 +16,7 @@
 # server) and -D (send as our client, read as our server); ATOMIC WRITE, FLUSH (and FLUSH
 # without flush rights) and SEND with Invalidate of a memory window with lab_verbs on the
 # lab's trixie guest (Linux 6.12). rdma_cm cases: rping over IPv4 and IPv6,
-# ucmatose and udaddy with 4 connections, perftest's -R (ib_*_bw, ib_send_bw -b,
+# ucmatose and udaddy with 4 connections, ucmatose -t (type of service), perftest's -R (ib_*_bw, ib_send_bw -b,
 # ib_write_lat / ib_send_lat, ib_write_bw -q 4 / ib_send_bw -q 2), and a refused connection
 # (no listener: REJ reason 8 from rxe's CM or ours), both ways. A case passes when both sides exit 0 (and,
 # for the refused ones, the failing side said why).
@@ -455,6 +455,23 @@ case_cmatest() {
     "$check" "$program" -c 4 "${OURS[@]}"
 }
 case_cmatest ucmatose cm_four
+
+# ucmatose -t 104 (rdma_cm's type of service): the client's REQ carries traffic class 104 and
+# every SEND of both sides leaves with DSCP 26: the client's QP because it asked, the server's
+# because it takes the REQ's traffic class into its address vector (Annex A17 CA17-4).
+tos_both_ways() {
+  local sends src n all
+  sends=$("$roce" decode --json "$1" 2>/dev/null | grep '"opcode":"RC_SEND_ONLY"')
+  for src in 10.77.0.2 10.77.0.11; do
+    all=$(grep -c "\"src\":\"$src\"" <<<"$sends")
+    n=$(grep "\"src\":\"$src\"" <<<"$sends" | grep -c '"dscp":26')
+    ((all > 0 && n == all)) || { echo "$src: $n of $all SENDs carry DSCP 26"; return 1; }
+  done
+}
+SETTLE=3 run_case "ucmatose-tos-client" client "" "ucmatose" tos_both_ways \
+  ucmatose -s $PEER -t 104 "${OURS[@]}"
+READY='starting server' run_case "ucmatose-tos-server" server "" "ucmatose -s 10.77.0.2 -t 104" \
+  tos_both_ways ucmatose "${OURS[@]}"
 
 # udaddy (librdmacm's UD example): 4 services resolved through SIDR (SIDR_REQ, SIDR_REP in
 # the UDP port space), 10 UD messages of 100 bytes each way on each.

@@ -24,6 +24,9 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
       bytes each way on each
   roce ucmatose -c 4 -C 20 -S 1000 --iface tap:roce0 --ip 10.77.0.2/24
       a server for `ucmatose -s 10.77.0.2 -c 4 -C 20 -S 1000` on the guest
+  roce ucmatose -s 10.77.0.11 -t 104 --iface tap:roce0 --ip 10.77.0.2/24
+      a client asking for type of service 104 (DSCP 26): the REQ carries it, and both
+      sides send their data with it
 
 A refused connection (nothing listens on the port) ends with one line naming the REJ's
 reason; a silent peer with one line after the retries the REQ advertised.")]
@@ -32,6 +35,10 @@ pub struct UcmatoseArgs {
     pub device: DeviceArgs,
     #[command(flatten)]
     pub test: CmatestArgs,
+    /// Type of service of the client's connections (rdma_cm's TOS option, as cmatose's -t):
+    /// the REQ's traffic class, whose upper six bits become the DSCP of both QPs' packets.
+    #[arg(short = 't', value_name = "TOS")]
+    pub tos: Option<u8>,
     /// Port (TCP port space).
     #[arg(short = 'p', value_name = "PORT", default_value_t = DEFAULT_PORT)]
     pub port: u16,
@@ -85,5 +92,6 @@ pub fn run_program(
 pub fn run(args: UcmatoseArgs) -> anyhow::Result<ExitCode> {
     let mut opts = CmatestOptions::new(None);
     opts.port = args.port;
+    opts.tos = args.tos;
     run_program("ucmatose", &args.device, &args.test, opts, cmatose::run)
 }

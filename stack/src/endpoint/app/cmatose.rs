@@ -54,6 +54,8 @@ pub struct CmatestOptions {
     pub size: u32,
     /// Longest wait for the peer: each connection event, each completion.
     pub timeout: Duration,
+    /// `-t` (cmatose only): the client's type of service, the REQ's traffic class.
+    pub tos: Option<u8>,
 }
 
 impl CmatestOptions {
@@ -68,6 +70,7 @@ impl CmatestOptions {
             count: 10,
             size: 100,
             timeout: Duration::from_secs(60),
+            tos: None,
         }
     }
 
@@ -312,6 +315,7 @@ fn client(rt: &mut Runtime, opts: &CmatestOptions, server: IpAddr, out: &mut dyn
         params.retry_count = 5;
         // cmatose's conn_param leaves it 0: its receives are posted before connecting.
         params.rnr_retry_count = 0;
+        params.traffic_class = opts.tos;
         node.id = rt.cm_connect(params)?;
         nodes.push(node);
     }
