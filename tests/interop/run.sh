@@ -16,7 +16,7 @@
 # server) and -D (send as our client, read as our server); ATOMIC WRITE, FLUSH (and FLUSH
 # without flush rights) and SEND with Invalidate of a memory window with lab_verbs on the
 # lab's trixie guest (Linux 6.12). rdma_cm cases: rping over IPv4 and IPv6,
-# ucmatose and udaddy with 4 connections, ucmatose -t (type of service), perftest's -R (ib_*_bw, ib_send_bw -b,
+# ucmatose and udaddy with 4 connections, ucmatose -t (type of service), perftest's -R (ib_*_bw, ib_send_bw -b and -T,
 # ib_write_lat / ib_send_lat, ib_write_bw -q 4 / ib_send_bw -q 2), and a refused connection
 # (no listener: REJ reason 8 from rxe's CM or ours), both ways. A case passes when both sides exit 0 (and,
 # for the refused ones, the failing side said why).
@@ -461,7 +461,7 @@ case_cmatest ucmatose cm_four
 # because it takes the REQ's traffic class into its address vector (Annex A17 CA17-4).
 tos_both_ways() {
   local sends src n all
-  sends=$("$roce" decode --json "$1" 2>/dev/null | grep '"opcode":"RC_SEND_ONLY"')
+  sends=$("$roce" decode --json "$1" 2>/dev/null | grep '"opcode":"RC_SEND_')
   for src in 10.77.0.2 10.77.0.11; do
     all=$(grep -c "\"src\":\"$src\"" <<<"$sends")
     n=$(grep "\"src\":\"$src\"" <<<"$sends" | grep -c '"dscp":26')
@@ -522,6 +522,10 @@ case_bw_cm "ib_send_lat-R-server" server send lat
 # they come).
 BW="-n 100 -s 16384 -q 4" CHECK=cm_perf_q4 case_bw_cm "ib_write_bw-R-q4-client" client write
 BW="-n 100 -s 16384 -q 2" CHECK=cm_perf_q2 case_bw_cm "ib_send_bw-R-q2-server" server send
+# -R -T 104 (perftest's type of service): the client's connections ask for it, and every SEND
+# of both sides, the dialogue's and the test's, carries DSCP 26 (as ucmatose -t above).
+BW="-n 100 -T 104" CHECK=tos_both_ways case_bw_cm "ib_send_bw-R-tos-client" client send
+BW="-n 100 -T 104" CHECK=tos_both_ways case_bw_cm "ib_send_bw-R-tos-server" server send
 
 # DCQCN on at our end: our data goes out ECT(0); rxe neither sends nor heeds CNPs, and the
 # transfers must finish all the same.

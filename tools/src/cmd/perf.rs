@@ -139,6 +139,10 @@ pub struct PerfArgs {
     /// (--lat). SERVER must be an IP address.
     #[arg(short = 'R', long = "rdma_cm")]
     pub rdma_cm: bool,
+    /// Type of service of the client's rdma_cm connections (perftest's -T, with -R only):
+    /// the REQ's traffic class, whose upper six bits become the DSCP of both sides' QPs.
+    #[arg(short = 'T', long = "tos", value_name = "TOS", requires = "rdma_cm")]
+    pub tos: Option<u8>,
     /// Local ACK timeout of the test's QPs, 4.096 us x 2^TIMEOUT (perftest's -u; default
     /// 14, about 67 ms). With -R the QP takes rdma_cm's, 14.
     #[arg(short = 'u', long = "qp-timeout", value_name = "TIMEOUT",
@@ -165,6 +169,7 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     opts.num_qps = args.num_qps.unwrap_or(opts.num_qps);
     opts.duplex = args.duplex;
     opts.rdma_cm = args.rdma_cm;
+    opts.tos = args.tos;
     opts.qp_timeout = args.qp_timeout.unwrap_or(opts.qp_timeout);
     opts.cq_mod = args.cq_mod;
     if args.lat {

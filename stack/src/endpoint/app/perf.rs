@@ -120,6 +120,9 @@ pub struct PerfOptions {
     pub duplex: bool,
     /// `-R`: the dialogue and the test's QP both connected through rdma_cm ([`cm`]).
     pub rdma_cm: bool,
+    /// `-T` (with `-R`): the type of service the client's connections ask rdma_cm for; the
+    /// REQ carries it and both sides' QPs send with its DSCP.
+    pub tos: Option<u8>,
     /// `-u`: the local ACK timeout exponent of the test's QPs, 4.096 us x 2^u (perftest's
     /// default 14, about 67 ms; 0-31, the field's five bits).
     pub qp_timeout: u8,
@@ -153,6 +156,7 @@ impl PerfOptions {
             num_qps: 1,
             duplex: false,
             rdma_cm: false,
+            tos: None,
             cq_mod: None,
         }
     }

@@ -80,6 +80,8 @@ pub(in crate::endpoint::app) struct CmDialogue {
     remote: Vec<Keys>,
     /// The peer hung up the dialogue's connection: what we had posted was flushed.
     hung_up: bool,
+    /// `-T`: the type of service our connections ask for.
+    tos: Option<u8>,
 }
 
 /// Keys all zero, what both sides send in the two syncs around the data connection.
@@ -132,6 +134,7 @@ impl CmDialogue {
             local: vec![zero_keys()],
             remote: vec![zero_keys()],
             hung_up: false,
+            tos: opts.tos,
         };
         d.post_recv(rt)?;
         match &opts.server {
@@ -165,6 +168,7 @@ impl CmDialogue {
         params.mtu = rt.host().cm().config().max_mtu;
         params.responder_resources = out_reads;
         params.initiator_depth = out_reads;
+        params.traffic_class = self.tos;
         params
     }
 
