@@ -522,10 +522,23 @@ case_bw_cm "ib_send_lat-R-server" server send lat
 # they come).
 BW="-n 100 -s 16384 -q 4" CHECK=cm_perf_q4 case_bw_cm "ib_write_bw-R-q4-client" client write
 BW="-n 100 -s 16384 -q 2" CHECK=cm_perf_q2 case_bw_cm "ib_send_bw-R-q2-server" server send
-# -R -T 104 (perftest's type of service): the client's connections ask for it, and every SEND
-# of both sides, the dialogue's and the test's, carries DSCP 26 (as ucmatose -t above).
-BW="-n 100 -T 104" CHECK=tos_both_ways case_bw_cm "ib_send_bw-R-tos-client" client send
-BW="-n 100 -T 104" CHECK=tos_both_ways case_bw_cm "ib_send_bw-R-tos-server" server send
+# -R -T 104 (perftest's type of service): the client's test connection asks for it (the
+# dialogue's keeps 0), and every frame of that connection both ways carries DSCP 26: the
+# client's SENDs because it asked, the server's ACKs because its QP took the REQ's traffic
+# class. The connection is the one UDP source port of the SEND MIDDLE frames.
+tos_data() {
+  local json port src all n
+  json=$("$roce" decode --json "$1" 2>/dev/null)
+  port=$(grep '"opcode":"RC_SEND_MIDDLE"' <<<"$json" | grep -o '"udp_src_port":[0-9]*' | sort -u)
+  [[ -n $port && $(wc -l <<<"$port") == 1 ]] || { echo "not one test connection: $port"; return 1; }
+  for src in 10.77.0.2 10.77.0.11; do
+    all=$(grep -E "$port[,}]" <<<"$json" | grep -c "\"src\":\"$src\"")
+    n=$(grep -E "$port[,}]" <<<"$json" | grep "\"src\":\"$src\"" | grep -c '"dscp":26')
+    ((all > 0 && n == all)) || { echo "$src: $n of $all frames of the test's connection carry DSCP 26"; return 1; }
+  done
+}
+BW="-n 100 -T 104" CHECK=tos_data case_bw_cm "ib_send_bw-R-tos-client" client send
+BW="-n 100 -T 104" CHECK=tos_data case_bw_cm "ib_send_bw-R-tos-server" server send
 
 # DCQCN on at our end: our data goes out ECT(0); rxe neither sends nor heeds CNPs, and the
 # transfers must finish all the same.

@@ -96,6 +96,23 @@ fn perftest_flag_combinations_perftest_refuses_are_one_line() {
     assert!(perf(&["send", "-s", "16777216"]).contains("above 8388608"));
     assert!(perf(&["write", "--lat", "-a", "-D", "3"]).contains("all sizes"));
     assert!(perf(&["write", "--lat", "-b"]).contains("-b"));
+    // perftest's -T is rdma_cm's type of service: without -R it means nothing.
+    let tos = roce(&[
+        "perf",
+        "--iface",
+        "pcap:/x.pcap",
+        "--ip",
+        "10.9.0.1/24",
+        "write",
+        "-T",
+        "104",
+        "10.9.0.2",
+    ]);
+    let said = String::from_utf8_lossy(&tos.stderr);
+    assert!(
+        tos.status.code() == Some(2) && said.contains("--rdma_cm"),
+        "{said}"
+    );
 }
 
 #[test]

@@ -139,8 +139,9 @@ pub struct PerfArgs {
     /// (--lat). SERVER must be an IP address.
     #[arg(short = 'R', long = "rdma_cm")]
     pub rdma_cm: bool,
-    /// Type of service of the client's rdma_cm connections (perftest's -T, with -R only):
-    /// the REQ's traffic class, whose upper six bits become the DSCP of both sides' QPs.
+    /// Type of service of the client's rdma_cm test connections (perftest's -T, with -R
+    /// only; the dialogue's connection keeps 0): the REQ's traffic class, whose upper six
+    /// bits become the DSCP of both sides' test QPs.
     #[arg(short = 'T', long = "tos", value_name = "TOS", requires = "rdma_cm")]
     pub tos: Option<u8>,
     /// Local ACK timeout of the test's QPs, 4.096 us x 2^TIMEOUT (perftest's -u; default

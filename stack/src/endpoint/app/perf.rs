@@ -120,8 +120,9 @@ pub struct PerfOptions {
     pub duplex: bool,
     /// `-R`: the dialogue and the test's QP both connected through rdma_cm ([`cm`]).
     pub rdma_cm: bool,
-    /// `-T` (with `-R`): the type of service the client's connections ask rdma_cm for; the
-    /// REQ carries it and both sides' QPs send with its DSCP.
+    /// `-T` (with `-R`): the type of service the client's test connections ask rdma_cm for
+    /// (not the dialogue's, as perftest); the REQ carries it and both sides' QPs send with
+    /// its DSCP.
     pub tos: Option<u8>,
     /// `-u`: the local ACK timeout exponent of the test's QPs, 4.096 us x 2^u (perftest's
     /// default 14, about 67 ms; 0-31, the field's five bits).

@@ -168,7 +168,6 @@ impl CmDialogue {
         params.mtu = rt.host().cm().config().max_mtu;
         params.responder_resources = out_reads;
         params.initiator_depth = out_reads;
-        params.traffic_class = self.tos;
         params
     }
 
@@ -245,6 +244,8 @@ impl CmDialogue {
     ) -> Result<ConnId, AppError> {
         let mut params = self.connect_params(rt, qpn, out_reads);
         params.mtu = params.mtu.min(mtu);
+        // perftest sets its type of service on the test's connections, not the dialogue's.
+        params.traffic_class = self.tos;
         let mut tries = 0;
         loop {
             tries += 1;
