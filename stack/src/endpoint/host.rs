@@ -50,7 +50,8 @@ pub struct HostConfig {
     pub neighbour: NeighbourConfig,
     /// The ECN field of every RoCE frame sent: rxe sends Not-ECT; a DCQCN sender ECT(0).
     pub ecn: Ecn,
-    /// The DSCP of every RoCE frame sent (the traffic class's upper six bits, as perftest's
+    /// The DSCP of every RoCE frame sent whose QP's path gives no traffic class of its own
+    /// ([`QpAttrs::traffic_class`]; the traffic class's upper six bits, as perftest's
     /// `--tclass` sets them): switches classify by it into a priority, the lossless one for
     /// RoCE. rxe sends 0.
     pub dscp: u8,
