@@ -456,17 +456,21 @@ case_cmatest() {
 }
 case_cmatest ucmatose cm_four
 
+# dscp26_both_ways LINES WHAT: both sides sent some of LINES (decode --json lines, WHAT names
+# them), every one with DSCP 26.
+dscp26_both_ways() {
+  local src all n
+  for src in 10.77.0.2 10.77.0.11; do
+    all=$(grep -c "\"src\":\"$src\"" <<<"$1")
+    n=$(grep "\"src\":\"$src\"" <<<"$1" | grep -c '"dscp":26')
+    ((all > 0 && n == all)) || { echo "$src: $n of $all $2 carry DSCP 26"; return 1; }
+  done
+}
 # ucmatose -t 104 (rdma_cm's type of service): the client's REQ carries traffic class 104 and
 # every SEND of both sides leaves with DSCP 26: the client's QP because it asked, the server's
 # because it takes the REQ's traffic class into its address vector (Annex A17 CA17-4).
 tos_both_ways() {
-  local sends src n all
-  sends=$("$roce" decode --json "$1" 2>/dev/null | grep '"opcode":"RC_SEND_')
-  for src in 10.77.0.2 10.77.0.11; do
-    all=$(grep -c "\"src\":\"$src\"" <<<"$sends")
-    n=$(grep "\"src\":\"$src\"" <<<"$sends" | grep -c '"dscp":26')
-    ((all > 0 && n == all)) || { echo "$src: $n of $all SENDs carry DSCP 26"; return 1; }
-  done
+  dscp26_both_ways "$("$roce" decode --json "$1" 2>/dev/null | grep '"opcode":"RC_SEND_')" SENDs
 }
 SETTLE=3 run_case "ucmatose-tos-client" client "" "ucmatose" tos_both_ways \
   ucmatose -s $PEER -t 104 "${OURS[@]}"
@@ -527,15 +531,11 @@ BW="-n 100 -s 16384 -q 2" CHECK=cm_perf_q2 case_bw_cm "ib_send_bw-R-q2-server" s
 # client's SENDs because it asked, the server's ACKs because its QP took the REQ's traffic
 # class. The connection is the one UDP source port of the SEND MIDDLE frames.
 tos_data() {
-  local json port src all n
+  local json port
   json=$("$roce" decode --json "$1" 2>/dev/null)
   port=$(grep '"opcode":"RC_SEND_MIDDLE"' <<<"$json" | grep -o '"udp_src_port":[0-9]*' | sort -u)
   [[ -n $port && $(wc -l <<<"$port") == 1 ]] || { echo "not one test connection: $port"; return 1; }
-  for src in 10.77.0.2 10.77.0.11; do
-    all=$(grep -E "$port[,}]" <<<"$json" | grep -c "\"src\":\"$src\"")
-    n=$(grep -E "$port[,}]" <<<"$json" | grep "\"src\":\"$src\"" | grep -c '"dscp":26')
-    ((all > 0 && n == all)) || { echo "$src: $n of $all frames of the test's connection carry DSCP 26"; return 1; }
-  done
+  dscp26_both_ways "$(grep -E "$port[,}]" <<<"$json")" "frames of the test's connection"
 }
 BW="-n 100 -T 104" CHECK=tos_data case_bw_cm "ib_send_bw-R-tos-client" client send
 BW="-n 100 -T 104" CHECK=tos_data case_bw_cm "ib_send_bw-R-tos-server" server send

@@ -5,14 +5,13 @@
 use core::time::Duration;
 use std::net::IpAddr;
 
+use etherparse::{Ipv4HeaderSlice, Ipv6HeaderSlice};
+
 use super::{Conn, Result, Setup, connect, describe_all, fail, pass, pattern, quiet, wcs_text};
 use crate::conform::harness::{Ctx, packet};
 use crate::conform::suite::{Check, Role, Verdict};
 use crate::transport::QpType;
-use crate::wire::encap::{
-    GRH_LEN, IP_PROTOCOL_UDP, IPV4_HEADER_LEN, IPV4_VERSION_IHL_NO_OPTIONS, UDP_HEADER_LEN,
-    field_at,
-};
+use crate::wire::encap::{GRH_LEN, IP_PROTOCOL_UDP, IPV4_HEADER_LEN, UDP_HEADER_LEN};
 use crate::wire::icrc::ICRC_LEN;
 use crate::wire::opcode::op;
 use crate::wire::{BthRepr, DethRepr, ExtHeaders, FixedHeader, IbPacketRepr, Transport};
@@ -116,27 +115,27 @@ fn ud_grh_area(ctx: &mut Ctx<'_>) -> Result<Verdict> {
     }
     let area = ctx.read_mr(&c.mr, 0, GRH_LEN as u32)?;
     let ip_payload = UDP_HEADER_LEN + BthRepr::LEN + DethRepr::LEN + data.len() + ICRC_LEN;
-    let length = |at: usize| usize::from(u16::from_be_bytes([area[at], area[at + 1]]));
     let (tester, peer) = (ctx.env().tester_ip, ctx.env().peer_ip);
     let (ok, seen) = match (tester, peer) {
         (IpAddr::V4(src), IpAddr::V4(dst)) => {
-            // The IPv4 header in the second half; version, IHL, total length, protocol, then
-            // the addresses at 12 and 16.
+            // The IPv4 header in the second half.
             let h = &area[GRH_LEN - IPV4_HEADER_LEN..];
-            let ok = h[field_at::IPV4_VERSION_IHL] == IPV4_VERSION_IHL_NO_OPTIONS
-                && h[field_at::IPV4_PROTOCOL] == IP_PROTOCOL_UDP
-                && length(GRH_LEN - IPV4_HEADER_LEN + 2) == IPV4_HEADER_LEN + ip_payload
-                && h[12..16] == src.octets()
-                && h[16..20] == dst.octets();
+            let ok = Ipv4HeaderSlice::from_slice(h).is_ok_and(|h| {
+                h.slice().len() == IPV4_HEADER_LEN
+                    && h.protocol().0 == IP_PROTOCOL_UDP
+                    && usize::from(h.total_len()) == IPV4_HEADER_LEN + ip_payload
+                    && h.source() == src.octets()
+                    && h.destination() == dst.octets()
+            });
             (ok, format!("bytes 20-39 {h:02x?}"))
         }
         (IpAddr::V6(src), IpAddr::V6(dst)) => {
-            // Version, payload length at 4, next header, then the addresses at 8 and 24.
-            let ok = area[0] >> 4 == 6
-                && area[field_at::IPV6_NEXT_HEADER] == IP_PROTOCOL_UDP
-                && length(4) == ip_payload
-                && area[8..24] == src.octets()
-                && area[24..40] == dst.octets();
+            let ok = Ipv6HeaderSlice::from_slice(&area).is_ok_and(|h| {
+                h.next_header().0 == IP_PROTOCOL_UDP
+                    && usize::from(h.payload_length()) == ip_payload
+                    && h.source() == src.octets()
+                    && h.destination() == dst.octets()
+            });
             (ok, format!("{area:02x?}"))
         }
         _ => return fail("the tester's and the peer's addresses are of different families"),
