@@ -16,7 +16,7 @@
 # server) and -D (send as our client, read as our server); ATOMIC WRITE, FLUSH (and FLUSH
 # without flush rights) and SEND with Invalidate of a memory window with lab_verbs on the
 # lab's trixie guest (Linux 6.12). rdma_cm cases: rping over IPv4 and IPv6,
-# ucmatose and udaddy with 4 connections, ucmatose -t (type of service), perftest's -R (ib_*_bw, ib_send_bw -b and -T,
+# ucmatose and udaddy with 4 connections, ucmatose -t and udaddy -t (type of service), perftest's -R (ib_*_bw, ib_send_bw -b and -T,
 # ib_write_lat / ib_send_lat, ib_write_bw -q 4 / ib_send_bw -q 2), and a refused connection
 # (no listener: REJ reason 8 from rxe's CM or ours), both ways. A case passes when both sides exit 0 (and,
 # for the refused ones, the failing side said why).
@@ -468,9 +468,13 @@ dscp26_both_ways() {
 }
 # ucmatose -t 104 (rdma_cm's type of service): the client's REQ carries traffic class 104 and
 # every SEND of both sides leaves with DSCP 26: the client's QP because it asked, the server's
-# because it takes the REQ's traffic class into its address vector (Annex A17 CA17-4).
+# because it takes the REQ's traffic class into its address vector (Annex A17 CA17-4). So do
+# the CM messages of both sides, as Linux's CM sends them with the connection's path.
 tos_both_ways() {
-  dscp26_both_ways "$("$roce" decode --json "$1" 2>/dev/null | grep '"opcode":"RC_SEND_')" SENDs
+  local json
+  json=$("$roce" decode --json "$1" 2>/dev/null)
+  dscp26_both_ways "$(grep '"opcode":"RC_SEND_' <<<"$json")" SENDs &&
+    dscp26_both_ways "$(grep -E '"message":"(REQ|REP|RTU|DREQ|DREP)"' <<<"$json")" "CM messages"
 }
 SETTLE=3 run_case "ucmatose-tos-client" client "" "ucmatose" tos_both_ways \
   ucmatose -s $PEER -t 104 "${OURS[@]}"
@@ -487,6 +491,24 @@ sidr_four() {
   done
 }
 case_cmatest udaddy sidr_four
+# udaddy -t 104: the client's address handles carry traffic class 104, and the server answers
+# each service with the class its first message came with (udaddy's create_reply_ah,
+# ibv_create_ah_from_wc): every UD message of both sides leaves with DSCP 26. The client's
+# SIDR_REQ carries it too; the SIDR_REP, which Linux makes from the request alone
+# (ib_init_ah_attr_from_wc: no class from an IPv4 header), DSCP 0 whoever sends it.
+ud_tos_both_ways() {
+  local json n
+  json=$("$roce" decode --json "$1" 2>/dev/null | grep '"opcode":"UD_SEND_')
+  dscp26_both_ways "$(grep -v '"dest_qp":1,' <<<"$json")" "UD SENDs" || return 1
+  n=$(grep '"message":"SIDR_REQ"' <<<"$json" | grep -vc '"dscp":26')
+  ((n == 0)) || { echo "$n SIDR_REQs without DSCP 26"; return 1; }
+  n=$(grep '"message":"SIDR_REP"' <<<"$json" | grep -vc '"dscp":0,')
+  ((n == 0)) || { echo "$n SIDR_REPs with a DSCP"; return 1; }
+}
+SETTLE=3 run_case "udaddy-tos-client" client "" "udaddy" ud_tos_both_ways \
+  udaddy -s $PEER -t 104 "${OURS[@]}"
+READY='starting server' run_case "udaddy-tos-server" server "" "udaddy -s 10.77.0.2 -t 104" \
+  ud_tos_both_ways udaddy "${OURS[@]}"
 
 # perftest -R: the dialogue over an RC connection rdma_cm makes on port 18515 and the test's
 # QP connected by rdma_cm on the same port (no TCP). Passes if the capture holds two

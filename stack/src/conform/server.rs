@@ -405,11 +405,7 @@ fn send_wr(p: &PostSend, sg: Vec<Sge>) -> SendWr {
     };
     let mut wr = SendWr::new(p.wr_id, op, sg);
     wr.signaled = p.signaled;
-    wr.ud = p.ud.map(|u| UdDest {
-        addr: u.dest,
-        remote_qpn: u.qpn,
-        remote_qkey: u.qkey,
-    });
+    wr.ud = p.ud.map(|u| UdDest::new(u.dest, u.qpn, u.qkey));
     wr
 }
 

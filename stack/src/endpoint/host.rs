@@ -23,7 +23,7 @@ use super::neighbor::{Evidence, NeighbourCache, NeighbourConfig, Queued};
 use super::resolve::{self, BROADCAST_MAC, Resolution};
 use crate::time::Instant;
 use crate::transport::{
-    DropReason, Engine, MAX_PACKET_LEN, QpAttrs, Transmit, TransportConfig, TransportError,
+    DropReason, Engine, MAX_PACKET_LEN, Transmit, TransportConfig, TransportError,
 };
 use crate::wire::builder::{MAX_UNTAGGED_OVERHEAD, UNTAGGED_IPV4_HEADERS_LEN};
 use crate::wire::{
@@ -50,8 +50,9 @@ pub struct HostConfig {
     pub neighbour: NeighbourConfig,
     /// The ECN field of every RoCE frame sent: rxe sends Not-ECT; a DCQCN sender ECT(0).
     pub ecn: Ecn,
-    /// The DSCP of every RoCE frame sent whose QP's path gives no traffic class of its own
-    /// ([`QpAttrs::traffic_class`]; the traffic class's upper six bits, as perftest's
+    /// The DSCP of every RoCE frame sent whose QP's path (a UD message's address handle) gives
+    /// no traffic class of its own ([`crate::transport::QpAttrs::traffic_class`], [`crate::transport::UdDest`];
+    /// the traffic class's upper six bits, as perftest's
     /// `--tclass` sets them): switches classify by it into a priority, the lossless one for
     /// RoCE. rxe sends 0.
     pub dscp: u8,
@@ -531,7 +532,8 @@ impl Host {
         } else {
             Transport::Rc
         };
-        repr.udp = udp_for(transport, local, dest_qp, self.path_of(local).flow_label);
+        let flow_label = self.engine.query_qp(local).map_or(0, |(_, a)| a.flow_label);
+        repr.udp = udp_for(transport, local, dest_qp, flow_label);
         if let Ok(frame) = repr.to_vec() {
             self.stats.cnps_sent += 1;
             self.route(now, peer, frame);
@@ -590,14 +592,6 @@ impl Host {
         }
     }
 
-    /// The address vector of a QP's path: its flow label (0 for none) picks the UDP source
-    /// port, its traffic class and hop limit the IP header's DSCP and TTL.
-    fn path_of(&self, qpn: Qpn) -> QpAttrs {
-        self.engine
-            .query_qp(qpn)
-            .map_or_else(|_| QpAttrs::default(), |(_, a)| a)
-    }
-
     /// Wraps the engine's packet, written in `buf` at [`UNTAGGED_IPV4_HEADERS_LEN`], in its
     /// frame there (an IPv6 packet moves up to make room for the longer header): the frame in
     /// `buf` if the next hop is known, else into the neighbour queue (then `None`).
@@ -613,14 +607,14 @@ impl Host {
         let next_hop = self.neighbours.lookup(t.dest);
         let mut headers =
             RoceHeaders::rxe(self.mac, next_hop.unwrap_or([0; 6]), src, t.dest, t.src_qp)?;
-        let path = self.path_of(t.src_qp);
         headers.ip.set_ecn(self.ecn);
-        // Annex A17 CA17-4, CA17-9: DSCP and TTL from the QP's address vector.
+        // Annex A17 CA17-4, CA17-9: DSCP and TTL from the QP's address vector (a UD work
+        // request's address handle).
         headers
             .ip
-            .set_dscp(path.traffic_class.map_or(self.dscp, |tc| tc >> 2));
-        headers.ip.set_ttl(path.hop_limit);
-        headers.udp = udp_for(opcode.transport(), t.src_qp, t.dest_qp, path.flow_label);
+            .set_dscp(t.traffic_class.map_or(self.dscp, |tc| tc >> 2));
+        headers.ip.set_ttl(t.hop_limit);
+        headers.udp = udp_for(opcode.transport(), t.src_qp, t.dest_qp, t.flow_label);
         if buf.len() < headers.frame_len(t.len) {
             return None;
         }

@@ -287,11 +287,11 @@ fn ud_send(net: &mut VirtualNet, sa: Side, sb: Side, len: u32, qkey: u32) {
     let recv = RecvWr::new(9, sge(sb.key, 2048));
     net.b.engine_mut().post_recv(sb.qpn, recv).unwrap();
     let mut send = SendWr::new(1, SendOp::Send, sge(sa.key, len));
-    send.ud = Some(UdDest {
-        addr: net.b.gids().get(1).unwrap().addr(),
-        remote_qpn: sb.qpn,
-        remote_qkey: qkey,
-    });
+    send.ud = Some(UdDest::new(
+        net.b.gids().get(1).unwrap().addr(),
+        sb.qpn,
+        qkey,
+    ));
     net.a.engine_mut().post_send(sa.qpn, send).unwrap();
 }
 
@@ -815,15 +815,32 @@ fn roce_frames_carry_the_configured_dscp() {
     assert_eq!(sent, 3, "3 WRITE packets at MTU 1024");
 }
 
-/// Annex A17 CA17-4, CA17-9: a QP whose address vector gives a traffic class and hop limit
-/// sends with that DSCP and TTL; one without keeps the host's DSCP and TTL 64.
-#[test]
-fn a_qps_address_vector_sets_its_dscp_and_ttl() {
+/// A's host with DSCP 26, B's MAC known to it.
+fn dscp26_net() -> VirtualNet {
     let mut a = config(&["10.0.0.1/24"]);
     a.dscp = 26;
     let mut net =
         VirtualNet::new(MemoryLinkConfig::default(), a, config(&["10.0.0.2/24"])).unwrap();
     net.a.add_neighbour("10.0.0.2".parse().unwrap(), MAC_B);
+    net
+}
+
+/// The DSCP and TTL of the next RoCE frame A sends, whose ECN must be Not-ECT (congestion
+/// control's) and whose ICRC must hold (it masks both fields).
+fn next_dscp_and_ttl(net: &mut VirtualNet) -> (u8, u8) {
+    let mut buf = vec![0; Host::max_frame_len()];
+    let n = net.a.poll_transmit(net.now(), &mut buf).expect("a frame");
+    let p = RocePacket::parse(&buf[..n]).expect("a RoCE frame");
+    assert_eq!(p.ecn(), Ecn::NotEct, "ECN is congestion control's");
+    assert!(p.icrc_ok(), "the ICRC masks DSCP and TTL");
+    (p.ip().dscp(), p.ip().ttl())
+}
+
+/// Annex A17 CA17-4, CA17-9: a QP whose address vector gives a traffic class and hop limit
+/// sends with that DSCP and TTL; one without keeps the host's DSCP and TTL 64.
+#[test]
+fn a_qps_address_vector_sets_its_dscp_and_ttl() {
+    let mut net = dscp26_net();
     let (plain, plain_b) = connect_pair(&mut net, QpType::Rc, 1);
     let (sa, sb) = (setup(&mut net.a, QpType::Rc), setup(&mut net.b, QpType::Rc));
     let dest = net.b.gids().get(1).unwrap().addr();
@@ -847,13 +864,65 @@ fn a_qps_address_vector_sets_its_dscp_and_ttl() {
             .engine_mut()
             .post_send(from.qpn, write_wr(from, to, 100))
             .unwrap();
-        let mut buf = vec![0; Host::max_frame_len()];
-        let n = net.a.poll_transmit(net.now(), &mut buf).expect("a WRITE");
-        let p = RocePacket::parse(&buf[..n]).expect("a RoCE frame");
-        assert_eq!((p.ip().dscp(), p.ip().ttl()), want);
-        assert_eq!(p.ecn(), Ecn::NotEct, "ECN is congestion control's");
-        assert!(p.icrc_ok(), "the ICRC masks DSCP and TTL");
+        assert_eq!(next_dscp_and_ttl(&mut net), want);
     }
+}
+
+/// The same for UD, where the address vector is each work request's address handle: a UD
+/// SEND whose handle gives a traffic class and hop limit goes out with that DSCP and TTL, one
+/// without with the host's DSCP and TTL 64; and the receiver's answering handle
+/// (`UdDest::reply_to`, `ibv_init_ah_from_wc`) takes the class it arrived with.
+#[test]
+fn a_ud_address_handle_sets_its_dscp_and_ttl() {
+    let mut net = dscp26_net();
+    let (sa, sb) = connect_pair(&mut net, QpType::Ud, 1);
+    let to = net.b.gids().get(1).unwrap().addr();
+    let mut with_class = UdDest::new(to, sb.qpn, 0x1111_1111);
+    with_class.traffic_class = Some(46 << 2 | 0b11); // DSCP 46; the ECN bits are not taken
+    with_class.hop_limit = 9;
+    for (dest, want) in [
+        (UdDest::new(to, sb.qpn, 0x1111_1111), (26, 64)),
+        (with_class, (46, 9)),
+    ] {
+        let sge = vec![Sge {
+            addr: VA,
+            length: 100,
+            lkey: sa.key,
+        }];
+        let mut send = SendWr::new(1, SendOp::Send, sge);
+        send.ud = Some(dest);
+        net.a.engine_mut().post_send(sa.qpn, send).unwrap();
+        assert_eq!(next_dscp_and_ttl(&mut net), want);
+    }
+    // The second SEND again, received: B's answer goes back to A's QP with DSCP 46.
+    let recv = RecvWr::new(
+        9,
+        vec![Sge {
+            addr: VA,
+            length: 2048,
+            lkey: sb.key,
+        }],
+    );
+    net.b.engine_mut().post_recv(sb.qpn, recv).unwrap();
+    let mut send = SendWr::new(
+        2,
+        SendOp::Send,
+        vec![Sge {
+            addr: VA,
+            length: 100,
+            lkey: sa.key,
+        }],
+    );
+    send.ud = Some(with_class);
+    net.a.engine_mut().post_send(sa.qpn, send).unwrap();
+    let (_, wb) = run_for(&mut net, (sa.cq, 1), (sb.cq, 1));
+    assert_eq!(wb[0].status, WcStatus::Success);
+    let reply = UdDest::reply_to(&region(&net.b, sb.key)[..40], sa.qpn, 0x1111_1111);
+    let from = net.a.gids().get(1).unwrap().addr();
+    assert_eq!(
+        reply.map(|r| (r.addr, r.remote_qpn, r.traffic_class, r.hop_limit)),
+        Some((from, sa.qpn, Some(46 << 2), 64))
+    );
 }
 
 /// What B sends after one CE-marked WRITE from A, with `--tclass 104` (DSCP 26) and

@@ -148,6 +148,13 @@ pub struct Transmit {
     pub src_qp: Qpn,
     /// Bytes written at the start of the caller's buffer.
     pub len: usize,
+    /// The path's flow label (RC, UC): it picks the UDP source port when not 0.
+    pub flow_label: u32,
+    /// The traffic class of the QP's path or of the UD work request's address handle: its
+    /// upper six bits are the packet's DSCP. `None`: the host's.
+    pub traffic_class: Option<u8>,
+    /// The hop limit of that path or address handle: the packet's TTL.
+    pub hop_limit: u8,
 }
 
 /// A buffer of this size holds any packet the engine writes: BTH, the largest extension

@@ -4,6 +4,7 @@ use std::net::IpAddr;
 
 use super::mr::{Access, MwBind};
 use crate::wire::Qpn;
+use crate::wire::encap::{DEFAULT_TTL, ud_grh_area_source};
 
 /// A scatter/gather entry: `length` bytes at `addr` in the region `lkey` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -260,6 +261,38 @@ pub struct UdDest {
     pub remote_qpn: Qpn,
     /// If its high bit is set the QP's own Q_Key is sent instead (IBA 10.2.5, controlled Q_Keys).
     pub remote_qkey: u32,
+    /// The address handle's traffic class (`ah_attr.grh.traffic_class`): its upper six bits
+    /// are the DSCP of the message's packet (Annex A17 CA17-4, CA17-13). `None`: the host's
+    /// DSCP. Its ECN bits are not taken: congestion control owns ECN (CA17-5).
+    pub traffic_class: Option<u8>,
+    /// The address handle's hop limit (`ah_attr.grh.hop_limit`): the packet's IPv4 TTL or
+    /// IPv6 hop limit (CA17-9, CA17-17).
+    pub hop_limit: u8,
+}
+
+impl UdDest {
+    /// To QP `remote_qpn` at `addr` with Q_Key `remote_qkey`, the host's DSCP and TTL 64.
+    pub const fn new(addr: IpAddr, remote_qpn: Qpn, remote_qkey: u32) -> UdDest {
+        UdDest {
+            addr,
+            remote_qpn,
+            remote_qkey,
+            traffic_class: None,
+            hop_limit: DEFAULT_TTL,
+        }
+    }
+
+    /// The address handle that answers a UD receive, from the GRH area its buffer starts with
+    /// (libibverbs' `ibv_init_ah_from_wc`): the sender's address and its traffic class. The
+    /// hop limit stays 64: Linux replaces the received TTL with its route's when the handle is
+    /// created (`ib_resolve_unicast_gid_dmac`). None if the area holds no IP header.
+    pub fn reply_to(grh_area: &[u8], remote_qpn: Qpn, remote_qkey: u32) -> Option<UdDest> {
+        let (addr, traffic_class) = ud_grh_area_source(grh_area)?;
+        Some(UdDest {
+            traffic_class: Some(traffic_class),
+            ..UdDest::new(addr, remote_qpn, remote_qkey)
+        })
+    }
 }
 
 /// A send work request (`ibv_send_wr`): the operation and its local buffers.

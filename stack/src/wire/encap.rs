@@ -51,6 +51,25 @@ pub fn ud_grh_area(ip_header: &[u8]) -> Option<[u8; GRH_LEN]> {
     Some(area)
 }
 
+/// Who sent a UD receive, read back from its GRH area ([`ud_grh_area`]'s layout): the
+/// source address and the traffic class of the IP header, what libibverbs'
+/// `ibv_init_ah_from_wc` takes into the address handle that answers the message. An area
+/// starting with IP version 6 is an IPv6 header (an IPv4-mapped source is read as IPv4);
+/// otherwise the second half must be an IPv4 header without options. None for anything else.
+pub fn ud_grh_area_source(area: &[u8]) -> Option<(IpAddr, u8)> {
+    let area = area.get(..GRH_LEN)?;
+    if area[0] >> 4 == 6 {
+        let h = etherparse::Ipv6HeaderSlice::from_slice(area).ok()?;
+        let src = h.source_addr();
+        let src = src.to_ipv4_mapped().map_or(IpAddr::V6(src), IpAddr::V4);
+        return Some((src, h.traffic_class()));
+    }
+    let h = etherparse::Ipv4HeaderSlice::from_slice(&area[GRH_LEN - IPV4_HEADER_LEN..]).ok()?;
+    // The type of service byte whole, as libibverbs takes `tos`.
+    let tos = (h.dcp().value() << 2) | h.ecn().value();
+    Some((IpAddr::V4(h.source_addr()), tos))
+}
+
 /// EtherType of IPv4.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 /// EtherType of ARP (RFC 826).
@@ -514,6 +533,34 @@ mod tests {
         for len in [0, 19, 24, 60] {
             assert_eq!(ud_grh_area(&vec![0x45; len]), None, "{len}");
         }
+    }
+
+    /// The sender and traffic class come back out of the area either IP version leaves, the
+    /// engine's own IPv6-style area (IPv4-mapped source) included; anything else is None.
+    #[test]
+    fn the_ud_grh_area_tells_who_sent_and_with_which_class() {
+        let mut v4 = [0u8; IPV4_HEADER_LEN];
+        v4[0] = 0x45;
+        v4[1] = 0x6a; // DSCP 26, ECT(0)
+        v4[8] = 64;
+        v4[9] = IP_PROTOCOL_UDP;
+        v4[12..16].copy_from_slice(&[10, 0, 0, 7]);
+        let area = ud_grh_area(&v4).unwrap();
+        let src = IpAddr::from([10, 0, 0, 7]);
+        assert_eq!(ud_grh_area_source(&area), Some((src, 0x6a)));
+        let mut v6 = [0u8; IPV6_HEADER_LEN];
+        v6[..4].copy_from_slice(&[0x66, 0x80, 0, 0]); // traffic class 0x68
+        let fe80 = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 7);
+        v6[8..24].copy_from_slice(&fe80.octets());
+        assert_eq!(ud_grh_area_source(&v6), Some((IpAddr::V6(fe80), 0x68)));
+        v6[8..24].copy_from_slice(&Ipv4Addr::new(10, 0, 0, 7).to_ipv6_mapped().octets());
+        assert_eq!(ud_grh_area_source(&v6), Some((src, 0x68)));
+        let mut options = v4;
+        options[0] = 0x46;
+        for bad in [[0; GRH_LEN], ud_grh_area(&options).unwrap()] {
+            assert_eq!(ud_grh_area_source(&bad), None);
+        }
+        assert_eq!(ud_grh_area_source(&area[..GRH_LEN - 1]), None);
     }
 
     #[test]

@@ -35,10 +35,6 @@ pub struct UcmatoseArgs {
     pub device: DeviceArgs,
     #[command(flatten)]
     pub test: CmatestArgs,
-    /// Type of service of the client's connections (rdma_cm's TOS option, as cmatose's -t):
-    /// the REQ's traffic class, whose upper six bits become the DSCP of both QPs' packets.
-    #[arg(short = 't', value_name = "TOS")]
-    pub tos: Option<u8>,
     /// Port (TCP port space).
     #[arg(short = 'p', value_name = "PORT", default_value_t = DEFAULT_PORT)]
     pub port: u16,
@@ -62,6 +58,12 @@ pub struct CmatestArgs {
     /// Bytes per message (0: no messages; udaddy: at most the path MTU).
     #[arg(short = 'S', value_name = "SIZE", default_value_t = 100)]
     pub size: u32,
+    /// The client's type of service (rdma_cm's TOS option, as their -t), whose upper six bits
+    /// become a DSCP. ucmatose: the REQ's traffic class, taken by both QPs' paths. udaddy:
+    /// the traffic class of the client's address handles; the server answers each service
+    /// with the class its first message came with (`ibv_create_ah_from_wc`).
+    #[arg(short = 't', value_name = "TOS")]
+    pub tos: Option<u8>,
 }
 
 /// Runs `program` (`name` in its error line) with `args` over `port`: options checked before
@@ -78,6 +80,7 @@ pub fn run_program(
     opts.connections = args.connections;
     opts.count = args.count;
     opts.size = args.size;
+    opts.tos = args.tos;
     opts.timeout = device.timeout();
     opts.check().map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
     let mut rt = device.open()?;
@@ -92,6 +95,5 @@ pub fn run_program(
 pub fn run(args: UcmatoseArgs) -> anyhow::Result<ExitCode> {
     let mut opts = CmatestOptions::new(None);
     opts.port = args.port;
-    opts.tos = args.tos;
     run_program("ucmatose", &args.device, &args.test, opts, cmatose::run)
 }

@@ -21,6 +21,8 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
       each way on each
   roce udaddy -c 4 -C 20 -S 1000 --iface tap:roce0 --ip 10.77.0.2/24
       a server for `udaddy -s 10.77.0.2 -c 4 -C 20 -S 1000` on the guest
+  roce udaddy -s 10.77.0.11 -t 104 --iface tap:roce0 --ip 10.77.0.2/24
+      type of service 104: every UD message of both sides leaves with DSCP 26
 
 A server that is not there answers nothing (or a SIDR_REP with a failure status): one line
 after the SIDR_REQ's retries, or one naming the status.")]

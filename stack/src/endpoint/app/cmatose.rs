@@ -54,7 +54,8 @@ pub struct CmatestOptions {
     pub size: u32,
     /// Longest wait for the peer: each connection event, each completion.
     pub timeout: Duration,
-    /// `-t` (cmatose only): the client's type of service, the REQ's traffic class.
+    /// `-t`: the client's type of service: cmatose's REQ's traffic class, udaddy's address
+    /// handles' (its server answers with the class it received).
     pub tos: Option<u8>,
 }
 

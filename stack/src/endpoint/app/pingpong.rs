@@ -230,11 +230,7 @@ pub fn run(
         }],
     );
     if ud {
-        send.ud = Some(UdDest {
-            addr: path.dest,
-            remote_qpn: peer.qpn,
-            remote_qkey: UD_QKEY,
-        });
+        send.ud = Some(UdDest::new(path.dest, peer.qpn, UD_QKEY));
     }
     if opts.validate && opts.server.is_some() {
         // `i / page_size % sizeof(char)`: 0 at each page's first byte.
@@ -726,11 +722,7 @@ mod tests {
                 lkey: key,
             }],
         );
-        send.ud = Some(UdDest {
-            addr: to,
-            remote_qpn: rx_qpn,
-            remote_qkey: UD_QKEY,
-        });
+        send.ud = Some(UdDest::new(to, rx_qpn, UD_QKEY));
         tx.post_send(tx_qpn, send).unwrap();
         let sent = tx.wait_completion(tx_cq, Duration::from_secs(5)).unwrap();
         assert_eq!(sent.wr_id, SEND_WRID);

@@ -137,8 +137,8 @@ fn check_size(rt: &Runtime, opts: &CmatestOptions) -> Result<(), AppError> {
 }
 
 /// `poll_cqs`: `messages` completions from each node; the server learns where to reply
-/// from the first (`create_reply_ah`: the sender's address, the QPN in its immediate data,
-/// our own Q_Key).
+/// from the first (`create_reply_ah`, `ibv_create_ah_from_wc`: the sender's address and
+/// traffic class, the QPN in its immediate data, our own Q_Key).
 fn poll_cqs(
     rt: &mut Runtime,
     nodes: &mut [Node],
@@ -149,18 +149,24 @@ fn poll_cqs(
     for n in nodes.iter_mut() {
         let qpn = n.qpn;
         let progress = |k| format!("{k} of {messages} completions on QP {qpn}");
-        let dest = &mut n.dest;
+        let mut first = None;
         done += poll_cq(rt, n.cq, messages, timeout, progress, |wc| {
-            if dest.is_none()
+            if first.is_none()
                 && let (Some(addr), Some(imm)) = (wc.src_addr, wc.imm_data)
             {
-                *dest = Some(UdDest {
-                    addr,
-                    remote_qpn: Qpn::new(imm & 0xff_ffff),
-                    remote_qkey: RDMA_UDP_QKEY,
-                });
+                first = Some((addr, Qpn::new(imm & 0xff_ffff)));
             }
         })?;
+        if n.dest.is_none()
+            && let Some((addr, remote_qpn)) = first
+        {
+            // The GRH area of the receive buffer (every message lands there, all from the
+            // same sender) gives the address handle its traffic class.
+            let area = rt.mr_bytes(n.key).and_then(|b| b.get(..GRH_LEN));
+            n.dest = area
+                .and_then(|a| UdDest::reply_to(a, remote_qpn, RDMA_UDP_QKEY))
+                .or(Some(UdDest::new(addr, remote_qpn, RDMA_UDP_QKEY)));
+        }
     }
     Ok(done)
 }
@@ -187,6 +193,7 @@ fn client(rt: &mut Runtime, opts: &CmatestOptions, server: IpAddr, out: &mut dyn
             src: server,
             port: opts.port,
             private_data: Vec::new(),
+            traffic_class: opts.tos,
         })?;
         nodes.push(node);
     }
@@ -197,10 +204,10 @@ fn client(rt: &mut Runtime, opts: &CmatestOptions, server: IpAddr, out: &mut dyn
         opts.timeout,
         |node, event| match event {
             CmEvent::SidrResolved { qpn, qkey, .. } => {
+                // The address handle of the resolved route: rdma_cm gives it the TOS.
                 node.dest = Some(UdDest {
-                    addr: server,
-                    remote_qpn: qpn,
-                    remote_qkey: qkey,
+                    traffic_class: opts.tos,
+                    ..UdDest::new(server, qpn, qkey)
                 });
                 Ok(true)
             }
@@ -261,8 +268,97 @@ fn server(rt: &mut Runtime, opts: &CmatestOptions, out: &mut dyn Write) -> Outco
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{cmatest_pair, cmatest_refused};
+    use super::super::testing::{Lines, cmatest_pair, cmatest_refused, runtime, runtime_seeded};
     use super::*;
+    use crate::io::memory::{self, MemoryDevice, MemoryLinkConfig};
+    use crate::io::{Capabilities, Device, DeviceError, SystemClock};
+    use crate::time::Instant as LinkInstant;
+    use crate::wire::RocePacket;
+    use crate::wire::opcode::Transport;
+    use std::sync::{Arc, Mutex};
+
+    /// What a UD frame was: sent by us, a connection manager MAD (to QP1), its DSCP.
+    type Seen = (bool, bool, u8);
+
+    /// The in-memory link, noting every UD frame it carries either way.
+    struct UdDscps {
+        inner: MemoryDevice,
+        seen: Arc<Mutex<Vec<Seen>>>,
+    }
+
+    fn note(seen: &Mutex<Vec<Seen>>, sent: bool, frame: &[u8]) {
+        if let Ok(p) = RocePacket::parse(frame)
+            && p.bth().opcode.transport() == Transport::Ud
+        {
+            let mad = p.bth().dest_qp == Qpn::GSI;
+            seen.lock().unwrap().push((sent, mad, p.ip().dscp()));
+        }
+    }
+
+    impl Device for UdDscps {
+        fn receive(&mut self, consume: &mut dyn FnMut(&[u8])) -> Result<bool, DeviceError> {
+            let seen = &self.seen;
+            self.inner.receive(&mut |f| {
+                note(seen, false, f);
+                consume(f)
+            })
+        }
+
+        fn transmit(&mut self, frame: &[u8]) -> Result<bool, DeviceError> {
+            note(&self.seen, true, frame);
+            self.inner.transmit(frame)
+        }
+
+        fn capabilities(&self) -> Capabilities {
+            self.inner.capabilities()
+        }
+
+        fn next_wakeup(&self) -> Option<LinkInstant> {
+            self.inner.next_wakeup()
+        }
+    }
+
+    /// `-t 104` on the client: its SIDR_REQ and messages leave with DSCP 26, and the server,
+    /// which was given no type of service, answers each message with the class it came with
+    /// (udaddy's `create_reply_ah`), so that every UD message both ways carries DSCP 26; the
+    /// SIDR_REP, made from the request alone, goes with DSCP 0 as Linux's over IPv4.
+    #[test]
+    fn the_clients_type_of_service_marks_both_ways() {
+        let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
+        let mut opts = options(None);
+        opts.timeout = Duration::from_secs(20);
+        let server_opts = opts.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let server = std::thread::spawn(move || {
+            let mut rt = runtime(b, "10.0.0.2/24");
+            let summary = run(&mut rt, &server_opts, &mut Lines(tx)).unwrap();
+            rt.serve_for(Duration::from_secs(1)).unwrap();
+            summary
+        });
+        rx.recv().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let device = UdDscps {
+            inner: a,
+            seen: seen.clone(),
+        };
+        let mut rt = runtime_seeded(device, "10.0.0.1/24", 1);
+        opts.server = Some("10.0.0.2".parse().unwrap());
+        opts.tos = Some(104);
+        let summary = run(&mut rt, &opts, &mut Vec::new()).unwrap();
+        assert_eq!((summary.sent, summary.received), (10, 10));
+        assert_eq!(server.join().unwrap().sent, 10);
+        let seen = seen.lock().unwrap();
+        for sent in [true, false] {
+            let dscps: Vec<u8> = seen
+                .iter()
+                .filter(|s| s.0 == sent && !s.1)
+                .map(|s| s.2)
+                .collect();
+            assert_eq!(dscps, [26; 10], "sent by us: {sent}");
+        }
+        let mads: Vec<(bool, u8)> = seen.iter().filter(|s| s.1).map(|s| (s.0, s.2)).collect();
+        assert_eq!(mads, [(true, 26), (false, 0)], "SIDR_REQ, SIDR_REP");
+    }
 
     /// Our client against our server: four services resolved, five messages each way on
     /// each, udaddy's lines in udaddy's order.

@@ -124,6 +124,10 @@ pub(super) struct Connection {
     pub last_answer: Option<Vec<u8>>,
     /// The IP CM header's port of the peer (passive) or ours (active).
     pub port: u16,
+    /// The traffic class of its MADs, as Linux's CM sends them with the connection's address
+    /// vector: the path's (the client's TOS; the REQ's on the server), a SIDR_REQ's TOS. None:
+    /// DSCP 0, as for answers made from a received MAD alone (SIDR_REP, REJ to the unknown).
+    pub traffic_class: Option<u8>,
 }
 
 impl Connection {
@@ -146,6 +150,7 @@ impl Connection {
             deadline: None,
             last_answer: None,
             port: 0,
+            traffic_class: None,
         }
     }
 }

@@ -89,7 +89,7 @@ impl ConnectionManager {
                 );
                 r.reject_info_length = 1;
                 r.ari[0] = CM_CLASS_VERSION;
-                self.send_answer(from, tid, CmMessage::Rej(r));
+                self.send_answer(from, None, tid, CmMessage::Rej(r));
                 self.stats.rejects_sent += 1;
             }
             Some(CmAttribute::SidrReq) => {
@@ -101,14 +101,16 @@ impl ConnectionManager {
                 );
                 r.additional_info_length = 1;
                 r.additional_info[0] = CM_CLASS_VERSION;
-                self.send_answer(from, tid, CmMessage::SidrRep(r));
+                self.send_answer(from, None, tid, CmMessage::SidrRep(r));
             }
             _ => {}
         }
     }
 
-    fn send_answer(&mut self, to: IpAddr, tid: u64, message: CmMessage) {
-        self.send(to, CmMadRepr::new(tid, message).to_vec());
+    /// Sends `message` in transaction `tid`, with traffic class `class` (see
+    /// [`super::conn::Connection::traffic_class`]).
+    fn send_answer(&mut self, to: IpAddr, class: Option<u8>, tid: u64, message: CmMessage) {
+        self.send(to, class, CmMadRepr::new(tid, message).to_vec());
     }
 
     /// REJ of a message from someone we hold no state for, its IDs swapped as Linux's
@@ -122,7 +124,12 @@ impl ConnectionManager {
         message: u8,
         reason: u16,
     ) {
-        self.send_answer(to, tid, CmMessage::Rej(rej(local, remote, message, reason)));
+        self.send_answer(
+            to,
+            None,
+            tid,
+            CmMessage::Rej(rej(local, remote, message, reason)),
+        );
         self.stats.rejects_sent += 1;
     }
 
@@ -177,7 +184,7 @@ impl ConnectionManager {
                             .copy_from_slice(&crate::endpoint::gid::ip_to_gid(ours).octets());
                     }
                 }
-                self.send_answer(from, tid, CmMessage::Rej(r));
+                self.send_answer(from, None, tid, CmMessage::Rej(r));
                 self.stats.rejects_sent += 1;
                 return;
             }
@@ -216,6 +223,8 @@ impl ConnectionManager {
         c.port = header.src_port;
         c.peer_response = self.response_wait(req.local_cm_response_timeout);
         c.max_retries = req.max_cm_retries;
+        // The REQ's class for our MADs too, as Linux's CM answers with the REQ's path.
+        c.traffic_class = (req.primary_traffic_class != 0).then_some(req.primary_traffic_class);
         // Tentative until the consumer accepts: at most what the client offers.
         c.path = Some(Path {
             qp_type,
@@ -228,7 +237,7 @@ impl ConnectionManager {
             rnr_retry_count: req.rnr_retry_count,
             ack_timeout: req.primary_local_ack_timeout,
             flow_label: req.primary_flow_label,
-            traffic_class: (req.primary_traffic_class != 0).then_some(req.primary_traffic_class),
+            traffic_class: c.traffic_class,
             hop_limit: match req.primary_hop_limit {
                 0 => crate::wire::encap::DEFAULT_TTL,
                 h => h,
@@ -338,13 +347,14 @@ impl ConnectionManager {
                     reserved_9: 0,
                     private_data: [0; 222],
                 };
-                let tid = c.tid;
+                let (tid, class) = (c.tid, c.traffic_class);
                 self.set_state(id, State::MraReqSent);
-                self.send_answer(from, tid, CmMessage::Mra(mra));
+                self.send_answer(from, class, tid, CmMessage::Mra(mra));
             }
             State::RepSent => {
                 if let Some(rep) = c.last_answer.clone() {
-                    self.send(from, rep);
+                    let class = c.traffic_class;
+                    self.send(from, class, rep);
                 }
             }
             State::TimeWait => {
@@ -400,7 +410,8 @@ impl ConnectionManager {
                 // Our RTU was lost: send it again.
                 self.stats.duplicates += 1;
                 if let Some(rtu) = c.last_answer.clone() {
-                    self.send(from, rtu);
+                    let class = c.traffic_class;
+                    self.send(from, class, rtu);
                 }
                 return;
             }
@@ -425,7 +436,7 @@ impl ConnectionManager {
         c.remote_qpn = rep.local_qpn;
         c.path = Some(path);
         let qp = qp_path(c.peer, c.remote_qpn, &path, min_rnr_timer);
-        let (qpn, tid) = (c.qpn, c.tid);
+        let (qpn, tid, class) = (c.qpn, c.tid, c.traffic_class);
         if let Err(e) = connect::to_rts(engine, qpn, &qp) {
             // The QP cannot take the connection (destroyed, wrong state): refuse the REP.
             tracing::warn!("rdma_cm: QP {qpn} cannot take the connection: {e}");
@@ -435,7 +446,7 @@ impl ConnectionManager {
                 message_code::REP,
                 reject_reason::CONSUMER_DEFINED,
             );
-            self.send_answer(from, tid, CmMessage::Rej(r));
+            self.send_answer(from, class, tid, CmMessage::Rej(r));
             self.stats.rejects_sent += 1;
             self.events.push_back(CmEvent::Rejected {
                 id: ConnId(id),
@@ -465,7 +476,7 @@ impl ConnectionManager {
         self.by_remote.insert(key, id);
         self.by_remote_qpn.insert((from, rep.local_qpn), id);
         self.set_deadline(id, None);
-        self.send(from, mad);
+        self.send(from, class, mad);
         self.stats.established += 1;
         self.events.push_back(CmEvent::Established {
             id: ConnId(id),
@@ -575,7 +586,12 @@ impl ConnectionManager {
         let Some(id) = self.lookup(from, dreq.remote_comm_id, dreq.local_comm_id) else {
             // Disconnecting what we do not know is already done: say so (Linux: cm_issue_drep).
             self.stats.unexpected += 1;
-            self.send_answer(from, tid, drep(dreq.remote_comm_id, dreq.local_comm_id));
+            self.send_answer(
+                from,
+                None,
+                tid,
+                drep(dreq.remote_comm_id, dreq.local_comm_id),
+            );
             return;
         };
         let c = &self.conns[&id];
@@ -584,18 +600,18 @@ impl ConnectionManager {
             self.stats.unexpected += 1;
             return;
         }
-        let (state, qpn) = (c.state, c.qpn);
+        let (state, qpn, class) = (c.state, c.qpn, c.traffic_class);
         match state {
             State::Established | State::RepSent | State::DreqSent => {
                 let _ = engine.modify_qp(qpn, &ModifyQp::to(QpState::Err));
-                self.send_answer(from, tid, drep(id, dreq.local_comm_id));
+                self.send_answer(from, class, tid, drep(id, dreq.local_comm_id));
                 self.events
                     .push_back(CmEvent::Disconnected { id: ConnId(id) });
                 self.enter_time_wait(now, id);
             }
             State::TimeWait => {
                 self.stats.duplicates += 1;
-                self.send_answer(from, tid, drep(id, dreq.local_comm_id));
+                self.send_answer(from, class, tid, drep(id, dreq.local_comm_id));
             }
             _ => self.stats.unexpected += 1,
         }
@@ -623,8 +639,11 @@ impl ConnectionManager {
         };
         if let Some(&id) = self.by_remote.get(&key) {
             self.stats.duplicates += 1;
-            if let Some(answer) = self.conns.get(&id).and_then(|c| c.last_answer.clone()) {
-                self.send(from, answer);
+            if let Some(c) = self.conns.get(&id)
+                && let Some(answer) = c.last_answer.clone()
+            {
+                let class = c.traffic_class;
+                self.send(from, class, answer);
             }
             return;
         }
@@ -641,7 +660,7 @@ impl ConnectionManager {
         };
         if let Some(status) = status {
             let r = sidr_rep(req.request_id, status, req.service_id);
-            self.send_answer(from, tid, CmMessage::SidrRep(r));
+            self.send_answer(from, None, tid, CmMessage::SidrRep(r));
             return;
         }
         let (Some(listener), Some(header)) = (listener, header) else {

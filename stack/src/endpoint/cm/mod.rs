@@ -62,6 +62,8 @@ pub struct Outgoing {
     pub dest: IpAddr,
     /// The whole 256-byte MAD.
     pub mad: Vec<u8>,
+    /// The IP traffic class to send it with (its upper six bits the DSCP); None: DSCP 0.
+    pub traffic_class: Option<u8>,
 }
 
 /// A connection as [`ConnectionManager::info`] describes it.
@@ -280,6 +282,7 @@ impl ConnectionManager {
         c.port = port;
         c.peer_response = self.response_wait(self.config.response_timeout);
         c.max_retries = req.max_cm_retries;
+        c.traffic_class = params.traffic_class;
         c.path = Some(Path {
             qp_type: params.qp_type,
             mtu,
@@ -357,7 +360,7 @@ impl ConnectionManager {
         } else {
             c.local_id
         };
-        let (peer, remote, tid) = (c.peer, c.remote_id, c.tid);
+        let (peer, remote, tid, class) = (c.peer, c.remote_id, c.tid, c.traffic_class);
         let mut rej = rej(
             local,
             remote,
@@ -365,7 +368,11 @@ impl ConnectionManager {
             reject_reason::CONSUMER_DEFINED,
         );
         rej.private_data[..private_data.len()].copy_from_slice(private_data);
-        self.send(peer, CmMadRepr::new(tid, CmMessage::Rej(rej)).to_vec());
+        self.send(
+            peer,
+            class,
+            CmMadRepr::new(tid, CmMessage::Rej(rej)).to_vec(),
+        );
         self.stats.rejects_sent += 1;
         self.remove(id.0);
         let _ = now;
@@ -430,6 +437,7 @@ impl ConnectionManager {
         c.port = port;
         c.peer_response = self.config.sidr_timeout;
         c.max_retries = self.config.max_retries.min(15);
+        c.traffic_class = params.traffic_class;
         let mad = CmMadRepr::new(c.tid, CmMessage::SidrReq(req)).to_vec();
         self.insert(c);
         self.send_expecting(now, id, mad);
@@ -469,9 +477,9 @@ impl ConnectionManager {
         rep.private_data[..reply.private_data.len()].copy_from_slice(&reply.private_data);
         let mad = CmMadRepr::new(c.tid, CmMessage::SidrRep(rep)).to_vec();
         c.last_answer = Some(mad.clone());
-        let peer = c.peer;
+        let (peer, class) = (c.peer, c.traffic_class);
         self.set_state(id.0, State::SidrReplied);
-        self.send(peer, mad);
+        self.send(peer, class, mad);
         self.set_deadline(id.0, Some(now + time_wait));
         Ok(())
     }
@@ -523,8 +531,9 @@ impl ConnectionManager {
                 Some(p) if p.retries_left > 0 => {
                     p.retries_left -= 1;
                     let (mad, interval, peer) = (p.mad.clone(), p.interval, c.peer);
+                    let class = c.traffic_class;
                     self.stats.retransmitted += 1;
-                    self.send(peer, mad);
+                    self.send(peer, class, mad);
                     self.set_deadline(id, Some(now + interval));
                 }
                 Some(_) => self.give_up(now, id, engine),
@@ -605,12 +614,16 @@ impl ConnectionManager {
         cm_time(timeout) + cm_time(self.config.packet_life_time) * 2
     }
 
-    fn send(&mut self, dest: IpAddr, mad: Vec<u8>) {
+    fn send(&mut self, dest: IpAddr, traffic_class: Option<u8>, mad: Vec<u8>) {
         if self.outgoing.len() >= OUTGOING_LIMIT {
             self.stats.queue_full += 1;
             return;
         }
-        self.outgoing.push_back(Outgoing { dest, mad });
+        self.outgoing.push_back(Outgoing {
+            dest,
+            mad,
+            traffic_class,
+        });
     }
 
     /// Sends `mad` for connection `id` and keeps it to send again until answered.
@@ -625,8 +638,8 @@ impl ConnectionManager {
             retries_left: c.max_retries,
             retries: c.max_retries,
         });
-        let peer = c.peer;
-        self.send(peer, mad);
+        let (peer, class) = (c.peer, c.traffic_class);
+        self.send(peer, class, mad);
         self.set_deadline(id, Some(now + interval));
     }
 
@@ -698,8 +711,14 @@ impl ConnectionManager {
             return;
         };
         let retries = c.pending.as_ref().map_or(0, |p| p.retries);
-        let (state, peer, local_id, remote_id, qpn) =
-            (c.state, c.peer, c.local_id, c.remote_id, c.qpn);
+        let (state, peer, local_id, remote_id, qpn, class) = (
+            c.state,
+            c.peer,
+            c.local_id,
+            c.remote_id,
+            c.qpn,
+            c.traffic_class,
+        );
         self.stats.timeouts += 1;
         match state {
             State::ReqSent | State::RepSent => {
@@ -719,7 +738,11 @@ impl ConnectionManager {
                 rej.reject_info_length = 8;
                 rej.ari[..8].copy_from_slice(&self.config.ca_guid.to_be_bytes());
                 let tid = self.new_tid(local_id);
-                self.send(peer, CmMadRepr::new(tid, CmMessage::Rej(rej)).to_vec());
+                self.send(
+                    peer,
+                    class,
+                    CmMadRepr::new(tid, CmMessage::Rej(rej)).to_vec(),
+                );
                 self.stats.rejects_sent += 1;
                 self.events.push_back(CmEvent::TimedOut {
                     id: ConnId(id),

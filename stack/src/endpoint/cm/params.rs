@@ -205,6 +205,9 @@ pub struct SidrParams {
     pub port: u16,
     /// The consumer's private data (at most 180 bytes after rdma_cm's IP header).
     pub private_data: Vec<u8>,
+    /// The type of service (rdma_cm's TOS option): the traffic class of the SIDR_REQ, as
+    /// Linux sends it with the resolved route's address vector. None: DSCP 0.
+    pub traffic_class: Option<u8>,
 }
 
 /// Our answer to a SIDR request (rdma_cm's `rdma_accept` on a UDP id): the UD QP that

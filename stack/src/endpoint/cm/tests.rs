@@ -74,6 +74,8 @@ struct Pair {
     fate: Fate,
     /// Every MAD sent: (direction, message), dropped ones included.
     log: Vec<(bool, CmAttribute)>,
+    /// The same with the traffic class each was sent with.
+    classes: Vec<(bool, CmAttribute, Option<u8>)>,
 }
 
 impl Pair {
@@ -85,6 +87,7 @@ impl Pair {
             wire: Vec::new(),
             fate: Box::new(|_, _| false),
             log: Vec::new(),
+            classes: Vec::new(),
         }
     }
 
@@ -134,6 +137,7 @@ impl Pair {
                 let Some(o) = s.cm.poll_transmit() else { break };
                 let attr = CmMadRepr::parse(&o.mad).unwrap().message.attribute();
                 self.log.push((to_b, attr));
+                self.classes.push((to_b, attr, o.traffic_class));
                 if !(self.fate)(to_b, attr) {
                     self.wire.push((now + DELAY, to_b, o.mad));
                 }
@@ -287,6 +291,70 @@ fn connect_accept_disconnect_moves_both_qps() {
         (p.a.cm.connections(), p.b.cm.connections()),
         (0, 0),
         "forgotten after time-wait"
+    );
+}
+
+/// Linux's CM sends a connection's MADs with the connection's address vector, so with its
+/// path's traffic class: the client's TOS on REQ, RTU and DREQ, the REQ's on the server's REP
+/// and DREP, a SIDR_REQ's TOS. Answers made from a received MAD alone (REJ for a port nobody
+/// listens on, SIDR_REP) go with none, as Linux's do over IPv4 (`ib_init_ah_attr_from_wc`
+/// reads the class from the GRH area's first bytes, zero for IPv4).
+#[test]
+fn mads_carry_their_connections_traffic_class() {
+    let mut p = Pair::new();
+    let tos = Some(104);
+    for (port_space, port) in [(PortSpace::Tcp, PORT), (PortSpace::Udp, PORT)] {
+        let listen = ListenParams {
+            port_space,
+            port,
+            addr: None,
+        };
+        p.a.cm.listen(listen).unwrap();
+    }
+    let (qp_b, qp_a) = (p.b.qp(), p.a.qp());
+    let mut params = ConnectParams::rc(p.b.addr, p.a.addr, PORT, qp_b);
+    params.traffic_class = tos;
+    let b_id = p.b.cm.connect(p.now, params, &mut p.b.engine).unwrap();
+    p.run_for(Duration::from_millis(1));
+    let (a_id, _) = p.request();
+    p.accept(a_id, qp_a);
+    p.run_for(Duration::from_millis(1));
+    p.b.cm.disconnect(p.now, b_id, &mut p.b.engine).unwrap();
+    p.run_for(Duration::from_millis(1));
+    let qp = p.b.qp();
+    let mut params = ConnectParams::rc(p.b.addr, p.a.addr, PORT + 1, qp);
+    params.traffic_class = tos;
+    p.b.cm.connect(p.now, params, &mut p.b.engine).unwrap();
+    p.run_for(Duration::from_millis(1));
+    let params = SidrParams {
+        dest: p.a.addr,
+        src: p.b.addr,
+        port: PORT,
+        private_data: Vec::new(),
+        traffic_class: tos,
+    };
+    p.b.cm.resolve(p.now, params).unwrap();
+    p.run_for(Duration::from_millis(1));
+    let Some(CmEvent::SidrRequest { id, .. }) = p.a.events.last().cloned() else {
+        panic!("{:?}", p.a.events)
+    };
+    let reply = SidrReply::new(Qpn::new(0x42), RDMA_UDP_QKEY);
+    p.a.cm.sidr_reply(p.now, id, &reply).unwrap();
+    p.run_for(Duration::from_millis(1));
+    use CmAttribute::*;
+    assert_eq!(
+        p.classes,
+        [
+            (TO_A, Req, tos),
+            (TO_B, Rep, tos),
+            (TO_A, Rtu, tos),
+            (TO_A, Dreq, tos),
+            (TO_B, Drep, tos),
+            (TO_A, Req, tos),
+            (TO_B, Rej, None),
+            (TO_A, SidrReq, tos),
+            (TO_B, SidrRep, None),
+        ]
     );
 }
 
@@ -650,6 +718,7 @@ fn sidr_resolves_a_ud_service_and_answers_repeats_alike() {
         src: p.b.addr,
         port: PORT,
         private_data: b"hello".to_vec(),
+        traffic_class: None,
     };
     let id = p.b.cm.resolve(p.now, params).unwrap();
     p.run_for(Duration::from_millis(1));
@@ -686,6 +755,7 @@ fn sidr_resolves_a_ud_service_and_answers_repeats_alike() {
         src: p.b.addr,
         port: PORT + 1,
         private_data: Vec::new(),
+        traffic_class: None,
     };
     let id = p.b.cm.resolve(p.now, params).unwrap();
     p.run_for(Duration::from_millis(1));

@@ -73,9 +73,14 @@ impl Host {
             };
             let ib = gsi_packet(self.gsi_psn, self.cm.config().pkey, &o.mad);
             self.gsi_psn = self.gsi_psn.next();
-            let Some(repr) = RoceRepr::rxe(self.mac, [0; 6], src, o.dest, Qpn::GSI, ib) else {
+            let Some(mut repr) = RoceRepr::rxe(self.mac, [0; 6], src, o.dest, Qpn::GSI, ib) else {
                 continue;
             };
+            // The connection's class (Annex A17 CA17-4), as Linux's CM sends its MADs with
+            // the connection's address vector; the ECN bits are congestion control's.
+            if let Some(class) = o.traffic_class {
+                repr = repr.with_dscp(class >> 2);
+            }
             if let Ok(frame) = repr.to_vec() {
                 self.route(now, o.dest, frame);
             }

@@ -176,11 +176,7 @@ pub fn plan(
         },
         Lesson::Ud => {
             let mut send = wr(a, SendOp::Send, VA_A, 500);
-            send.ud = Some(UdDest {
-                addr: addr_b,
-                remote_qpn: b.qpn,
-                remote_qkey: Q_KEY,
-            });
+            send.ud = Some(UdDest::new(addr_b, b.qpn, Q_KEY));
             // A UD receive buffer starts with 40 bytes for the GRH.
             Work {
                 lands: Some(Landing {

@@ -674,10 +674,12 @@ impl QueuePair {
             }
         };
         let w = &self.sq.wqes[i];
-        let (dest, dest_qp) = match (self.init.qp_type, w.wr.ud) {
-            (QpType::Ud, Some(ud)) => (ud.addr, ud.remote_qpn),
-            _ => (self.attrs.dest_addr, self.attrs.dest_qp),
+        let a = &self.attrs;
+        let (dest, dest_qp, traffic_class, hop_limit) = match (self.init.qp_type, w.wr.ud) {
+            (QpType::Ud, Some(ud)) => (ud.addr, ud.remote_qpn, ud.traffic_class, ud.hop_limit),
+            _ => (a.dest_addr, a.dest_qp, a.traffic_class, a.hop_limit),
         };
+        let flow_label = a.flow_label;
         if rc {
             let fresh = plan.next_psn.distance(self.sq.max_sent) > 0;
             if !fresh {
@@ -705,6 +707,9 @@ impl QueuePair {
             dest_qp,
             src_qp: self.qpn,
             len,
+            flow_label,
+            traffic_class,
+            hop_limit,
         };
         Some((t, plan))
     }

@@ -145,11 +145,11 @@ fn uc_and_ud_deliver() {
 
     let mut s = Setup::new(QpType::Ud, &opts, LinkConfig::default(), 4);
     s.recv_b(1, 0, 2000);
-    let dest = crate::transport::UdDest {
-        addr: crate::transport::engine_pair::ADDR_B,
-        remote_qpn: s.conn.qp_b,
-        remote_qkey: opts.qkey,
-    };
+    let dest = crate::transport::UdDest::new(
+        crate::transport::engine_pair::ADDR_B,
+        s.conn.qp_b,
+        opts.qkey,
+    );
     let mut wr = super::SendWr::new(5, SendOp::SendWithImm { imm: 9 }, vec![s.src_a(0, 1000)]);
     wr.ud = Some(dest);
     s.pair.a.post_send(s.conn.qp_a, wr).unwrap();

@@ -152,11 +152,7 @@ fn ud_checks_the_qkey_and_controlled_qkeys_use_the_qp_s() {
     s.recv_b(2, 0, 4096);
     for (id, qkey) in [(1, opts.qkey ^ 1), (2, 0x8000_0000)] {
         let mut wr = SendWr::new(id, SendOp::Send, vec![s.src_a(0, 100)]);
-        wr.ud = Some(UdDest {
-            addr: ADDR_B,
-            remote_qpn: s.conn.qp_b,
-            remote_qkey: qkey,
-        });
+        wr.ud = Some(UdDest::new(ADDR_B, s.conn.qp_b, qkey));
         s.pair.a.post_send(s.conn.qp_a, wr).unwrap();
     }
     let wc = s.completions_b(1);
@@ -166,11 +162,7 @@ fn ud_checks_the_qkey_and_controlled_qkeys_use_the_qp_s() {
     );
     assert_eq!(s.pair.b.stats().dropped, 1);
     let too_big = SendWr {
-        ud: Some(UdDest {
-            addr: ADDR_B,
-            remote_qpn: s.conn.qp_b,
-            remote_qkey: opts.qkey,
-        }),
+        ud: Some(UdDest::new(ADDR_B, s.conn.qp_b, opts.qkey)),
         ..SendWr::new(3, SendOp::Send, vec![s.src_a(0, 5000)])
     };
     s.pair.a.post_send(s.conn.qp_a, too_big).unwrap();

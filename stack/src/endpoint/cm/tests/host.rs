@@ -258,6 +258,7 @@ fn sidr_then_ud_send() {
         src: dest,
         port: PORT,
         private_data: Vec::new(),
+        traffic_class: None,
     };
     net.b.cm_resolve(now, params).unwrap();
     let Some(CmEvent::SidrRequest { id, .. }) = next_event(&mut net, true, Duration::from_secs(5))
@@ -283,11 +284,7 @@ fn sidr_then_ud_send() {
             lkey: kb,
         }],
     );
-    send.ud = Some(UdDest {
-        addr: dest,
-        remote_qpn: qpn,
-        remote_qkey: qkey,
-    });
+    send.ud = Some(UdDest::new(dest, qpn, qkey));
     net.b.engine_mut().post_send(qb, send).unwrap();
     let mut wc = None;
     net.run_until(Duration::from_secs(5), |n| {

@@ -470,6 +470,9 @@ impl QueuePair {
             dest_qp: self.attrs.dest_qp,
             src_qp: self.qpn,
             len: total,
+            flow_label: self.attrs.flow_label,
+            traffic_class: self.attrs.traffic_class,
+            hop_limit: self.attrs.hop_limit,
         })
     }
 }
