@@ -829,7 +829,7 @@ static int do_post_send(struct session *s, struct args *a, struct reply *r)
 					 IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ,
 					 IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD };
 	int opcode;
-	uint64_t qpn, wr_id, raddr, rkey, imm, compare, swap_add, signaled, dqpn, dqkey;
+	uint64_t qpn, wr_id, raddr, rkey, imm, compare, swap_add, signaled, dqpn, dqkey, tclass;
 	const char *op = get(a, "op"), *dest = get(a, "dest");
 	struct ibv_send_wr wr, *bad;
 	struct ibv_sge sge;
@@ -843,10 +843,13 @@ static int do_post_send(struct session *s, struct args *a, struct reply *r)
 	    num(a, "swap_add", UINT64_MAX, 0, 0, &swap_add, r) ||
 	    num(a, "signaled", 1, 0, 1, &signaled, r) ||
 	    num(a, "dest_qpn", 0xffffff, dest != NULL, 0, &dqpn, r) ||
-	    num(a, "dest_qkey", UINT32_MAX, 0, 0, &dqkey, r))
+	    num(a, "dest_qkey", UINT32_MAX, 0, 0, &dqkey, r) ||
+	    num(a, "traffic_class", 255, 0, 0, &tclass, r))
 		return -1;
 	if (!op)
 		return fail(r, "post_send: op= missing");
+	if (!dest && get(a, "traffic_class"))
+		return fail(r, "traffic_class= goes with dest= (a UD address handle)");
 	if (finish(a, r))
 		return -1;
 	memset(&wr, 0, sizeof(wr));
@@ -890,6 +893,7 @@ static int do_post_send(struct session *s, struct args *a, struct reply *r)
 		ah_attr.is_global = 1;
 		ah_attr.grh.sgid_index = (uint8_t)sgid;
 		ah_attr.grh.hop_limit = 64;
+		ah_attr.grh.traffic_class = (uint8_t)tclass;
 		ah_attr.port_num = PORT_NUM;
 		*slot = ibv_create_ah(s->pd, &ah_attr);
 		if (!*slot)

@@ -168,6 +168,9 @@ pub struct UdTarget {
     pub qpn: Qpn,
     /// The Q_Key to send.
     pub qkey: u32,
+    /// The address handle's traffic class (`ah_attr.grh.traffic_class`); None: 0, and the
+    /// key left out of the request, so that an agent without it still serves.
+    pub traffic_class: Option<u8>,
 }
 
 /// A `post_recv` request: one SGE, none if `len` is 0.
@@ -759,12 +762,17 @@ fn post_send(w: &mut Words<'_>) -> Result<PostSend, ProtoError> {
     let ud = w
         .args
         .iter()
-        .any(|(k, _)| matches!(*k, "dest" | "dest_qpn" | "dest_qkey"));
+        .any(|(k, _)| matches!(*k, "dest" | "dest_qpn" | "dest_qkey" | "traffic_class"));
     if ud {
+        let traffic_class = match w.get("traffic_class") {
+            Some(v) => Some(narrow(number(v, "traffic_class")?, "traffic_class")?),
+            None => None,
+        };
         p.ud = Some(UdTarget {
             dest: w.ip("dest")?,
             qpn: w.qpn("dest_qpn")?,
             qkey: w.num_or("dest_qkey", 0)?,
+            traffic_class,
         });
     }
     Ok(p)
@@ -869,7 +877,8 @@ impl fmt::Display for Request {
                     l = l
                         .kv("dest", ud.dest)
                         .kv("dest_qpn", ud.qpn)
-                        .hex("dest_qkey", ud.qkey.into());
+                        .hex("dest_qkey", ud.qkey.into())
+                        .kv_if("traffic_class", ud.traffic_class);
                 }
                 l
             }
@@ -986,6 +995,12 @@ mod tests {
             dest,
             qpn: Qpn::new(0x100),
             qkey: 0x1111_1111,
+            traffic_class: None,
+        });
+        let mut ud_class = ud;
+        ud_class.ud = ud.ud.map(|t| UdTarget {
+            traffic_class: Some(0x68),
+            ..t
         });
         let mut path = QpPath::new(
             QpType::Rc,
@@ -1047,6 +1062,7 @@ mod tests {
             }),
             Request::PostSend(send),
             Request::PostSend(ud),
+            Request::PostSend(ud_class),
             Request::PollCq {
                 qpn: Qpn::new(17),
                 max: 4,

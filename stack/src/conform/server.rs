@@ -405,7 +405,10 @@ fn send_wr(p: &PostSend, sg: Vec<Sge>) -> SendWr {
     };
     let mut wr = SendWr::new(p.wr_id, op, sg);
     wr.signaled = p.signaled;
-    wr.ud = p.ud.map(|u| UdDest::new(u.dest, u.qpn, u.qkey));
+    wr.ud = p.ud.map(|u| UdDest {
+        traffic_class: u.traffic_class,
+        ..UdDest::new(u.dest, u.qpn, u.qkey)
+    });
     wr
 }
 

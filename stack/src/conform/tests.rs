@@ -130,6 +130,7 @@ each_check! {
     req_wire_segmentation => "req.wire.segmentation",
     req_wire_format => "req.wire.format",
     req_wire_traffic_class => "req.wire.traffic-class",
+    req_wire_ud_traffic_class => "req.wire.ud-traffic-class",
     req_wire_hop_limit => "req.wire.hop-limit",
     req_cnp_rate => "req.cnp.rate",
 }

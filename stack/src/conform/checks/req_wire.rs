@@ -10,8 +10,9 @@ use super::{
     rc, requests_until, requests_until_all, verdict, wcs_text,
 };
 use crate::conform::harness::Ctx;
-use crate::conform::proto::SendKind;
+use crate::conform::proto::{SendKind, UdTarget};
 use crate::conform::suite::{Check, Role, Verdict};
+use crate::transport::QpType;
 use crate::wire::opcode::op;
 use crate::wire::{
     BthRepr, CnpRepr, Ecn, ExtHeaders, IbPacketRepr, Opcode, PKey, Psn, ROCEV2_UDP_PORT, Transport,
@@ -48,6 +49,13 @@ pub(super) const CHECKS: &[Check] = &[
         title: "a SEND from a QP whose path gives traffic class 0x68 carries DSCP 26",
         role: Role::Requester,
         body: traffic_class,
+    },
+    Check {
+        id: "req.wire.ud-traffic-class",
+        rule: "Annex A17.3.1 (CA17-4, CA17-13)",
+        title: "a UD SEND whose address handle gives traffic class 0x68 carries DSCP 26",
+        role: Role::Requester,
+        body: ud_traffic_class,
     },
     Check {
         id: "req.wire.hop-limit",
@@ -210,6 +218,39 @@ fn traffic_class(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         f.dscp == dscp,
         format!(
             "{}: DSCP {}; the path's traffic class {AV_TRAFFIC_CLASS:#04x} gives {dscp}",
+            f.describe(),
+            f.dscp
+        ),
+    )
+}
+
+/// The address vector of a UD message is its work request's address handle.
+fn ud_traffic_class(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    let mut s = Setup::rc();
+    s.path.qp_type = QpType::Ud;
+    let qkey = s.path.qkey;
+    let c = connect(ctx, s)?;
+    ctx.write_mr(&c.mr, 0, &pattern(64, 4))?;
+    let mut send = c.work(SendKind::Send, 1, 0, 64);
+    send.ud = Some(UdTarget {
+        dest: ctx.env().tester_ip,
+        qpn: c.tq,
+        qkey,
+        traffic_class: Some(AV_TRAFFIC_CLASS),
+    });
+    ctx.post_send(send)?;
+    let is_ud_send = |f: &RxFrame| f.bth.opcode == Opcode::new(Transport::Ud, op::SEND_ONLY);
+    let t = ctx.env().timing;
+    let frames = ctx.collect_until(t.response, Duration::ZERO, |fs| fs.iter().any(is_ud_send))?;
+    let Some(f) = frames.into_iter().find(is_ud_send) else {
+        return fail("the UD SEND never arrived");
+    };
+    let dscp = AV_TRAFFIC_CLASS >> 2;
+    verdict(
+        f.dscp == dscp,
+        format!(
+            "{}: DSCP {}; the address handle's traffic class {AV_TRAFFIC_CLASS:#04x} gives \
+             {dscp}",
             f.describe(),
             f.dscp
         ),
