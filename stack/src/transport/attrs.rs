@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use super::mr::Access;
 use crate::wire::encap::DEFAULT_TTL;
-use crate::wire::{PKey, Psn, Qpn, RnrTimer};
+use crate::wire::{PKey, Psn, Qpn, RnrTimer, Transport};
 
 /// The transport service of a queue pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -17,6 +17,17 @@ pub enum QpType {
     Uc,
     /// Unreliable Datagram: any peer per message, SEND only, one packet per message.
     Ud,
+}
+
+impl QpType {
+    /// The transport of its packets' opcodes (and its name: `transport().prefix()`).
+    pub const fn transport(self) -> Transport {
+        match self {
+            QpType::Rc => Transport::Rc,
+            QpType::Uc => Transport::Uc,
+            QpType::Ud => Transport::Ud,
+        }
+    }
 }
 
 /// The queue pair state machine of IBA 10.3.1.

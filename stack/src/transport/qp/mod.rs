@@ -25,7 +25,7 @@ use crate::transport::mr::{Accessor, MrTable, PdId};
 use crate::transport::sched::QpSlot;
 use crate::transport::srq::{Srq, SrqId};
 use crate::transport::wr::{RecvWr, SendOp, SendWr};
-use crate::wire::{IbPacketRepr, Qpn, Transport};
+use crate::wire::{IbPacketRepr, Qpn};
 
 /// Everything of the engine a queue pair touches while it works, borrowed for one call.
 pub(crate) struct Ctx<'a> {
@@ -327,11 +327,7 @@ impl QueuePair {
         src: IpAddr,
         ip_header: &[u8],
     ) -> Result<(), DropReason> {
-        let transport = match self.init.qp_type {
-            QpType::Rc => Transport::Rc,
-            QpType::Uc => Transport::Uc,
-            QpType::Ud => Transport::Ud,
-        };
+        let transport = self.init.qp_type.transport();
         if pkt.bth.opcode.transport() != transport {
             return Err(DropReason::WrongTransport);
         }

@@ -724,11 +724,7 @@ impl QueuePair {
         ack_req: bool,
     ) -> Result<usize, EmitError> {
         let w = &self.sq.wqes[i];
-        let transport = match self.init.qp_type {
-            QpType::Rc => Transport::Rc,
-            QpType::Uc => Transport::Uc,
-            QpType::Ud => Transport::Ud,
-        };
+        let transport = self.init.qp_type.transport();
         let opcode = Opcode::new(transport, plan.low);
         let (dest_qp, ext) = match w.wr.ud.filter(|_| transport == Transport::Ud) {
             Some(ud) => (ud.remote_qpn, ext_headers(self, w, plan)),
