@@ -9,7 +9,7 @@ use roce::endpoint::DEFAULT_SPIN;
 use roce::endpoint::app::default_gid_index;
 use roce::endpoint::app::perf::{self, AtomicType, PerfOptions};
 use roce::endpoint::oob::perftest::BwTest;
-use roce::transport::Mtu;
+use roce::transport::{Mtu, QpType};
 
 use super::endpoint::EndpointArgs;
 use super::pingpong::parse_mtu;
@@ -21,6 +21,15 @@ pub enum AtomicArg {
     CmpAndSwap,
     #[value(name = "FETCH_AND_ADD")]
     FetchAndAdd,
+}
+
+/// `-c`, spelled as perftest spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ConnectionArg {
+    #[value(name = "RC")]
+    Rc,
+    #[value(name = "UC")]
+    Uc,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -62,6 +71,8 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
   roce perf send --iface tap:roce0 --ip 10.77.0.2/24 -s 64 -n 100000 -Q 32 10.77.0.11
       64-byte SENDs, a completion every 32 (perftest's -Q; default 100), against
       `ib_send_bw -x 1 -F -s 64 -n 100000 -Q 32`
+  roce perf send --iface tap:roce0 --ip 10.77.0.2/24 -c UC -n 10000 10.77.0.11
+      SENDs over UC QPs, against `ib_send_bw -x 1 -F -c UC -n 10000`
   roce perf write --iface tap:roce0 --ip 10.77.0.2/24 -q 4 -b -n 100 10.77.0.11
       four QPs, both directions at once, against `ib_write_bw -x 1 -F -q 4 -b -n 100`
   roce perf write --iface xdp:eth1 --ip 10.0.0.5/24 --tclass 106 --vlan 100 --pcp 3 --line-gbps 100 10.0.0.7
@@ -149,6 +160,17 @@ pub struct PerfArgs {
     #[arg(short = 'u', long = "qp-timeout", value_name = "TIMEOUT",
           value_parser = clap::value_parser!(u8).range(0..=31))]
     pub qp_timeout: Option<u8>,
+    /// The service of the test's QPs (perftest's -c): RC, or UC for write and send (no READs
+    /// or atomics over UC, nor -R, as perftest). UC has no RNR NAK to hold a sender back:
+    /// the send server posts up to 16000 receives unless -r says otherwise, as perftest.
+    #[arg(
+        short = 'c',
+        long = "connection",
+        value_enum,
+        value_name = "TYPE",
+        default_value = "RC"
+    )]
+    pub connection: ConnectionArg,
     /// Accepted for perftest compatibility (no CPU frequency check is ever made).
     #[arg(short = 'F', long = "CPU-freq")]
     pub cpu_freq: bool,
@@ -173,6 +195,10 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     opts.tos = args.tos;
     opts.qp_timeout = args.qp_timeout.unwrap_or(opts.qp_timeout);
     opts.cq_mod = args.cq_mod;
+    opts.set_connection(match args.connection {
+        ConnectionArg::Rc => QpType::Rc,
+        ConnectionArg::Uc => QpType::Uc,
+    });
     if args.lat {
         // perftest's DEF_SIZE_LAT and one operation at a time.
         opts.size = 2;

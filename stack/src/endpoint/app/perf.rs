@@ -130,7 +130,14 @@ pub struct PerfOptions {
     /// `-Q`: a completion every this many requests, as asked; `None` takes perftest's
     /// default (100, or 1 above 8 KiB but with `-a`). Either way at most the TX depth.
     pub cq_mod: Option<u32>,
+    /// `-c`: the test's QPs' service, RC or UC (WRITE and SEND only, without `-R`, as
+    /// perftest). A UC receiver has no RNR NAK to hold a sender back, so perftest posts up to
+    /// [`UC_MAX_RX`] receives by default: [`PerfOptions::set_connection`].
+    pub connection: QpType,
 }
+
+/// perftest's `UC_MAX_RX`: the receives a UC SEND server posts by default (at most `-n`).
+pub const UC_MAX_RX: u32 = 16_000;
 
 impl PerfOptions {
     /// The defaults of `test`, perftest's, as client of `server` or as server.
@@ -159,7 +166,18 @@ impl PerfOptions {
             rdma_cm: false,
             tos: None,
             cq_mod: None,
+            connection: QpType::Rc,
         }
+    }
+
+    /// `-c`: the service of the test's QPs. With UC, the default RX depth becomes
+    /// [`UC_MAX_RX`] (perftest's `force_dependecies`); an RX depth already changed stays.
+    pub fn set_connection(&mut self, connection: QpType) {
+        let default_rx = self.test.defaults().rx_depth.max(512);
+        if connection != QpType::Rc && self.rx_depth == default_rx {
+            self.rx_depth = UC_MAX_RX;
+        }
+        self.connection = connection;
     }
 
     /// Bytes per second in one unit of the bandwidth columns.
@@ -185,6 +203,17 @@ impl PerfOptions {
         }
         if self.use_srq && self.test != BwTest::Send {
             return usage("--use-srq applies to the send test only (its receives)");
+        }
+        match self.connection {
+            QpType::Rc => {}
+            QpType::Uc if matches!(self.test, BwTest::Read | BwTest::Atomic) => {
+                return usage("UC connection not possible in READ/ATOMIC verbs");
+            }
+            QpType::Uc if self.rdma_cm => {
+                return usage("UC is not supported in librdmacm (-R connects RC QPs)");
+            }
+            QpType::Uc => {}
+            QpType::Ud => return usage("-c takes RC or UC here (UD is not run by roce perf)"),
         }
         if self.cq_mod == Some(0) {
             return usage("CQ moderation (-Q) must be positive");
@@ -556,7 +585,7 @@ fn setup(
     .min(tx_depth);
     // One CQ for every QP, as perftest's.
     let cq = rt.create_cq(n_qps * (tx_depth + opts.rx_depth) as usize);
-    let mut init = QpInit::new(QpType::Rc, cq);
+    let mut init = QpInit::new(opts.connection, cq);
     // ib_send_lat waits on receives and sends apart.
     let lat_send = opts.latency && opts.test == BwTest::Send;
     if lat_send {
@@ -589,7 +618,7 @@ fn setup(
     for i in 0..n_qps {
         let qpn = rt.create_qp(init)?;
         let psn = random_psn();
-        let mut path = QpPath::new(QpType::Rc, gid.into(), Qpn::new(0), psn, psn, mtu);
+        let mut path = QpPath::new(opts.connection, gid.into(), Qpn::new(0), psn, psn, mtu);
         path.access = Access::ALL;
         path.max_dest_rd_atomic = out_reads;
         path.min_rnr_timer = RnrTimer::new(12);
@@ -897,9 +926,10 @@ impl Header<'_> {
             "{LINE}\n                    {}\n \
              Dual-port       : OFF\t\tDevice         : roce\n \
              Number of qps   : {}\t\tTransport type : IB\n \
-             Connection type : RC\t\tUsing SRQ      : {}\n",
+             Connection type : {}\t\tUsing SRQ      : {}\n",
             title(o.test, o.atomic, o.latency, o.duplex),
             o.num_qps,
+            o.connection.transport().prefix(),
             if o.use_srq { "ON" } else { "OFF" }
         );
         // ctx_print_test_info: a sender's TX depth, a receiver's RX depth; -b both.
@@ -1682,6 +1712,37 @@ mod tests {
         }
     }
 
+    /// `-c UC`: WRITE and SEND, bandwidth and latency, over UC QPs; the SEND server posts
+    /// every receive of the run at once (perftest's `UC_MAX_RX` default), as nothing holds a
+    /// UC sender back.
+    #[test]
+    fn uc_writes_and_sends_between_two_runtimes() {
+        for latency in [false, true] {
+            for test in [BwTest::Write, BwTest::Send] {
+                let mut opts = options(test, if latency { 2 } else { 4000 });
+                opts.rx_depth = PerfOptions::new(test, None).rx_depth;
+                opts.set_connection(QpType::Uc);
+                assert_eq!((opts.connection, opts.rx_depth), (QpType::Uc, UC_MAX_RX));
+                if latency {
+                    opts.latency = true;
+                    opts.tx_depth = 1;
+                }
+                let (client, server, out, server_out, _) = perf_run(opts, 3);
+                for o in [&out, &server_out] {
+                    assert!(o.contains("Connection type : UC"), "{o}");
+                }
+                if latency {
+                    assert_eq!(client.latency.map(|l| l.iters), Some(300), "{test:?}");
+                } else {
+                    assert_eq!(client.own.map(|r| r.iters), Some(300), "{test:?}");
+                    if test == BwTest::Send {
+                        assert_eq!(server.own.map(|r| r.iters), Some(300), "receives");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn rdma_cm_mode_refuses_what_it_does_not_run() {
         let (a, _b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
@@ -2190,6 +2251,25 @@ mod tests {
         assert!(refused(&|o| o.qp_timeout = 32).contains("0 to 31"));
         assert!(refused(&|o| o.cq_mod = Some(0)).contains("-Q"));
         assert!(refused(&|o| o.use_srq = true).contains("send test only"));
+        // -c UC: no READs or atomics, no rdma_cm; -c UD is not run.
+        for test in [BwTest::Read, BwTest::Atomic] {
+            let m = refused(&|o| {
+                o.test = test;
+                o.connection = QpType::Uc;
+            });
+            assert!(m.contains("UC connection not possible"), "{m}");
+        }
+        let m = refused(&|o| {
+            o.test = BwTest::Send;
+            o.connection = QpType::Uc;
+            o.rdma_cm = true;
+        });
+        assert!(m.contains("UC is not supported in librdmacm"), "{m}");
+        let m = refused(&|o| {
+            o.test = BwTest::Send;
+            o.connection = QpType::Ud;
+        });
+        assert!(m.contains("RC or UC"), "{m}");
         // The latency tests run -a and -D (not both, as no perftest test does).
         let m = refused(&|o| {
             o.test = BwTest::Write;
