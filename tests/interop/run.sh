@@ -381,6 +381,21 @@ BW="-n 100 -s 1024 -c UC" CHECK=uc_only case_bw "ib_send_bw-uc-client" client se
 BW="-n 1000 -s 4096 -c UC" CHECK=uc_only case_bw "ib_send_bw-uc-server" server send ""
 LAT="-n 200 -c UC" CHECK=uc_only case_lat "ib_write_lat-uc-client" client write
 LAT="-n 200 -c UC" CHECK=uc_only case_lat "ib_send_lat-uc-server" server send
+# -c UD: SENDs of one packet each (1024 bytes, the path MTU of the 1500-byte link, each
+# receive 40 bytes longer for the GRH), bandwidth both roles (our client 100 of them, as
+# for UC) and latency both roles. The capture must hold UD SENDs and nothing connected; each
+# side sends from the UDP port of its own QPN.
+ud_only() {
+  local json
+  json=$("$roce" decode --json "$1" 2>/dev/null)
+  grep -q '"opcode":"UD_SEND_' <<<"$json" || { echo "no UD SEND in the capture"; return 1; }
+  if grep -qE '"opcode":"(RC|UC)_' <<<"$json"; then echo "RC or UC packets in the capture"; return 1; fi
+}
+BW="-n 100 -s 1024 -c UD" CHECK=ud_only case_bw "ib_send_bw-ud-client" client send ""
+BW="-n 1000 -s 1024 -c UD" CHECK=ud_only case_bw "ib_send_bw-ud-server" server send ""
+for role in client server; do
+  LAT="-n 200 -c UD" CHECK=ud_only case_lat "ib_send_lat-ud-$role" $role send
+done
 
 # rdma_cm: the connection is made with CM MADs on QP1 (REQ, REP, RTU; DREQ, DREP at the
 # end), no TCP. Passes if the capture holds the handshake and the release, and every RC frame

@@ -30,6 +30,8 @@ pub enum ConnectionArg {
     Rc,
     #[value(name = "UC")]
     Uc,
+    #[value(name = "UD")]
+    Ud,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -73,6 +75,8 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
       `ib_send_bw -x 1 -F -s 64 -n 100000 -Q 32`
   roce perf send --iface tap:roce0 --ip 10.77.0.2/24 -c UC -n 10000 10.77.0.11
       SENDs over UC QPs, against `ib_send_bw -x 1 -F -c UC -n 10000`
+  roce perf send --lat --iface tap:roce0 --ip 10.77.0.2/24 -c UD -s 1024 10.77.0.11
+      UD SEND ping-pong of 1 KiB messages, against `ib_send_lat -x 1 -F -c UD -s 1024`
   roce perf write --iface tap:roce0 --ip 10.77.0.2/24 -q 4 -b -n 100 10.77.0.11
       four QPs, both directions at once, against `ib_write_bw -x 1 -F -q 4 -b -n 100`
   roce perf write --iface xdp:eth1 --ip 10.0.0.5/24 --tclass 106 --vlan 100 --pcp 3 --line-gbps 100 10.0.0.7
@@ -160,9 +164,11 @@ pub struct PerfArgs {
     #[arg(short = 'u', long = "qp-timeout", value_name = "TIMEOUT",
           value_parser = clap::value_parser!(u8).range(0..=31))]
     pub qp_timeout: Option<u8>,
-    /// The service of the test's QPs (perftest's -c): RC, or UC for write and send (no READs
-    /// or atomics over UC, nor -R, as perftest). UC has no RNR NAK to hold a sender back:
-    /// the send server posts up to 16000 receives unless -r says otherwise, as perftest.
+    /// The service of the test's QPs (perftest's -c): RC; UC for write and send (no READs or
+    /// atomics, as perftest); UD for send, one message per packet (-s above the path MTU
+    /// becomes the MTU, as perftest; not with -a). Neither with -R. UC and UD have no RNR NAK
+    /// to hold a sender back: the send server posts up to 16000 receives unless -r says
+    /// otherwise, as perftest.
     #[arg(
         short = 'c',
         long = "connection",
@@ -198,6 +204,7 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     opts.set_connection(match args.connection {
         ConnectionArg::Rc => QpType::Rc,
         ConnectionArg::Uc => QpType::Uc,
+        ConnectionArg::Ud => QpType::Ud,
     });
     if args.lat {
         // perftest's DEF_SIZE_LAT and one operation at a time.

@@ -34,8 +34,8 @@ use crate::endpoint::oob::{accept, connect, listen};
 use crate::endpoint::runtime::Runtime;
 use crate::endpoint::runtime::RuntimeError;
 use crate::transport::{
-    Access, CqId, MAX_RD_ATOMIC, Mtu, PdId, QpInit, QpType, RecvWr, SendOp, SendWr, SgList, Sge,
-    SrqId, SrqInit, WcOpcode,
+    Access, CqId, GRH_LEN, MAX_RD_ATOMIC, Mtu, PdId, QpInit, QpType, RecvWr, SendOp, SendWr,
+    SgList, Sge, SrqId, SrqInit, UdDest, WcOpcode,
 };
 use crate::wire::{Qpn, RnrTimer};
 pub use lat::{
@@ -130,11 +130,15 @@ pub struct PerfOptions {
     /// `-Q`: a completion every this many requests, as asked; `None` takes perftest's
     /// default (100, or 1 above 8 KiB but with `-a`). Either way at most the TX depth.
     pub cq_mod: Option<u32>,
-    /// `-c`: the test's QPs' service, RC or UC (WRITE and SEND only, without `-R`, as
-    /// perftest). A UC receiver has no RNR NAK to hold a sender back, so perftest posts up to
+    /// `-c`: the test's QPs' service: RC, UC (WRITE and SEND) or UD (SEND, messages of at
+    /// most the path MTU, each receive 40 bytes longer for the GRH), not with `-R`. A UC or
+    /// UD receiver has no RNR NAK to hold a sender back, so perftest posts up to
     /// [`UC_MAX_RX`] receives by default: [`PerfOptions::set_connection`].
     pub connection: QpType,
 }
+
+/// perftest's `DEF_QKEY`: the Q_Key of its UD QPs and of every UD message it sends.
+pub const DEF_QKEY: u32 = 0x1111_1111;
 
 /// perftest's `UC_MAX_RX`: the receives a UC SEND server posts by default (at most `-n`).
 pub const UC_MAX_RX: u32 = 16_000;
@@ -212,8 +216,16 @@ impl PerfOptions {
             QpType::Uc if self.rdma_cm => {
                 return usage("UC is not supported in librdmacm (-R connects RC QPs)");
             }
-            QpType::Uc => {}
-            QpType::Ud => return usage("-c takes RC or UC here (UD is not run by roce perf)"),
+            QpType::Ud if self.test != BwTest::Send => {
+                return usage("UD connection only possible in SEND verb");
+            }
+            QpType::Ud if self.rdma_cm => {
+                return usage("-c UD is not run over rdma_cm (-R) here");
+            }
+            QpType::Ud if self.all_sizes => {
+                return usage("-c UD runs one size (-s, at most the path MTU), not -a");
+            }
+            QpType::Uc | QpType::Ud => {}
         }
         if self.cq_mod == Some(0) {
             return usage("CQ moderation (-Q) must be positive");
@@ -320,6 +332,9 @@ struct Setup {
     cq_mod: u32,
     /// Every QP (`-q N`), the first being `qpn` above.
     lanes: Vec<Lane>,
+    /// UD: the GRH area each receive starts with ([`GRH_LEN`] bytes before the message);
+    /// else 0.
+    grh: u32,
 }
 
 impl Setup {
@@ -338,6 +353,8 @@ struct Lane {
     /// half a block further in the WRITE latency test).
     base: u64,
     peer: Keys,
+    /// UD: where its messages go (the peer's QP, perftest's Q_Key).
+    ud: Option<UdDest>,
 }
 
 /// Runs one bandwidth test as client or server; prints perftest's lines to `out`.
@@ -557,6 +574,19 @@ fn setup(
     }
     let (mut opening, agreed) = open(rt, opts, &local)?;
     let mtu = Mtu::from_bytes(agreed.mtu.bytes()).unwrap_or(Mtu::M1024);
+    // A UD message is one packet: perftest takes the MTU instead of a larger size.
+    let ud = opts.connection == QpType::Ud;
+    let size = if ud && size > mtu.bytes() {
+        let _ = writeln!(
+            out,
+            " Max msg size in UD is MTU {}\n Changing to this MTU",
+            mtu.bytes()
+        );
+        mtu.bytes()
+    } else {
+        size
+    };
+    let grh = if ud { GRH_LEN as u32 } else { 0 };
 
     // perftest's buffer: per QP, twice the larger of the message (-a: the largest) and the
     // cycle buffer; QP i's block starts at i times that.
@@ -623,6 +653,7 @@ fn setup(
         path.max_dest_rd_atomic = out_reads;
         path.min_rnr_timer = RnrTimer::new(12);
         path.timeout = opts.qp_timeout;
+        path.qkey = DEF_QKEY;
         if let Opening::Tcp(_) = opening {
             rt.init_qp(qpn, &path)?;
         }
@@ -654,7 +685,7 @@ fn setup(
         for (i, (qpn, _)) in paths.iter().enumerate().take(queues) {
             let base = va + (i * per_qp) as u64;
             for _ in 0..posted {
-                post_receive(rt, *qpn, srq, recv_wr(key, base + recv_offset, size))?;
+                post_receive(rt, *qpn, srq, recv_wr(key, base + recv_offset, size + grh))?;
             }
         }
     }
@@ -698,6 +729,7 @@ fn setup(
     let mut lanes = Vec::with_capacity(n_qps);
     for (i, ((qpn, mut path), peer)) in paths.into_iter().zip(conn.peers()).enumerate() {
         path.dest = peer_addr(peer.gid.unwrap_or(std::net::Ipv6Addr::UNSPECIFIED))?;
+        let ud_dest = ud.then(|| UdDest::new(path.dest, peer.qpn, DEF_QKEY));
         path.dest_qp = peer.qpn;
         path.rq_psn = peer.psn;
         path.max_rd_atomic = peer.out_reads.clamp(1, u16::from(MAX_RD_ATOMIC)) as u8;
@@ -709,6 +741,7 @@ fn setup(
             qpn,
             base: va + (i * per_qp) as u64,
             peer: *peer,
+            ud: ud_dest,
         });
     }
     // -a's SEND takes its last handshake before each size.
@@ -726,6 +759,7 @@ fn setup(
         tx_depth,
         cq_mod,
         lanes,
+        grh,
     };
     Ok((conn, setup))
 }
@@ -1210,6 +1244,7 @@ impl<'a> Test<'a> {
                 let (op, sge) = &self.ops[i];
                 let mut wr = SendWr::new(wr_id(i, seq), *op, sge.clone());
                 wr.signaled = signaled;
+                wr.ud = lane.ud;
                 rt.post_send(lane.qpn, wr)?;
                 if let Some(at) = posted_at.as_deref_mut() {
                     at.push(*round_start.get_or_insert_with(Instant::now));
@@ -1530,7 +1565,7 @@ fn post_lane_receive(rt: &mut Runtime, s: &Setup, lane: usize) -> Result<(), App
         rt,
         l.qpn,
         s.srq,
-        recv_wr(s.key, l.base + s.recv_offset, s.size),
+        recv_wr(s.key, l.base + s.recv_offset, s.size + s.grh),
     )
 }
 
@@ -1712,24 +1747,42 @@ mod tests {
         }
     }
 
-    /// `-c UC`: WRITE and SEND, bandwidth and latency, over UC QPs; the SEND server posts
-    /// every receive of the run at once (perftest's `UC_MAX_RX` default), as nothing holds a
-    /// UC sender back.
+    /// `-c UC`: WRITE and SEND, bandwidth and latency, over UC QPs; `-c UD`: SEND, its size
+    /// cut to the path MTU as perftest does. The SEND server posts every receive of the run
+    /// at once (perftest's `UC_MAX_RX` default), as nothing holds a UC or UD sender back.
     #[test]
-    fn uc_writes_and_sends_between_two_runtimes() {
+    fn uc_and_ud_between_two_runtimes() {
+        let cases = [
+            (QpType::Uc, BwTest::Write),
+            (QpType::Uc, BwTest::Send),
+            (QpType::Ud, BwTest::Send),
+        ];
         for latency in [false, true] {
-            for test in [BwTest::Write, BwTest::Send] {
+            for (connection, test) in cases {
                 let mut opts = options(test, if latency { 2 } else { 4000 });
                 opts.rx_depth = PerfOptions::new(test, None).rx_depth;
-                opts.set_connection(QpType::Uc);
-                assert_eq!((opts.connection, opts.rx_depth), (QpType::Uc, UC_MAX_RX));
+                opts.set_connection(connection);
+                assert_eq!((opts.connection, opts.rx_depth), (connection, UC_MAX_RX));
                 if latency {
                     opts.latency = true;
                     opts.tx_depth = 1;
                 }
                 let (client, server, out, server_out, _) = perf_run(opts, 3);
+                let name = connection.transport().prefix();
                 for o in [&out, &server_out] {
-                    assert!(o.contains("Connection type : UC"), "{o}");
+                    assert!(o.contains(&format!("Connection type : {name}")), "{o}");
+                }
+                if connection == QpType::Ud && !latency {
+                    // 4000 bytes on the in-memory link's path MTU of 4096: kept.
+                    assert_eq!(client.own.map(|r| r.size), Some(4000));
+                }
+                if connection == QpType::Ud && latency {
+                    // perftest's default bandwidth size, 65536, is cut to the MTU.
+                    let mut big = options(test, 65536);
+                    big.set_connection(QpType::Ud);
+                    let (client, _, out, _, _) = perf_run(big, 4);
+                    assert_eq!(client.own.map(|r| r.size), Some(4096));
+                    assert!(out.contains(" Max msg size in UD is MTU 4096\n"), "{out}");
                 }
                 if latency {
                     assert_eq!(client.latency.map(|l| l.iters), Some(300), "{test:?}");
@@ -2266,10 +2319,19 @@ mod tests {
         });
         assert!(m.contains("UC is not supported in librdmacm"), "{m}");
         let m = refused(&|o| {
-            o.test = BwTest::Send;
+            o.test = BwTest::Write;
             o.connection = QpType::Ud;
         });
-        assert!(m.contains("RC or UC"), "{m}");
+        assert!(
+            m.contains("UD connection only possible in SEND verb"),
+            "{m}"
+        );
+        let m = refused(&|o| {
+            o.test = BwTest::Send;
+            o.connection = QpType::Ud;
+            o.all_sizes = true;
+        });
+        assert!(m.contains("not -a"), "{m}");
         // The latency tests run -a and -D (not both, as no perftest test does).
         let m = refused(&|o| {
             o.test = BwTest::Write;

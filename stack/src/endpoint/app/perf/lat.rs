@@ -297,7 +297,8 @@ pub(super) fn run(
             if opts.all_sizes && opts.test == BwTest::Send {
                 // ib_send_lat posts each size's receives, then shakes hands.
                 for _ in 0..opts.rx_depth.min(opts.iters) {
-                    post_receive(rt, s.qpn, s.srq, recv_wr(s.key, s.va + s.recv_offset, size))?;
+                    let at = s.va + s.recv_offset;
+                    post_receive(rt, s.qpn, s.srq, recv_wr(s.key, at, size + s.grh))?;
                 }
                 conn.sync(rt)?;
             }
@@ -398,7 +399,7 @@ impl Test<'_> {
                 run.completed();
                 if run.timed() || recvs_posted < iters {
                     let at = s.va + s.recv_offset;
-                    post_receive(rt, s.qpn, s.srq, recv_wr(s.key, at, s.size))?;
+                    post_receive(rt, s.qpn, s.srq, recv_wr(s.key, at, s.size + s.grh))?;
                     recvs_posted += 1;
                 }
             }
@@ -406,6 +407,7 @@ impl Test<'_> {
                 run.post();
                 scnt += 1;
                 let mut wr = SendWr::new(scnt, *op, sge.clone());
+                wr.ud = s.lanes[0].ud;
                 wr.signaled =
                     scnt.is_multiple_of(u64::from(s.cq_mod)) || (!run.timed() && scnt == iters);
                 let signaled = wr.signaled;
