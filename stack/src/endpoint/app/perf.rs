@@ -2304,34 +2304,51 @@ mod tests {
         assert!(refused(&|o| o.qp_timeout = 32).contains("0 to 31"));
         assert!(refused(&|o| o.cq_mod = Some(0)).contains("-Q"));
         assert!(refused(&|o| o.use_srq = true).contains("send test only"));
-        // -c UC: no READs or atomics, no rdma_cm; -c UD is not run.
-        for test in [BwTest::Read, BwTest::Atomic] {
+        // -c: UC without READs, atomics or rdma_cm; UD with SEND alone, without -R or -a.
+        for (connection, test, rdma_cm, all_sizes, says) in [
+            (
+                QpType::Uc,
+                BwTest::Read,
+                false,
+                false,
+                "UC connection not possible",
+            ),
+            (
+                QpType::Uc,
+                BwTest::Atomic,
+                false,
+                false,
+                "UC connection not possible",
+            ),
+            (
+                QpType::Uc,
+                BwTest::Send,
+                true,
+                false,
+                "UC is not supported in librdmacm",
+            ),
+            (
+                QpType::Ud,
+                BwTest::Write,
+                false,
+                false,
+                "UD connection only possible in SEND",
+            ),
+            (
+                QpType::Ud,
+                BwTest::Send,
+                true,
+                false,
+                "not run over rdma_cm",
+            ),
+            (QpType::Ud, BwTest::Send, false, true, "not -a"),
+        ] {
             let m = refused(&|o| {
-                o.test = test;
-                o.connection = QpType::Uc;
+                (o.connection, o.test) = (connection, test);
+                (o.rdma_cm, o.all_sizes) = (rdma_cm, all_sizes);
             });
-            assert!(m.contains("UC connection not possible"), "{m}");
+            assert!(m.contains(says), "{m}");
         }
-        let m = refused(&|o| {
-            o.test = BwTest::Send;
-            o.connection = QpType::Uc;
-            o.rdma_cm = true;
-        });
-        assert!(m.contains("UC is not supported in librdmacm"), "{m}");
-        let m = refused(&|o| {
-            o.test = BwTest::Write;
-            o.connection = QpType::Ud;
-        });
-        assert!(
-            m.contains("UD connection only possible in SEND verb"),
-            "{m}"
-        );
-        let m = refused(&|o| {
-            o.test = BwTest::Send;
-            o.connection = QpType::Ud;
-            o.all_sizes = true;
-        });
-        assert!(m.contains("not -a"), "{m}");
         // The latency tests run -a and -D (not both, as no perftest test does).
         let m = refused(&|o| {
             o.test = BwTest::Write;
