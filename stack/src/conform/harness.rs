@@ -12,7 +12,8 @@ use super::proto::{self, Completion, PostRecv, PostSend, Reply, Request};
 use crate::endpoint::connect::QpPath;
 use crate::time::Instant;
 use crate::transport::{Access, QpState, QpType};
-use crate::wire::encap::field_at;
+use crate::wire::encap::{IPV4_HEADER_LEN, field_at, set_ipv4_checksum};
+use crate::wire::icrc;
 use crate::wire::{
     BthRepr, Ecn, ExtHeaders, IbPacketRepr, IpRepr, NakCode, Opcode, Psn, Qpn, RocePacket,
     RoceRepr, Syndrome, Transport, UdpRepr,
@@ -244,6 +245,9 @@ pub enum Ipv4Fault {
     Options,
     /// DF clear, where CA17-7 asks for it set.
     DontFragmentClear,
+    /// IP version 6 in the IPv4 header of an IPv4 frame (CA17-27 drops it), the header
+    /// checksum and the ICRC computed for the bytes so sent.
+    Version6,
 }
 
 /// The context of one running check: see the module documentation.
@@ -365,27 +369,30 @@ impl<'a> Ctx<'a> {
             match wire.ipv4 {
                 Some(Ipv4Fault::Options) => h.options = &[1, 1, 1, 0],
                 Some(Ipv4Fault::DontFragmentClear) => h.dont_fragment = false,
-                Some(Ipv4Fault::BadChecksum) | None => {}
+                Some(Ipv4Fault::BadChecksum | Ipv4Fault::Version6) | None => {}
             }
         }
         let mut frame = repr.to_vec().map_err(|e| CheckError::Protocol {
             request: "a frame".into(),
             reason: format!("cannot build it: {e}"),
         })?;
+        let ip_at = repr.eth.map_or(0, |e| e.header_len());
         if wire.ipv4 == Some(Ipv4Fault::BadChecksum) {
-            let at = repr.eth.map_or(0, |e| e.header_len()) + field_at::IPV4_CHECKSUM;
-            frame[at] ^= 0x5a;
+            frame[ip_at + field_at::IPV4_CHECKSUM] ^= 0x5a;
+        }
+        if wire.ipv4 == Some(Ipv4Fault::Version6) {
+            frame[ip_at] = 0x60 | (frame[ip_at] & 0x0f);
+            set_ipv4_checksum(&mut frame[ip_at..ip_at + IPV4_HEADER_LEN]);
+            let _ = icrc::fill_as_ipv4(&mut frame[ip_at..]);
         }
         if wire.corrupt_icrc
             && let Some(last) = frame.last_mut()
         {
             *last ^= 0xff;
         }
-        // The suite's one network rule: frames go to the peer and nowhere else.
-        debug_assert_eq!(
-            RocePacket::parse(&frame).map(|p| p.ip().dst_addr()).ok(),
-            Some(env.peer_ip)
-        );
+        // The suite's one network rule: frames go to the peer and nowhere else (read from
+        // what they were built from: a frame with a wrong IP version does not parse).
+        debug_assert_eq!(repr.ip.dst_addr(), env.peer_ip);
         let at = self.now();
         let what = format!(
             "sent {} psn {:#x}",

@@ -98,6 +98,7 @@ each_check! {
     resp_ud_grh_area => "resp.ud.grh-area",
     resp_drop_ip_options => "resp.drop.ip-options",
     resp_drop_ip_df_clear => "resp.drop.ip-df-clear",
+    resp_drop_ip_version => "resp.drop.ip-version",
     resp_drop_pkey => "resp.drop.pkey",
     resp_drop_tver => "resp.drop.tver",
     resp_drop_unknown_qp => "resp.drop.unknown-qp",

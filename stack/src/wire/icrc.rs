@@ -142,16 +142,7 @@ static IPV4_MASKS: [[u64; MAX_PREFIX_WORDS]; 16] = {
 pub fn ip_header_len(packet: &[u8]) -> Result<usize> {
     check_len(NAME, packet, 1)?;
     match packet[0] >> 4 {
-        4 => {
-            let len = usize::from(packet[0] & 0x0f) * 4;
-            if len < 20 {
-                return Err(WireError::Malformed {
-                    header: "IPv4",
-                    reason: "IHL is less than 5 (20 bytes)",
-                });
-            }
-            Ok(len)
-        }
+        4 => ipv4_len(packet[0]),
         6 => Ok(IPV6_HEADER),
         _ => Err(WireError::Malformed {
             header: NAME,
@@ -164,9 +155,33 @@ pub fn ip_header_len(packet: &[u8]) -> Result<usize> {
 /// the ICRC trailer. Fails if it is too short to hold IP, UDP and BTH headers.
 pub fn compute(covered: &[u8]) -> Result<u32> {
     let ip_len = ip_header_len(covered)?;
+    compute_masked(covered, ip_len, covered[0] >> 4 == 6)
+}
+
+/// The ICRC an IPv4 receiver computes for `covered` whatever its version field says (its
+/// header length from the IHL): what a test sends with a version other than 4 in an IPv4
+/// frame (Annex A17 CA17-27), so that only the version is wrong.
+pub fn compute_as_ipv4(covered: &[u8]) -> Result<u32> {
+    check_len(NAME, covered, 1)?;
+    compute_masked(covered, ipv4_len(covered[0])?, false)
+}
+
+/// An IPv4 header's length from its first byte's IHL, at least 20 bytes.
+fn ipv4_len(version_ihl: u8) -> Result<usize> {
+    match super::encap::ipv4_header_len(version_ihl) {
+        len if len < 20 => Err(WireError::Malformed {
+            header: "IPv4",
+            reason: "IHL is less than 5 (20 bytes)",
+        }),
+        len => Ok(len),
+    }
+}
+
+/// [`compute`] with the IP header's length and family given.
+fn compute_masked(covered: &[u8], ip_len: usize, ipv6: bool) -> Result<u32> {
     // The whole BTH is required, which also makes the rounded-up prefix fit.
     check_len(NAME, covered, ip_len + UDP_LEN + BTH_LEN)?;
-    let masks = if covered[0] >> 4 == 6 {
+    let masks = if ipv6 {
         &IPV6_MASKS
     } else {
         &IPV4_MASKS[ip_len / 4]
@@ -278,6 +293,11 @@ pub fn verify(packet: &[u8]) -> Result<bool> {
 /// ICRC) and writes it there; returns it.
 pub fn fill(packet: &mut [u8]) -> Result<u32> {
     fill_by(packet, compute)
+}
+
+/// As [`fill`], with [`compute_as_ipv4`].
+pub fn fill_as_ipv4(packet: &mut [u8]) -> Result<u32> {
+    fill_by(packet, compute_as_ipv4)
 }
 
 #[cfg(test)]
@@ -399,6 +419,30 @@ pub(crate) mod tests {
         );
         assert!(verify(&pkt).unwrap());
         assert_eq!(received(&pkt).unwrap(), icrc);
+    }
+
+    /// `compute_as_ipv4` is `compute` on an IPv4 packet, and on the same bytes with version 6
+    /// it is the straightforward IPv4 definition over them (the version nibble is covered).
+    #[test]
+    fn an_ipv4_icrc_whatever_the_version_field_says() {
+        let covered = &ACK_V4[..44];
+        assert_eq!(compute_as_ipv4(covered).unwrap(), ACK_V4_ICRC);
+        let mut v6 = covered.to_vec();
+        v6[0] = 0x65;
+        let icrc = compute_as_ipv4(&v6).unwrap();
+        let mut as_v4 = vec![0xffu8; 8];
+        as_v4.extend_from_slice(&v6);
+        let ip = &mut as_v4[8..];
+        (ip[1], ip[8]) = (0xff, 0xff);
+        ip[10..12].fill(0xff);
+        ip[26..28].fill(0xff);
+        ip[32] = 0xff;
+        assert_eq!(icrc, crc32fast::hash(&as_v4));
+        assert_ne!(icrc, ACK_V4_ICRC);
+        let mut pkt = ACK_V4;
+        pkt[0] = 0x65;
+        assert_eq!(fill_as_ipv4(&mut pkt).unwrap(), icrc);
+        assert!(compute_as_ipv4(&[0x64; 44]).is_err(), "IHL 4");
     }
 
     #[test]

@@ -45,6 +45,14 @@ pub(super) const CHECKS: &[Check] = &[
         body: ip_df_clear,
     },
     Check {
+        id: "resp.drop.ip-version",
+        rule: "Annex A17.4.4.1 (CA17-27)",
+        title: "a request in an IPv4 frame whose IP version field says 6 (its header checksum \
+                and ICRC right) is dropped silently",
+        role: Role::Responder,
+        body: ip_version,
+    },
+    Check {
         id: "resp.drop.pkey",
         rule: "IBA 9.6.1.1, 10.9.3",
         title: "a request with a P_Key of another partition is dropped silently",
@@ -180,6 +188,14 @@ fn ip_df_clear(ctx: &mut Ctx<'_>) -> Result<Verdict> {
         ctx,
         Ipv4Fault::DontFragmentClear,
         "WRITE with IPv4 DF clear",
+    )
+}
+
+fn ip_version(ctx: &mut Ctx<'_>) -> Result<Verdict> {
+    bad_ipv4(
+        ctx,
+        Ipv4Fault::Version6,
+        "WRITE in an IPv4 frame with IP version 6",
     )
 }
 
