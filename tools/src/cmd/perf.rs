@@ -165,8 +165,8 @@ pub struct PerfArgs {
           value_parser = clap::value_parser!(u8).range(0..=31))]
     pub qp_timeout: Option<u8>,
     /// The service of the test's QPs (perftest's -c): RC; UC for write and send (no READs or
-    /// atomics, as perftest); UD for send, one message per packet (-s above the path MTU
-    /// becomes the MTU, as perftest; not with -a). Neither with -R. UC and UD have no RNR NAK
+    /// atomics, as perftest); UD for send, one message per packet (the default size becomes
+    /// the path MTU, a larger -s is refused, as perftest; not with -a). Neither with -R. UC and UD have no RNR NAK
     /// to hold a sender back: the send server posts up to 16000 receives unless -r says
     /// otherwise, as perftest.
     #[arg(
@@ -212,6 +212,7 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
         opts.tx_depth = 1;
     }
     opts.size = args.size.unwrap_or(opts.size);
+    opts.size_given = args.size.is_some();
     opts.iters = args.iters.unwrap_or(opts.iters);
     opts.port = args.endpoint.port.unwrap_or(opts.port);
     opts.tx_depth = args.tx_depth.unwrap_or(opts.tx_depth);

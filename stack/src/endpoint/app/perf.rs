@@ -135,6 +135,9 @@ pub struct PerfOptions {
     /// UD receiver has no RNR NAK to hold a sender back, so perftest posts up to
     /// [`UC_MAX_RX`] receives by default: [`PerfOptions::set_connection`].
     pub connection: QpType,
+    /// `-s` was given: with `-c UD` a size above the path MTU is then refused, as perftest
+    /// refuses it, rather than cut to the MTU (what perftest does to its default size).
+    pub size_given: bool,
 }
 
 /// perftest's `DEF_QKEY`: the Q_Key of its UD QPs and of every UD message it sends.
@@ -171,10 +174,11 @@ impl PerfOptions {
             tos: None,
             cq_mod: None,
             connection: QpType::Rc,
+            size_given: false,
         }
     }
 
-    /// `-c`: the service of the test's QPs. With UC, the default RX depth becomes
+    /// `-c`: the service of the test's QPs. With UC or UD, the default RX depth becomes
     /// [`UC_MAX_RX`] (perftest's `force_dependecies`); an RX depth already changed stays.
     pub fn set_connection(&mut self, connection: QpType) {
         let default_rx = self.test.defaults().rx_depth.max(512);
@@ -559,6 +563,13 @@ fn setup(
     let link_mtu = Mtu::for_link_mtu(rt.capabilities().mtu as u32).unwrap_or(Mtu::M256);
     let mtu = opts.mtu.unwrap_or(link_mtu);
     check_mtu(rt, mtu)?;
+    // perftest refuses a UD size asked for above its MTU before it connects.
+    if opts.connection == QpType::Ud && opts.size_given && size > mtu.bytes() {
+        return Err(AppError::Usage(format!(
+            "Max message size in UD cannot be greater than MTU ({} bytes)",
+            mtu.bytes()
+        )));
+    }
     let local = Negotiation {
         sys: SysData::default(),
         mtu: IbMtu::from_bytes(mtu.bytes()).unwrap_or(IbMtu::Mtu1024),
@@ -574,7 +585,7 @@ fn setup(
     }
     let (mut opening, agreed) = open(rt, opts, &local)?;
     let mtu = Mtu::from_bytes(agreed.mtu.bytes()).unwrap_or(Mtu::M1024);
-    // A UD message is one packet: perftest takes the MTU instead of a larger size.
+    // A UD message is one packet: perftest takes the MTU instead of its default size.
     let ud = opts.connection == QpType::Ud;
     let size = if ud && size > mtu.bytes() {
         let _ = writeln!(
@@ -1777,12 +1788,19 @@ mod tests {
                     assert_eq!(client.own.map(|r| r.size), Some(4000));
                 }
                 if connection == QpType::Ud && latency {
-                    // perftest's default bandwidth size, 65536, is cut to the MTU.
+                    // perftest's default bandwidth size, 65536, is cut to the MTU; the same
+                    // size asked for with -s is refused.
                     let mut big = options(test, 65536);
                     big.set_connection(QpType::Ud);
-                    let (client, _, out, _, _) = perf_run(big, 4);
+                    let (client, _, out, _, _) = perf_run(big.clone(), 4);
                     assert_eq!(client.own.map(|r| r.size), Some(4096));
                     assert!(out.contains(" Max msg size in UD is MTU 4096\n"), "{out}");
+                    big.size_given = true;
+                    let (a, _b) =
+                        memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
+                    let mut rt = runtime(a, "10.0.0.1/24");
+                    let e = run(&mut rt, &big, &mut Vec::new()).unwrap_err();
+                    assert!(e.to_string().contains("cannot be greater than MTU"), "{e}");
                 }
                 if latency {
                     assert_eq!(client.latency.map(|l| l.iters), Some(300), "{test:?}");
