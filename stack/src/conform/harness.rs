@@ -383,7 +383,10 @@ impl<'a> Ctx<'a> {
         if wire.ipv4 == Some(Ipv4Fault::Version6) {
             frame[ip_at] = 0x60 | (frame[ip_at] & 0x0f);
             set_ipv4_checksum(&mut frame[ip_at..ip_at + IPV4_HEADER_LEN]);
-            let _ = icrc::fill_as_ipv4(&mut frame[ip_at..]);
+            icrc::fill_as_ipv4(&mut frame[ip_at..]).map_err(|e| CheckError::Protocol {
+                request: "a frame".into(),
+                reason: format!("cannot fill its ICRC: {e}"),
+            })?;
         }
         if wire.corrupt_icrc
             && let Some(last) = frame.last_mut()

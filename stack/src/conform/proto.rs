@@ -532,10 +532,14 @@ impl<'a> Words<'a> {
     }
 
     fn num_or<T: TryFrom<u64>>(&mut self, key: &str, default: T) -> Result<T, ProtoError> {
-        match self.get(key) {
-            Some(v) => narrow(number(v, key)?, key),
-            None => Ok(default),
-        }
+        Ok(self.num_opt(key)?.unwrap_or(default))
+    }
+
+    /// An optional number: `None` when the key is absent.
+    fn num_opt<T: TryFrom<u64>>(&mut self, key: &str) -> Result<Option<T>, ProtoError> {
+        self.get(key)
+            .map(|v| narrow(number(v, key)?, key))
+            .transpose()
     }
 
     fn qpn(&mut self, key: &str) -> Result<Qpn, ProtoError> {
@@ -723,9 +727,7 @@ fn connect_path(w: &mut Words<'_>) -> Result<QpPath, ProtoError> {
     a.rnr_retry = w.num_or("rnr_retry", a.rnr_retry)?;
     let min_rnr_timer: u8 = w.num_or("min_rnr_timer", a.min_rnr_timer.code())?;
     a.qkey = w.num_or("qkey", a.qkey)?;
-    if let Some(v) = w.get("traffic_class") {
-        a.traffic_class = Some(narrow(number(v, "traffic_class")?, "traffic_class")?);
-    }
+    a.traffic_class = w.num_opt("traffic_class")?;
     a.hop_limit = w.num_or("hop_limit", a.hop_limit)?;
     let limits = [
         ("timeout", a.timeout, 31),
@@ -764,15 +766,11 @@ fn post_send(w: &mut Words<'_>) -> Result<PostSend, ProtoError> {
         .iter()
         .any(|(k, _)| matches!(*k, "dest" | "dest_qpn" | "dest_qkey" | "traffic_class"));
     if ud {
-        let traffic_class = match w.get("traffic_class") {
-            Some(v) => Some(narrow(number(v, "traffic_class")?, "traffic_class")?),
-            None => None,
-        };
         p.ud = Some(UdTarget {
             dest: w.ip("dest")?,
             qpn: w.qpn("dest_qpn")?,
             qkey: w.num_or("dest_qkey", 0)?,
-            traffic_class,
+            traffic_class: w.num_opt("traffic_class")?,
         });
     }
     Ok(p)

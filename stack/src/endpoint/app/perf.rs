@@ -143,6 +143,12 @@ pub struct PerfOptions {
 /// perftest's `DEF_QKEY`: the Q_Key of its UD QPs and of every UD message it sends.
 pub const DEF_QKEY: u32 = 0x1111_1111;
 
+/// The receives a SEND server keeps posted unless told (`-r`): perftest's default, at least
+/// 512.
+fn default_rx_depth(test: BwTest) -> u32 {
+    test.defaults().rx_depth.max(512)
+}
+
 /// perftest's `UC_MAX_RX`: the receives a UC SEND server posts by default (at most `-n`).
 pub const UC_MAX_RX: u32 = 16_000;
 
@@ -157,7 +163,7 @@ impl PerfOptions {
             size: d.size,
             iters: d.iters,
             tx_depth: d.tx_depth,
-            rx_depth: d.rx_depth.max(512),
+            rx_depth: default_rx_depth(test),
             mtu: None,
             gid_index: 1,
             timeout: Duration::from_secs(60),
@@ -181,8 +187,7 @@ impl PerfOptions {
     /// `-c`: the service of the test's QPs. With UC or UD, the default RX depth becomes
     /// [`UC_MAX_RX`] (perftest's `force_dependecies`); an RX depth already changed stays.
     pub fn set_connection(&mut self, connection: QpType) {
-        let default_rx = self.test.defaults().rx_depth.max(512);
-        if connection != QpType::Rc && self.rx_depth == default_rx {
+        if connection != QpType::Rc && self.rx_depth == default_rx_depth(self.test) {
             self.rx_depth = UC_MAX_RX;
         }
         self.connection = connection;
