@@ -13,11 +13,13 @@
 # ignores); perftest's -a, -A CMP_AND_SWAP, -D (with --report_gbits), --use-srq, -q, -b (also with
 # -a: send as our client, write as our server; and -D: write as client, send as server); ib_write_lat,
 # ib_send_lat, ib_read_lat and ib_atomic_lat, and with -a (write as our client, send as our
-# server) and -D (send as our client, read as our server); ATOMIC WRITE, FLUSH (and FLUSH
+# server) and -D (send as our client, read as our server); perftest's -c UC and -c UD (UD also
+# with -a, and over -R); ATOMIC WRITE, FLUSH (and FLUSH
 # without flush rights) and SEND with Invalidate of a memory window with lab_verbs on the
 # lab's trixie guest (Linux 6.12). rdma_cm cases: rping over IPv4 and IPv6,
 # ucmatose and udaddy with 4 connections, ucmatose -t and udaddy -t (type of service), perftest's -R (ib_*_bw, ib_send_bw -b and -T,
-# ib_write_lat / ib_send_lat, ib_write_bw -q 4 / ib_send_bw -q 2), and a refused connection
+# ib_write_lat / ib_send_lat, ib_write_bw -q 4 / ib_send_bw -q 2, -c UD bandwidth and latency
+# through SIDR), and a refused connection
 # (no listener: REJ reason 8 from rxe's CM or ours), both ways. A case passes when both sides exit 0 (and,
 # for the refused ones, the failing side said why).
 #
@@ -396,6 +398,10 @@ BW="-n 1000 -s 1024 -c UD" CHECK=ud_only case_bw "ib_send_bw-ud-server" server s
 for role in client server; do
   LAT="-n 200 -c UD" CHECK=ud_only case_lat "ib_send_lat-ud-$role" $role send
 done
+# -c UD -a: the sizes stop at the path MTU, 2 to 1024 bytes (perftest's size_max_pow); the
+# guest's client sending to our server, and the latency test with ours as client.
+BW="-n 20 -a -c UD" CHECK=ud_only case_bw "ib_send_bw-ud-all-server" server send ""
+LAT="-n 20 -a -c UD" CHECK=ud_only case_lat "ib_send_lat-ud-all-client" client send
 
 # rdma_cm: the connection is made with CM MADs on QP1 (REQ, REP, RTU; DREQ, DREP at the
 # end), no TCP. Passes if the capture holds the handshake and the release, and every RC frame
@@ -559,7 +565,7 @@ cm_perf_q2() { cm_connections 3 "$1"; }
 case_bw_cm() {
   local name=$1 role=$2 test=$3 kind=bw args=$BW ours=(-R) check=${CHECK:-cm_perf}
   [[ $test == atomic ]] && args="-n 200"
-  [[ ${4:-} == lat ]] && { kind=lat args="-n 200" ours=(-R --lat); }
+  [[ ${4:-} == lat ]] && { kind=lat args=${LAT:-"-n 200"} ours=(-R --lat); }
   # shellcheck disable=SC2086
   if [[ $role == client ]]; then
     SETTLE=3 run_case "$name" client "" "ib_${test}_${kind} -R -x 1 -F $args" $check \
@@ -597,6 +603,33 @@ tos_data() {
 }
 BW="-n 100 -T 104" CHECK=tos_data case_bw_cm "ib_send_bw-R-tos-client" client send
 BW="-n 100 -T 104" CHECK=tos_data case_bw_cm "ib_send_bw-R-tos-server" server send
+# -R -c UD: the test's UD QP resolved by SIDR (SIDR_REQ, SIDR_REP in the UDP port space), the
+# dialogue's RC connection made and released as above; every UD SEND of the test carries
+# rdma_cm's Q_Key 0x01234567 (19088743), which both sides' QPs took from rdma_cm. Bandwidth
+# both roles (our client 100 messages, as without -R), latency both roles (the server answers
+# the client's 4-byte SEND with immediate that says where it is).
+cm_ud() {
+  local json n
+  json=$("$roce" decode --json "$1" 2>/dev/null)
+  cm_connections 1 "$1" || return 1
+  sidr_one "$json" || return 1
+  json=$(grep '"opcode":"UD_SEND_' <<<"$json" | grep -v '"dest_qp":1,')
+  [[ -n $json ]] || { echo "no UD SEND of the test in the capture"; return 1; }
+  n=$(grep -vc '"qkey":19088743,' <<<"$json")
+  ((n == 0)) || { echo "$n UD SENDs of the test without rdma_cm's Q_Key"; return 1; }
+}
+sidr_one() {
+  local m
+  for m in SIDR_REQ SIDR_REP; do
+    grep -q "\"message\":\"$m\"" <<<"$1" || { echo "no CM $m in the capture"; return 1; }
+  done
+}
+for role in client server; do
+  n=1000
+  [[ $role == client ]] && n=100
+  BW="-n $n -s 1024 -c UD" CHECK=cm_ud case_bw_cm "ib_send_bw-R-ud-$role" $role send
+  LAT="-n 200 -c UD" CHECK=cm_ud case_bw_cm "ib_send_lat-R-ud-$role" $role send lat
+done
 
 # DCQCN on at our end: our data goes out ECT(0); rxe neither sends nor heeds CNPs, and the
 # transfers must finish all the same.

@@ -77,6 +77,9 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
       SENDs over UC QPs, against `ib_send_bw -x 1 -F -c UC -n 10000`
   roce perf send --lat --iface tap:roce0 --ip 10.77.0.2/24 -c UD -s 1024 10.77.0.11
       UD SEND ping-pong of 1 KiB messages, against `ib_send_lat -x 1 -F -c UD -s 1024`
+  roce perf send -R -c UD --iface tap:roce0 --ip 10.77.0.2/24 -a -n 100 10.77.0.11
+      UD SENDs of 2 bytes up to the path MTU, the QP resolved through rdma_cm (SIDR),
+      against `ib_send_bw -R -x 1 -F -c UD -a -n 100`
   roce perf write --iface tap:roce0 --ip 10.77.0.2/24 -q 4 -b -n 100 10.77.0.11
       four QPs, both directions at once, against `ib_write_bw -x 1 -F -q 4 -b -n 100`
   roce perf write --iface xdp:eth1 --ip 10.0.0.5/24 --tclass 106 --vlan 100 --pcp 3 --line-gbps 100 10.0.0.7
@@ -165,10 +168,11 @@ pub struct PerfArgs {
           value_parser = clap::value_parser!(u8).range(0..=31))]
     pub qp_timeout: Option<u8>,
     /// The service of the test's QPs (perftest's -c): RC; UC for write and send (no READs or
-    /// atomics, as perftest); UD for send, one message per packet (the default size becomes
-    /// the path MTU, a larger -s is refused, as perftest; not with -a). Neither with -R. UC and UD have no RNR NAK
-    /// to hold a sender back: the send server posts up to 16000 receives unless -r says
-    /// otherwise, as perftest.
+    /// atomics, as perftest; not with -R); UD for send, one message per packet (the default
+    /// size becomes the path MTU, a larger -s is refused, -a stops at the MTU, as perftest;
+    /// with -R each QP is resolved by SIDR). UC and UD have no RNR NAK to hold a sender
+    /// back: the send server posts up to 16000 receives unless -r says otherwise, as
+    /// perftest.
     #[arg(
         short = 'c',
         long = "connection",

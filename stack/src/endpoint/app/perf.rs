@@ -25,6 +25,7 @@ use super::{AppError, check, check_mtu, local_gid, peer_addr, random_psn};
 
 mod cm;
 mod lat;
+use crate::endpoint::cm::RDMA_UDP_QKEY;
 use crate::endpoint::connect::QpPath;
 use crate::endpoint::oob::perftest::{
     Agreed, BwReport, BwTest, Connected, IbMtu, Keys, Negotiated, Negotiation, Role, Session,
@@ -228,12 +229,6 @@ impl PerfOptions {
             QpType::Ud if self.test != BwTest::Send => {
                 return usage("UD connection only possible in SEND verb");
             }
-            QpType::Ud if self.rdma_cm => {
-                return usage("-c UD is not run over rdma_cm (-R) here");
-            }
-            QpType::Ud if self.all_sizes => {
-                return usage("-c UD runs one size (-s, at most the path MTU), not -a");
-            }
             QpType::Uc | QpType::Ud => {}
         }
         if self.cq_mod == Some(0) {
@@ -254,7 +249,13 @@ impl PerfOptions {
         if self.latency && self.num_qps > 1 {
             return usage("--lat runs one QP (perftest's latency tests take no -q)");
         }
-        let per_qp = buffer_per_qp(self, self.size, 4096);
+        // The most it can take: over UD a path MTU of 4096 and the receive's GRH area.
+        let grh = if self.connection == QpType::Ud {
+            GRH_LEN as u32
+        } else {
+            0
+        };
+        let per_qp = buffer_per_qp(largest_size(self, self.size, 4096) + grh, 4096);
         if per_qp.saturating_mul(self.num_qps as usize) > MAX_BUFFER {
             return usage(&format!(
                 "-q {} QPs of {per_qp}-byte buffers pass the {} MiB this test may take",
@@ -337,6 +338,8 @@ struct Setup {
     /// `--use-srq`: where receives are posted instead of the QP's own queue.
     srq: Option<SrqId>,
     size: u32,
+    /// The largest size of the run ([`largest_size`]).
+    largest: u32,
     tx_depth: u32,
     cq_mod: u32,
     /// Every QP (`-q N`), the first being `qpn` above.
@@ -347,6 +350,18 @@ struct Setup {
 }
 
 impl Setup {
+    /// The sizes the test runs: `-a`'s 2, 4, ... up to [`Setup::largest`] (perftest's
+    /// `size_max_pow`), or the one size.
+    fn sizes(&self, opts: &PerfOptions) -> Vec<u32> {
+        if opts.all_sizes {
+            (1..=self.largest.trailing_zeros())
+                .map(|e| 1 << e)
+                .collect()
+        } else {
+            vec![self.size]
+        }
+    }
+
     /// Whether a QP's request `seq` (from 0) asks for a completion by moderation: every
     /// `cq_mod`-th does.
     fn moderated(&self, seq: u64) -> bool {
@@ -446,14 +461,11 @@ fn run_duplex(
     let send = opts.test == BwTest::Send;
     // The peer may still be finishing its half.
     let wait = opts.timeout + opts.duration.unwrap_or_default();
-    let sizes: Vec<u32> = if opts.all_sizes {
+    if opts.all_sizes {
         let _ = write!(out, "{}", report_header(opts.gbits));
-        (1..=MAX_SIZE.trailing_zeros()).map(|e| 1 << e).collect()
-    } else {
-        vec![s.size]
-    };
+    }
     let mut last = None;
-    for size in sizes {
+    for size in s.sizes(opts) {
         s.size = size;
         let mine = if send {
             if opts.all_sizes {
@@ -514,9 +526,9 @@ fn post_receives(rt: &mut Runtime, opts: &PerfOptions, s: &Setup) -> Result<(), 
     Ok(())
 }
 
-/// `-a`: every size from 2 bytes to [`MAX_SIZE`], a row each. The client of WRITE and READ
-/// runs them back to back; SEND's two sides post, handshake, run and handshake again per
-/// size (ib_send_bw's `RUN_ALL`). Returns the last size's figures (`None` on a passive
+/// `-a`: every size from 2 bytes to [`MAX_SIZE`] (UD: to the MTU), a row each. The client of
+/// WRITE and READ runs them back to back; SEND's two sides post, handshake, run and handshake
+/// again per size (ib_send_bw's `RUN_ALL`). Returns the last size's figures (`None` on a passive
 /// server, which learns the client's at the end).
 fn run_all_sizes(
     rt: &mut Runtime,
@@ -532,8 +544,8 @@ fn run_all_sizes(
     }
     let _ = write!(out, "{}", report_header(opts.gbits));
     let mut last = None;
-    for exp in 1..=MAX_SIZE.trailing_zeros() {
-        s.size = 1 << exp;
+    for size in s.sizes(opts) {
+        s.size = size;
         let r = if send {
             if !client {
                 post_receives(rt, opts, s)?;
@@ -569,7 +581,7 @@ fn setup(
     let mtu = opts.mtu.unwrap_or(link_mtu);
     check_mtu(rt, mtu)?;
     // perftest refuses a UD size asked for above its MTU before it connects.
-    if opts.connection == QpType::Ud && opts.size_given && size > mtu.bytes() {
+    if opts.connection == QpType::Ud && opts.size_given && !opts.all_sizes && size > mtu.bytes() {
         return Err(AppError::Usage(format!(
             "Max message size in UD cannot be greater than MTU ({} bytes)",
             mtu.bytes()
@@ -590,9 +602,10 @@ fn setup(
     }
     let (mut opening, agreed) = open(rt, opts, &local)?;
     let mtu = Mtu::from_bytes(agreed.mtu.bytes()).unwrap_or(Mtu::M1024);
-    // A UD message is one packet: perftest takes the MTU instead of its default size.
+    // A UD message is one packet: perftest takes the MTU instead of its default size, and
+    // -a stops there.
     let ud = opts.connection == QpType::Ud;
-    let size = if ud && size > mtu.bytes() {
+    let size = if ud && (size > mtu.bytes() || opts.all_sizes) {
         let _ = writeln!(
             out,
             " Max msg size in UD is MTU {}\n Changing to this MTU",
@@ -606,7 +619,8 @@ fn setup(
 
     // perftest's buffer: per QP, twice the larger of the message (-a: the largest) and the
     // cycle buffer; QP i's block starts at i times that.
-    let per_qp = buffer_per_qp(opts, size, agreed.sys.cycle_buffer);
+    let largest = largest_size(opts, size, mtu.bytes());
+    let per_qp = buffer_per_qp(largest + grh, agreed.sys.cycle_buffer);
     let n_qps = opts.num_qps as usize;
     let va = super::super::ids::random_va(per_qp * n_qps);
     let key = rt.register_mr(va, vec![0; per_qp * n_qps], Access::ALL)?;
@@ -669,9 +683,20 @@ fn setup(
         path.max_dest_rd_atomic = out_reads;
         path.min_rnr_timer = RnrTimer::new(12);
         path.timeout = opts.qp_timeout;
-        path.qkey = DEF_QKEY;
-        if let Opening::Tcp(_) = opening {
-            rt.init_qp(qpn, &path)?;
+        match opening {
+            Opening::Tcp(_) => {
+                path.qkey = DEF_QKEY;
+                rt.init_qp(qpn, &path)?;
+            }
+            // librdmacm's `ucma_init_ud_qp`: a UD QP goes to RTS at once, with rdma_cm's
+            // Q_Key, before it is resolved.
+            Opening::Cm(_) if ud => {
+                path.qkey = RDMA_UDP_QKEY;
+                rt.init_qp(qpn, &path)?;
+                let engine = rt.host_mut().engine_mut();
+                crate::endpoint::connect::to_rts(engine, qpn, &path).map_err(RuntimeError::from)?;
+            }
+            Opening::Cm(_) => {}
         }
         let base = va + (i * per_qp) as u64;
         paths.push((qpn, path));
@@ -686,10 +711,26 @@ fn setup(
             srqn: 0,
         });
     }
+    // -R -c UD: where each QP sends, from rdma_cm (none on a server that only receives).
+    let mut resolved = Vec::new();
     if let Opening::Cm(d) = &mut opening {
-        // rdma_cm takes the QPs to RTS here, one connection each.
-        let qpns: Vec<Qpn> = paths.iter().map(|(qpn, _)| *qpn).collect();
-        d.connect_data(rt, &qpns, out_reads, mtu)?;
+        if ud {
+            let lanes: Vec<cm::UdLane> = (paths.iter().enumerate())
+                .map(|(i, (qpn, _))| cm::UdLane {
+                    qpn: *qpn,
+                    cq,
+                    recv_cq,
+                    key,
+                    va,
+                    addr: va + (i * per_qp) as u64,
+                })
+                .collect();
+            resolved = d.resolve_data(rt, &lanes, opts.latency || opts.duplex)?;
+        } else {
+            // rdma_cm takes the QPs to RTS here, one connection each.
+            let qpns: Vec<Qpn> = paths.iter().map(|(qpn, _)| *qpn).collect();
+            d.connect_data(rt, &qpns, out_reads, mtu)?;
+        }
     }
     if receiving {
         let posted = match opts.duration {
@@ -745,7 +786,11 @@ fn setup(
     let mut lanes = Vec::with_capacity(n_qps);
     for (i, ((qpn, mut path), peer)) in paths.into_iter().zip(conn.peers()).enumerate() {
         path.dest = peer_addr(peer.gid.unwrap_or(std::net::Ipv6Addr::UNSPECIFIED))?;
-        let ud_dest = ud.then(|| UdDest::new(path.dest, peer.qpn, DEF_QKEY));
+        let ud_dest = match &conn {
+            _ if !ud => None,
+            Dialogue::Tcp(_) => Some(UdDest::new(path.dest, peer.qpn, DEF_QKEY)),
+            Dialogue::Cm(_) => resolved.get(i).copied().flatten(),
+        };
         path.dest_qp = peer.qpn;
         path.rq_psn = peer.psn;
         path.max_rd_atomic = peer.out_reads.clamp(1, u16::from(MAX_RD_ATOMIC)) as u8;
@@ -772,6 +817,7 @@ fn setup(
         recv_cq,
         srq,
         size,
+        largest,
         tx_depth,
         cq_mod,
         lanes,
@@ -797,10 +843,19 @@ fn syncs_after_connect(
     if last { conn.sync(rt) } else { Ok(()) }
 }
 
-/// Bytes of buffer per QP: twice the larger of the message (-a: the largest) and the cycle
-/// buffer, as perftest's `BUFF_SIZE` times two.
-fn buffer_per_qp(opts: &PerfOptions, size: u32, cycle_buffer: u32) -> usize {
-    let largest = if opts.all_sizes { MAX_SIZE } else { size };
+/// The largest message of a run of `size` over a path MTU of `mtu`: with `-a`
+/// [`MAX_SIZE`], or the MTU over UD (a UD message is one packet).
+fn largest_size(opts: &PerfOptions, size: u32, mtu: u32) -> u32 {
+    match opts.all_sizes {
+        true if opts.connection == QpType::Ud => mtu,
+        true => MAX_SIZE,
+        false => size,
+    }
+}
+
+/// Bytes of buffer per QP: twice the larger of the largest message (UD: with its receive's
+/// GRH area, perftest's `SIZE`) and the cycle buffer, as perftest's `BUFF_SIZE` times two.
+fn buffer_per_qp(largest: u32, cycle_buffer: u32) -> usize {
     2 * (largest as usize).max(cycle_buffer as usize)
 }
 
@@ -1819,6 +1874,46 @@ mod tests {
         }
     }
 
+    /// -R -c UD: each test QP resolved by SIDR on the UDP port space (perftest's
+    /// RDMA_PS_UDP ids), no connection to establish or close beyond the dialogue's; the
+    /// latency test and -b, where the server sends too, learn the client's QP from its
+    /// SEND with immediate; -q 2 resolves each QP.
+    #[test]
+    fn ud_over_rdma_cm() {
+        for (latency, duplex, qps) in [
+            (false, false, 1),
+            (true, false, 1),
+            (false, true, 1),
+            (false, false, 2),
+        ] {
+            let mut opts = options(BwTest::Send, 1024);
+            opts.set_connection(QpType::Ud);
+            opts.rdma_cm = true;
+            opts.num_qps = qps;
+            opts.duplex = duplex;
+            opts.latency = latency;
+            if latency {
+                opts.tx_depth = 1;
+            }
+            let (client, server, out, server_out, established) = perf_run(opts.clone(), 7);
+            let case = format!("lat {latency} -b {duplex} -q {qps}");
+            // The dialogue's RC connection alone is established, on each side.
+            assert_eq!(established, [1, 1], "{case}");
+            for o in [&out, &server_out] {
+                assert_connection_lines(o, true);
+                assert!(o.contains("Connection type : UD"), "{case}\n{o}");
+            }
+            if latency {
+                assert_eq!(client.latency.map(|l| l.iters), Some(300), "{case}");
+            } else {
+                // Each QP runs -n (perftest's report counts them all).
+                let all = 300 * u64::from(qps);
+                assert_eq!(client.own.map(|r| r.iters), Some(all), "{case}");
+                assert_eq!(server.own.map(|r| r.iters), Some(all), "{case}");
+            }
+        }
+    }
+
     #[test]
     fn rdma_cm_mode_refuses_what_it_does_not_run() {
         let (a, _b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
@@ -1909,6 +2004,41 @@ mod tests {
             assert_eq!(client.own.unwrap().size, u64::from(MAX_SIZE));
             assert_eq!(server.printed.size, u64::from(MAX_SIZE), "{test:?}");
             assert_eq!(server.own.is_some(), test == BwTest::Send);
+        }
+    }
+
+    /// -c UD -a: a UD message is one packet, so the sizes stop at the path MTU (4096 on
+    /// the in-memory link), as perftest's `size_max_pow`, after its two lines; bandwidth
+    /// and latency, each side its rows.
+    #[test]
+    fn ud_all_sizes_stop_at_the_mtu() {
+        let want: Vec<u64> = (1..=12).map(|e| 1 << e).collect();
+        for latency in [false, true] {
+            let mut opts = options(BwTest::Send, 65536);
+            opts.set_connection(QpType::Ud);
+            opts.all_sizes = true;
+            opts.size_given = true;
+            opts.iters = 5;
+            opts.latency = latency;
+            if latency {
+                opts.tx_depth = 1;
+            }
+            let (client, server, out, server_out) = perf_both(opts, 13);
+            let header = if latency {
+                " #bytes #iterations"
+            } else {
+                " #bytes"
+            };
+            for o in [&out, &server_out] {
+                assert_eq!(row_sizes(o, header), want, "{o}");
+                assert!(o.contains(" Max msg size in UD is MTU 4096\n"), "{o}");
+            }
+            if latency {
+                assert_eq!(client.latency.map(|l| (l.size, l.iters)), Some((4096, 5)));
+            } else {
+                assert_eq!(client.own.map(|r| (r.size, r.iters)), Some((4096, 5)));
+                assert_eq!(server.own.map(|r| (r.size, r.iters)), Some((4096, 5)));
+            }
         }
     }
 
@@ -2327,12 +2457,11 @@ mod tests {
         assert!(refused(&|o| o.qp_timeout = 32).contains("0 to 31"));
         assert!(refused(&|o| o.cq_mod = Some(0)).contains("-Q"));
         assert!(refused(&|o| o.use_srq = true).contains("send test only"));
-        // -c: UC without READs, atomics or rdma_cm; UD with SEND alone, without -R or -a.
-        for (connection, test, rdma_cm, all_sizes, says) in [
+        // -c: UC without READs, atomics or rdma_cm; UD with SEND alone.
+        for (connection, test, rdma_cm, says) in [
             (
                 QpType::Uc,
                 BwTest::Read,
-                false,
                 false,
                 "UC connection not possible",
             ),
@@ -2340,35 +2469,24 @@ mod tests {
                 QpType::Uc,
                 BwTest::Atomic,
                 false,
-                false,
                 "UC connection not possible",
             ),
             (
                 QpType::Uc,
                 BwTest::Send,
                 true,
-                false,
                 "UC is not supported in librdmacm",
             ),
             (
                 QpType::Ud,
                 BwTest::Write,
                 false,
-                false,
                 "UD connection only possible in SEND",
             ),
-            (
-                QpType::Ud,
-                BwTest::Send,
-                true,
-                false,
-                "not run over rdma_cm",
-            ),
-            (QpType::Ud, BwTest::Send, false, true, "not -a"),
         ] {
             let m = refused(&|o| {
                 (o.connection, o.test) = (connection, test);
-                (o.rdma_cm, o.all_sizes) = (rdma_cm, all_sizes);
+                o.rdma_cm = rdma_cm;
             });
             assert!(m.contains(says), "{m}");
         }

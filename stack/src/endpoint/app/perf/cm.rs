@@ -19,6 +19,10 @@
 //! | keys, syncs, test, results, close | as over TCP (QPN, R_Key, VA from the keys; PSNs from the CM) |
 //! | teardown | the client disconnects the data connections, then the dialogue's |
 //!
+//! With `-c UD` the data connections are SIDR resolutions in the UDP port space instead
+//! (perftest's RDMA_PS_UDP ids, [`CmDialogue::resolve_data`]), and nothing is disconnected
+//! but the dialogue.
+//!
 //! Each side keeps one receive posted and reposts it after each message, so a SEND may
 //! arrive before the acknowledgement of ours: the first completion of either kind is kept.
 
@@ -29,8 +33,11 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use super::{AppError, PerfOptions};
-use crate::endpoint::app::cm_app;
-use crate::endpoint::cm::{AcceptParams, CmEvent, ConnId, ConnectParams, ListenParams, ListenerId};
+use crate::endpoint::app::{check, cm_app, wait_or_stall};
+use crate::endpoint::cm::{
+    AcceptParams, CmEvent, ConnId, ConnectParams, ListenParams, ListenerId, RDMA_UDP_QKEY,
+    SidrParams, SidrReply,
+};
 use crate::endpoint::oob::OobError;
 use crate::endpoint::oob::perftest::{
     Agreed, BwReport, BwTest, Carrier, KEYS_BINARY_LEN, Keys, Negotiation, Role,
@@ -38,13 +45,16 @@ use crate::endpoint::oob::perftest::{
 };
 use crate::endpoint::runtime::Runtime;
 use crate::transport::{
-    Access, CqId, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus,
+    Access, CqId, GRH_LEN, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, UdDest, WcOpcode,
+    WcStatus,
 };
-use crate::wire::cm::{PortSpace, reject_reason};
+use crate::wire::cm::{PortSpace, reject_reason, sidr_status};
 use crate::wire::{Psn, Qpn};
 
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
+/// The work requests of `-c UD`'s connection parameters (on the test's QP).
+const UD_PARAMS_WRID: u64 = 0;
 const LEN: u32 = KEYS_BINARY_LEN as u32;
 /// `rdma_cm_client_connection`'s attempts at the data connection, and the pause between.
 const DATA_CONNECT_TRIES: u32 = 10;
@@ -82,6 +92,18 @@ pub(in crate::endpoint::app) struct CmDialogue {
     hung_up: bool,
     /// `-T`: the type of service our connections ask for.
     tos: Option<u8>,
+}
+
+/// A test QP of `-c UD` to resolve ([`CmDialogue::resolve_data`]): its CQs, and a part of
+/// its buffer (registered at `va` under `key`) for the connection parameters' message.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::endpoint::app) struct UdLane {
+    pub qpn: Qpn,
+    pub cq: CqId,
+    pub recv_cq: CqId,
+    pub key: u32,
+    pub va: u64,
+    pub addr: u64,
 }
 
 /// Keys all zero, what both sides send in the two syncs around the data connection.
@@ -173,14 +195,27 @@ impl CmDialogue {
 
     /// The next connect request, from the events kept aside or the wire.
     fn next_request(&mut self, rt: &mut Runtime) -> Result<(ConnId, IpAddr), AppError> {
+        self.next_event(rt, |e| match e {
+            CmEvent::ConnectRequest { id, request } => Some((*id, request.peer)),
+            _ => None,
+        })
+    }
+
+    /// The first event `wanted` takes, from the events kept aside or the wire (others
+    /// are dropped).
+    fn next_event<T>(
+        &mut self,
+        rt: &mut Runtime,
+        wanted: impl Fn(&CmEvent) -> Option<T>,
+    ) -> Result<T, AppError> {
         let deadline = Instant::now() + self.timeout;
         loop {
             let event = match self.events.pop_front() {
                 Some(e) => e,
                 None => rt.wait_cm_event(deadline.saturating_duration_since(Instant::now()))?,
             };
-            if let CmEvent::ConnectRequest { id, request } = event {
-                return Ok((id, request.peer));
+            if let Some(t) = wanted(&event) {
+                return Ok(t);
             }
         }
     }
@@ -205,32 +240,193 @@ impl CmDialogue {
         out_reads: u8,
         mtu: Mtu,
     ) -> Result<(), AppError> {
+        self.between_syncs(rt, |d, rt| {
+            for &qpn in qpns {
+                rt.cm_init_qp(qpn, QpType::Rc)?;
+                let id = match d.role {
+                    Role::Client => d.connect_data_client(rt, qpn, out_reads, mtu)?,
+                    Role::Server => {
+                        let (id, _) = d.next_request(rt)?;
+                        let mut accept = AcceptParams::new(qpn);
+                        accept.responder_resources = out_reads.max(1);
+                        accept.initiator_depth = out_reads.max(1);
+                        rt.cm_accept(id, accept)?;
+                        id
+                    }
+                };
+                d.data.push(id);
+            }
+            Ok(())
+        })
+    }
+
+    /// `create_rdma_cm_connection`'s two syncs around `connect`.
+    fn between_syncs<T>(
+        &mut self,
+        rt: &mut Runtime,
+        connect: impl FnOnce(&mut Self, &mut Runtime) -> Result<T, AppError>,
+    ) -> Result<T, AppError> {
         self.hand_shake(
             rt,
             zero_keys(),
             "syncing before the rdma_cm connection of the test QP",
         )?;
-        for &qpn in qpns {
-            rt.cm_init_qp(qpn, QpType::Rc)?;
-            let id = match self.role {
-                Role::Client => self.connect_data_client(rt, qpn, out_reads, mtu)?,
-                Role::Server => {
-                    let (id, _) = self.next_request(rt)?;
-                    let mut accept = AcceptParams::new(qpn);
-                    accept.responder_resources = out_reads.max(1);
-                    accept.initiator_depth = out_reads.max(1);
-                    rt.cm_accept(id, accept)?;
-                    id
-                }
-            };
-            self.data.push(id);
-        }
+        let made = connect(self, rt)?;
         self.hand_shake(
             rt,
             zero_keys(),
             "syncing after the rdma_cm connection of the test QP",
         )?;
-        Ok(())
+        Ok(made)
+    }
+
+    /// `create_rdma_cm_connection` for `-c UD`: each of the test's UD QPs (in RTS already,
+    /// with rdma_cm's Q_Key) resolved through rdma_cm in the UDP port space, between the
+    /// same two syncs. The client sends a SIDR_REQ per QP, in order, and learns the
+    /// server's QPN and Q_Key from the SIDR_REP (`rdma_cm_establish_ud_connection`); the
+    /// server answers each with its next QP. Returns each QP's destination: the client's
+    /// always; the server's only when it sends too (`--lat` or `-b`: `answered`), learnt
+    /// from a 4-byte SEND with immediate, the client's QPN, that the client sends once
+    /// resolved and the server receives into `lanes[i]`'s buffer (its GRH area gives the
+    /// address and traffic class, `ibv_create_ah_from_wc`). There is nothing to disconnect
+    /// afterwards: perftest disconnects no UD QP.
+    pub fn resolve_data(
+        &mut self,
+        rt: &mut Runtime,
+        lanes: &[UdLane],
+        answered: bool,
+    ) -> Result<Vec<Option<UdDest>>, AppError> {
+        let listener = match self.role {
+            // Listening before the first sync: the client resolves right after it.
+            Role::Server => Some(rt.cm_listen(ListenParams {
+                port_space: PortSpace::Udp,
+                port: self.port,
+                addr: None,
+            })?),
+            Role::Client => None,
+        };
+        let dests = self.between_syncs(rt, |d, rt| {
+            lanes
+                .iter()
+                .map(|lane| match d.role {
+                    Role::Client => d.resolve_client(rt, lane, answered).map(Some),
+                    Role::Server => d.resolve_server(rt, lane, answered),
+                })
+                .collect()
+        });
+        if let Some(l) = listener {
+            rt.host_mut().cm_stop_listening(l);
+        }
+        dests
+    }
+
+    /// One SIDR_REQ (retried as [`Self::connect_data_client`] retries a REQ: the server
+    /// may not listen yet), then the SEND that tells the server where we are.
+    fn resolve_client(
+        &mut self,
+        rt: &mut Runtime,
+        lane: &UdLane,
+        answered: bool,
+    ) -> Result<UdDest, AppError> {
+        let mut tries = 0;
+        let dest = loop {
+            tries += 1;
+            let id = rt.cm_resolve(SidrParams {
+                dest: self.peer,
+                src: self.peer,
+                port: self.port,
+                private_data: Vec::new(),
+                traffic_class: self.tos,
+            })?;
+            let event = self.next_event(rt, |e| match e {
+                CmEvent::SidrResolved { .. }
+                | CmEvent::SidrFailed { .. }
+                | CmEvent::TimedOut { .. }
+                    if e.id() == id =>
+                {
+                    Some(e.clone())
+                }
+                _ => None,
+            })?;
+            match event {
+                CmEvent::SidrResolved { qpn, qkey, .. } => {
+                    // The resolved route's address handle: rdma_cm gives it the TOS.
+                    break UdDest {
+                        traffic_class: self.tos,
+                        ..UdDest::new(self.peer, qpn, qkey)
+                    };
+                }
+                CmEvent::SidrFailed { status, .. }
+                    if status == sidr_status::SERVICE_ID_NOT_SUPPORTED
+                        && tries < DATA_CONNECT_TRIES =>
+                {
+                    rt.serve_for(DATA_CONNECT_PAUSE)?;
+                }
+                e => return Err(cm_app::connect_error(&e, self.peer, self.port)),
+            }
+        };
+        if answered {
+            let sge = vec![Sge {
+                addr: lane.addr,
+                length: 4,
+                lkey: lane.key,
+            }];
+            let imm = lane.qpn.value();
+            let mut wr = SendWr::new(UD_PARAMS_WRID, SendOp::SendWithImm { imm }, sge);
+            wr.ud = Some(dest);
+            rt.post_send(lane.qpn, wr)?;
+            let qpn = lane.qpn;
+            let wc = wait_or_stall(rt, lane.cq, self.timeout, || {
+                format!("QP {qpn}'s SEND of its UD connection parameters")
+            })?;
+            check(&wc)?;
+        }
+        Ok(dest)
+    }
+
+    /// The next SIDR_REQ answered with `lane`'s QP and rdma_cm's Q_Key; then, if the
+    /// server sends too, the client's SEND with its QPN (the receive posted before the
+    /// SIDR_REP, as perftest posts it before `rdma_accept`).
+    fn resolve_server(
+        &mut self,
+        rt: &mut Runtime,
+        lane: &UdLane,
+        answered: bool,
+    ) -> Result<Option<UdDest>, AppError> {
+        let id = self.next_event(rt, |e| match e {
+            CmEvent::SidrRequest { id, .. } => Some(*id),
+            _ => None,
+        })?;
+        if answered {
+            let sge = vec![Sge {
+                addr: lane.addr,
+                length: GRH_LEN as u32 + 4,
+                lkey: lane.key,
+            }];
+            rt.post_recv(lane.qpn, RecvWr::new(UD_PARAMS_WRID, sge))?;
+        }
+        rt.cm_sidr_reply(id, &SidrReply::new(lane.qpn, RDMA_UDP_QKEY))?;
+        if !answered {
+            return Ok(None);
+        }
+        let qpn = lane.qpn;
+        let wc = wait_or_stall(rt, lane.recv_cq, self.timeout, || {
+            format!("the client's UD connection parameters for QP {qpn}")
+        })?;
+        check(&wc)?;
+        let (Some(imm), Some(src)) = (wc.imm_data, wc.src_addr) else {
+            return Err(AppError::Invalid(format!(
+                "the client's UD connection parameters for QP {qpn} came without its QPN"
+            )));
+        };
+        let remote = Qpn::new(imm & 0xff_ffff);
+        let area = rt.mr_bytes(lane.key).and_then(|b| {
+            let at = usize::try_from(lane.addr.checked_sub(lane.va)?).ok()?;
+            b.get(at..at + GRH_LEN)
+        });
+        Ok(area
+            .and_then(|a| UdDest::reply_to(a, remote, RDMA_UDP_QKEY))
+            .or(Some(UdDest::new(src, remote, RDMA_UDP_QKEY))))
     }
 
     /// The server listens again only after the sync: a REJ "invalid service ID" meanwhile

@@ -27,9 +27,7 @@ use core::time::Duration;
 use std::io::Write;
 use std::time::Instant;
 
-use super::{
-    AppError, Dialogue, MAX_SIZE, PerfOptions, Setup, Test, check, post_receive, recv_wr, stalled,
-};
+use super::{AppError, Dialogue, PerfOptions, Setup, Test, check, post_receive, recv_wr, stalled};
 use crate::endpoint::oob::perftest::BwTest;
 use crate::endpoint::runtime::Runtime;
 use crate::transport::SendWr;
@@ -264,15 +262,6 @@ impl Run {
     }
 }
 
-/// The sizes of one run: `-a`'s 2 to [`MAX_SIZE`], or the one size.
-fn sizes(opts: &PerfOptions, size: u32) -> Vec<u32> {
-    if opts.all_sizes {
-        (1..=MAX_SIZE.trailing_zeros()).map(|e| 1 << e).collect()
-    } else {
-        vec![size]
-    }
-}
-
 /// Runs the latency test on a connected setup: a row per size (`-a`) or one, of the `-n`
 /// table or `-D`'s; returns the last row's figures (none on a passive READ/atomic server).
 /// Ends the out-of-band dialogue as perftest does: READ, atomics and SEND close it (the
@@ -292,7 +281,7 @@ pub(super) fn run(
             None => lat_header(),
         };
         let _ = write!(out, "{header}");
-        for size in sizes(opts, s.size) {
+        for size in s.sizes(opts) {
             s.size = size;
             if opts.all_sizes && opts.test == BwTest::Send {
                 // ib_send_lat posts each size's receives, then shakes hands.
