@@ -14,7 +14,7 @@
 # -a: send as our client, write as our server; and -D: write as client, send as server); ib_write_lat,
 # ib_send_lat, ib_read_lat and ib_atomic_lat, and with -a (write as our client, send as our
 # server) and -D (send as our client, read as our server); perftest's -c UC and -c UD (UD also
-# with -a, and over -R); ATOMIC WRITE, FLUSH (and FLUSH
+# with -a, over -R, and with --rate_limit); ATOMIC WRITE, FLUSH (and FLUSH
 # without flush rights) and SEND with Invalidate of a memory window with lab_verbs on the
 # lab's trixie guest (Linux 6.12). rdma_cm cases: rping over IPv4 and IPv6,
 # ucmatose and udaddy with 4 connections, ucmatose -t and udaddy -t (type of service), perftest's -R (ib_*_bw, ib_send_bw -b and -T,
@@ -398,6 +398,11 @@ BW="-n 1000 -s 1024 -c UD" CHECK=ud_only case_bw "ib_send_bw-ud-server" server s
 for role in client server; do
   LAT="-n 200 -c UD" CHECK=ud_only case_lat "ib_send_lat-ud-$role" $role send
 done
+# --rate_limit (perftest's software rate limiter): our UC client sends 1000 SENDs of 4 KiB
+# at 4 MiB/s, bursts of 8 messages 128 times a second, and the emulated guest, which lost
+# most of them at full rate (hence 100 of 1 KiB in the case above), takes them all.
+BW="-n 1000 -s 4096 -c UC --rate_limit 4 --rate_units M --rate_limit_type SW --burst_size 8" \
+  CHECK=uc_only case_bw "ib_send_bw-uc-rate-client" client send ""
 # -c UD -a: the sizes stop at the path MTU, 2 to 1024 bytes (perftest's size_max_pow); the
 # guest's client sending to our server, and the latency test with ours as client.
 BW="-n 20 -a -c UD" CHECK=ud_only case_bw "ib_send_bw-ud-all-server" server send ""

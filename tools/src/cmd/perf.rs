@@ -7,7 +7,9 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use roce::endpoint::DEFAULT_SPIN;
 use roce::endpoint::app::default_gid_index;
-use roce::endpoint::app::perf::{self, AtomicType, PerfOptions};
+use roce::endpoint::app::perf::{
+    self, AtomicType, PerfOptions, RateLimit, RateLimitType, RateUnits,
+};
 use roce::endpoint::oob::perftest::BwTest;
 use roce::transport::{Mtu, QpType};
 
@@ -32,6 +34,31 @@ pub enum ConnectionArg {
     Uc,
     #[value(name = "UD")]
     Ud,
+}
+
+/// `--rate_units`, spelled as perftest spells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RateUnitsArg {
+    /// MiB per second.
+    #[value(name = "M")]
+    Mebibytes,
+    /// Gb per second.
+    #[value(name = "g")]
+    Gigabits,
+    /// Messages per second.
+    #[value(name = "p")]
+    Packets,
+}
+
+/// `--rate_limit_type`, spelled as perftest spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RateLimitTypeArg {
+    #[value(name = "SW")]
+    Sw,
+    #[value(name = "HW")]
+    Hw,
+    #[value(name = "PP")]
+    Pp,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -80,6 +107,9 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
   roce perf send -R -c UD --iface tap:roce0 --ip 10.77.0.2/24 -a -n 100 10.77.0.11
       UD SENDs of 2 bytes up to the path MTU, the QP resolved through rdma_cm (SIDR),
       against `ib_send_bw -R -x 1 -F -c UD -a -n 100`
+  roce perf send --iface tap:roce0 --ip 10.77.0.2/24 -c UD -s 1024 -n 1000 --rate_limit 2 --rate_units M --rate_limit_type SW 10.77.0.11
+      1000 UD SENDs at 2 MiB/s (bursts of 128, 16 a second), which an emulated guest's
+      `ib_send_bw -x 1 -F -c UD -s 1024 -n 1000` takes without losing any
   roce perf write --iface tap:roce0 --ip 10.77.0.2/24 -q 4 -b -n 100 10.77.0.11
       four QPs, both directions at once, against `ib_write_bw -x 1 -F -q 4 -b -n 100`
   roce perf write --iface xdp:eth1 --ip 10.0.0.5/24 --tclass 106 --vlan 100 --pcp 3 --line-gbps 100 10.0.0.7
@@ -181,6 +211,24 @@ pub struct PerfArgs {
         default_value = "RC"
     )]
     pub connection: ConnectionArg,
+    /// perftest's software rate limiter: the requester of a bandwidth test sends at most
+    /// RATE (in --rate_units), in bursts of --burst_size messages (default: -t) spaced
+    /// evenly; a UC or UD sender is held to what its receiver takes. Without
+    /// --rate_limit_type, perftest's HW default takes only an InfiniBand static rate
+    /// (2.5, 5, 10, ... 300) and then falls back to SW on a RoCE port, saying so.
+    #[arg(long = "rate_limit", value_name = "RATE")]
+    pub rate_limit: Option<f64>,
+    /// The units of --rate_limit: M (MiB/s), g (Gb/s, the default) or p (messages/s).
+    #[arg(long = "rate_units", value_enum, value_name = "UNITS")]
+    pub rate_units: Option<RateUnitsArg>,
+    /// SW paces the posts (not the latency tests, atomics or -b send, as perftest); HW
+    /// (a QP static rate) and PP (NIC packet pacing) are refused: a software endpoint on
+    /// a RoCE port has neither.
+    #[arg(long = "rate_limit_type", value_enum, value_name = "TYPE")]
+    pub rate_limit_type: Option<RateLimitTypeArg>,
+    /// Messages per burst of the rate limiter (default: the TX depth).
+    #[arg(long = "burst_size", value_name = "N")]
+    pub burst_size: Option<u32>,
     /// Accepted for perftest compatibility (no CPU frequency check is ever made).
     #[arg(short = 'F', long = "CPU-freq")]
     pub cpu_freq: bool,
@@ -226,6 +274,21 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     opts.all_sizes = args.all;
     opts.duration = args.duration.map(|s| Duration::from_secs(s.into()));
     opts.gbits = args.report_gbits;
+    opts.rate_limit = RateLimit {
+        rate: args.rate_limit,
+        units: match args.rate_units {
+            Some(RateUnitsArg::Mebibytes) => RateUnits::MebibytesPerSec,
+            Some(RateUnitsArg::Gigabits) | None => RateUnits::GigabitsPerSec,
+            Some(RateUnitsArg::Packets) => RateUnits::PacketsPerSec,
+        },
+        kind: match args.rate_limit_type {
+            None => RateLimitType::Unnamed,
+            Some(RateLimitTypeArg::Sw) => RateLimitType::Software,
+            Some(RateLimitTypeArg::Hw) => RateLimitType::Hardware,
+            Some(RateLimitTypeArg::Pp) => RateLimitType::PacketPacing,
+        },
+        burst: args.burst_size,
+    };
     opts.atomic = match args.atomic_type {
         Some(AtomicArg::CmpAndSwap) => AtomicType::CmpAndSwap,
         Some(AtomicArg::FetchAndAdd) | None => AtomicType::FetchAndAdd,

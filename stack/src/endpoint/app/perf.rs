@@ -25,6 +25,7 @@ use super::{AppError, check, check_mtu, local_gid, peer_addr, random_psn};
 
 mod cm;
 mod lat;
+mod pace;
 use crate::endpoint::cm::RDMA_UDP_QKEY;
 use crate::endpoint::connect::QpPath;
 use crate::endpoint::oob::perftest::{
@@ -36,13 +37,15 @@ use crate::endpoint::runtime::Runtime;
 use crate::endpoint::runtime::RuntimeError;
 use crate::transport::{
     Access, CqId, GRH_LEN, MAX_RD_ATOMIC, Mtu, PdId, QpInit, QpType, RecvWr, SendOp, SendWr,
-    SgList, Sge, SrqId, SrqInit, UdDest, WcOpcode,
+    SgList, Sge, SrqId, SrqInit, UdDest, WcOpcode, WorkCompletion,
 };
 use crate::wire::{Qpn, RnrTimer};
 pub use lat::{
     LatDurationReport, LatFigures, LatReport, lat_duration_header, lat_duration_row, lat_header,
     lat_report, lat_row,
 };
+use pace::Pacer;
+pub use pace::{RateLimit, RateLimitType, RateUnits};
 
 const LINE: &str =
     "---------------------------------------------------------------------------------------";
@@ -139,6 +142,9 @@ pub struct PerfOptions {
     /// `-s` was given: with `-c UD` a size above the path MTU is then refused, as perftest
     /// refuses it, rather than cut to the MTU (what perftest does to its default size).
     pub size_given: bool,
+    /// `--rate_limit` and its companions: the bandwidth test's requester posts in paced
+    /// bursts ([`pace`]).
+    pub rate_limit: RateLimit,
 }
 
 /// perftest's `DEF_QKEY`: the Q_Key of its UD QPs and of every UD message it sends.
@@ -182,6 +188,7 @@ impl PerfOptions {
             cq_mod: None,
             connection: QpType::Rc,
             size_given: false,
+            rate_limit: RateLimit::default(),
         }
     }
 
@@ -234,6 +241,7 @@ impl PerfOptions {
         if self.cq_mod == Some(0) {
             return usage("CQ moderation (-Q) must be positive");
         }
+        self.rate_limit.check(self)?;
         if self.qp_timeout > 31 {
             return usage("the QP timeout (-u) is an exponent of 0 to 31");
         }
@@ -775,6 +783,7 @@ fn setup(
              Warning: It can lead to inaccurate results\n"
         ));
     }
+    lines.push_str(&opts.rate_limit.lines(tx_depth));
     lines.push_str(&header.lines());
     for keys in conn.locals() {
         lines.push_str(&keys.print_lines("local", opts.test));
@@ -1295,12 +1304,15 @@ impl<'a> Test<'a> {
     /// One pass over the QPs, posting on each while it has fewer than `tx_depth` outstanding
     /// and `next(qp, seq)` says it posts its request `seq` (`Some`, and whether that asks for a
     /// completion); the time of each post is kept in `posted_at` when given.
+    ///
+    /// A `pacer` (`--rate_limit`) holds posts back between its bursts.
     fn post_round(
         &self,
         rt: &mut Runtime,
         n: &mut Counts,
         mut next: impl FnMut(usize, u64) -> Option<bool>,
         mut posted_at: Option<&mut Vec<Instant>>,
+        mut pacer: Option<&mut Pacer>,
     ) -> Result<(), AppError> {
         // Posting only queues (nothing leaves before the next poll): a round's requests
         // start together, and one clock read stamps them all (one per request was 4% of a
@@ -1309,9 +1321,17 @@ impl<'a> Test<'a> {
         for (i, lane) in self.s.lanes.iter().enumerate() {
             while n.posted[i] - n.completed[i] < u64::from(self.s.tx_depth) {
                 let seq = n.posted[i];
+                if let Some(p) = pacer.as_deref_mut()
+                    && !p.may_post(*round_start.get_or_insert_with(Instant::now))
+                {
+                    return Ok(());
+                }
                 let Some(signaled) = next(i, seq) else {
                     break;
                 };
+                if let Some(p) = pacer.as_deref_mut() {
+                    p.posted();
+                }
                 let (op, sge) = &self.ops[i];
                 let mut wr = SendWr::new(wr_id(i, seq), *op, sge.clone());
                 wr.signaled = signaled;
@@ -1343,17 +1363,22 @@ impl<'a> Test<'a> {
         let mut completed_at = Vec::with_capacity(total as usize);
         let mut n = Counts::new(s.lanes.len());
         let mut sending = recv.is_none() || opts.server.is_some();
+        // perftest's run_iter_bi (-b SEND) paces nothing.
+        let mut pacer = match recv {
+            None => opts.rate_limit.pacer(s.size, s.tx_depth)?,
+            Some(_) => None,
+        };
         let received = |recv: &Option<Receives>| recv.as_ref().map(|r| r.received);
         while n.total_completed < total || received(&recv).is_some_and(|r| r < total) {
             if sending {
                 let next =
                     |_, seq: u64| (seq < iters).then(|| s.moderated(seq) || seq + 1 == iters);
-                self.post_round(rt, &mut n, next, Some(&mut posted_at))?;
+                self.post_round(rt, &mut n, next, Some(&mut posted_at), pacer.as_mut())?;
             }
             let done = n.total_completed + received(&recv).unwrap_or(0);
-            let wc = rt
-                .wait_completion(s.cq, opts.timeout)
-                .map_err(|_| stalled(opts, done as u32))?;
+            let Some(wc) = self.next_completion(rt, pacer.as_ref(), done)? else {
+                continue;
+            };
             check(&wc)?;
             match &mut recv {
                 Some(r) if wc.opcode == WcOpcode::Recv => {
@@ -1369,6 +1394,24 @@ impl<'a> Test<'a> {
         Ok(report(s.size, &posted_at, &completed_at, opts.unit()))
     }
 
+    /// The next completion on the test's CQ, waiting at most `-t`'s timeout (a stall,
+    /// `done` operations in); between a `pacer`'s bursts only until the next may start
+    /// (`None` then, to post it).
+    fn next_completion(
+        &self,
+        rt: &mut Runtime,
+        pacer: Option<&Pacer>,
+        done: u64,
+    ) -> Result<Option<WorkCompletion>, AppError> {
+        let opts = self.opts;
+        let gap = pacer.and_then(|p| p.gap_left(Instant::now()));
+        match rt.wait_completion(self.s.cq, gap.unwrap_or(opts.timeout).min(opts.timeout)) {
+            Ok(wc) => Ok(Some(wc)),
+            Err(RuntimeError::Timeout { .. }) if gap.is_some_and(|g| g < opts.timeout) => Ok(None),
+            Err(_) => Err(stalled(opts, done as u32)),
+        }
+    }
+
     /// `-D`: posts for `duration`, at most `tx_depth` outstanding per QP, a completion every
     /// `cq_mod`, and counts the operations completed between the margins ([`Window`]); each
     /// QP's last request is signalled so that all are reaped before the end. No peak, as
@@ -1378,6 +1421,7 @@ impl<'a> Test<'a> {
         let mut window = Window::new(duration);
         let mut n = Counts::new(s.lanes.len());
         let mut last_signaled = vec![true; s.lanes.len()];
+        let mut pacer = opts.rate_limit.pacer(s.size, s.tx_depth)?;
         loop {
             let stopped = window.ended(Instant::now());
             let next = |i: usize, seq| {
@@ -1386,13 +1430,13 @@ impl<'a> Test<'a> {
                     last_signaled[i]
                 })
             };
-            self.post_round(rt, &mut n, next, None)?;
+            self.post_round(rt, &mut n, next, None, pacer.as_mut())?;
             if stopped && n.total_completed == n.total_posted {
                 break;
             }
-            let wc = rt
-                .wait_completion(s.cq, opts.timeout)
-                .map_err(|_| stalled(opts, n.total_completed as u32))?;
+            let Some(wc) = self.next_completion(rt, pacer.as_ref(), n.total_completed)? else {
+                continue;
+            };
             check(&wc)?;
             n.complete(wc.wr_id);
             window.note(Instant::now(), n.total_completed);
@@ -1420,7 +1464,7 @@ impl<'a> Test<'a> {
                 None => opts.timeout,
             };
             if window.is_some() {
-                self.post_round(rt, &mut n, |_, seq| Some(s.moderated(seq)), None)?;
+                self.post_round(rt, &mut n, |_, seq| Some(s.moderated(seq)), None, None)?;
             }
             let wc = match rt.wait_completion(s.cq, wait) {
                 Ok(wc) => wc,
@@ -1911,6 +1955,38 @@ mod tests {
                 assert_eq!(client.own.map(|r| r.iters), Some(all), "{case}");
                 assert_eq!(server.own.map(|r| r.iters), Some(all), "{case}");
             }
+        }
+    }
+
+    /// --rate_limit: the requester posts bursts of --burst_size, one per gap (3000
+    /// messages/s in bursts of 10: 300 bursts a second), so its message rate stays at
+    /// the limit (300 messages span 29 gaps: 3103/s at most, with no time for the last
+    /// burst's completions); -D paced the same way.
+    #[test]
+    fn rate_limit_paces_the_requester() {
+        for (test, connection, duration) in [
+            (BwTest::Write, QpType::Rc, None),
+            (BwTest::Send, QpType::Ud, None),
+            (BwTest::Write, QpType::Uc, Some(Duration::from_secs(2))),
+        ] {
+            let mut opts = options(test, 64);
+            opts.set_connection(connection);
+            opts.rate_limit = RateLimit {
+                rate: Some(3000.0),
+                units: RateUnits::PacketsPerSec,
+                kind: RateLimitType::Software,
+                burst: Some(10),
+            };
+            opts.duration = duration;
+            let (client, _, out) = perf_with(opts, 21);
+            let own = client.own.unwrap();
+            let case = format!("{test:?} {connection:?} {duration:?}");
+            assert!(
+                own.msg_rate > 0.0 && own.msg_rate <= 0.0032,
+                "{case}: {own:?}"
+            );
+            // perftest's line only when the burst size is the TX depth.
+            assert!(!out.contains("Setting burst size"), "{out}");
         }
     }
 
