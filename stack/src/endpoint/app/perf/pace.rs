@@ -65,9 +65,6 @@ pub struct RateLimit {
     pub burst: Option<u32>,
 }
 
-// The rate is never NaN: `check` refuses anything but a positive number.
-impl Eq for RateLimit {}
-
 impl RateLimit {
     /// Whether the requester is paced at all.
     pub fn active(&self) -> bool {
@@ -203,10 +200,12 @@ impl Pacer {
         self.left = self.left.saturating_sub(1);
     }
 
-    /// Between bursts: how long until the next may start.
+    /// Between bursts: how long until the next may start (zero once it may: the requester
+    /// must then post it rather than wait for a completion, which unsignaled requests may
+    /// never bring).
     pub fn gap_left(&self, now: Instant) -> Option<Duration> {
         match (self.left, self.next) {
-            (0, Some(t)) if now < t => Some(t - now),
+            (0, Some(t)) => Some(t.saturating_duration_since(now)),
             _ => None,
         }
     }
@@ -275,6 +274,8 @@ mod tests {
             p.gap_left(t0 + Duration::from_millis(3)),
             Some(p.gap - Duration::from_millis(3))
         );
+        // The gap over but the next burst not started: nothing to wait for.
+        assert_eq!(p.gap_left(t0 + p.gap * 2), Some(Duration::ZERO));
         assert!(p.may_post(t0 + p.gap));
         assert_eq!(p.gap_left(t0 + p.gap), None);
     }
