@@ -229,6 +229,18 @@ pub struct PerfArgs {
     /// Messages per burst of the rate limiter (default: the TX depth).
     #[arg(long = "burst_size", value_name = "N")]
     pub burst_size: Option<u32>,
+    /// No peak bandwidth: 0.00 in its column (perftest's -N; it also measures none above
+    /// 20,000 operations per QP, and neither does this).
+    #[arg(short = 'N', long = "noPeak")]
+    pub no_peak: bool,
+    /// Fail (exit 1) unless the average bandwidth reaches VALUE in the table's unit
+    /// (perftest's -w; with -a, unless one size reaches it).
+    #[arg(short = 'w', long = "limit_bw", value_name = "VALUE")]
+    pub limit_bw: Option<f64>,
+    /// Fail (exit 1) unless the message rate reaches VALUE Mpps (perftest's -y; its own
+    /// check only runs with -w as well, this one always does).
+    #[arg(short = 'y', long = "limit_msgrate", value_name = "VALUE")]
+    pub limit_msgrate: Option<f64>,
     /// Accepted for perftest compatibility (no CPU frequency check is ever made).
     #[arg(short = 'F', long = "CPU-freq")]
     pub cpu_freq: bool,
@@ -274,6 +286,9 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     opts.all_sizes = args.all;
     opts.duration = args.duration.map(|s| Duration::from_secs(s.into()));
     opts.gbits = args.report_gbits;
+    opts.no_peak = args.no_peak;
+    opts.limit_bw = args.limit_bw;
+    opts.limit_msgrate = args.limit_msgrate;
     opts.rate_limit = RateLimit {
         rate: args.rate_limit,
         units: match args.rate_units {

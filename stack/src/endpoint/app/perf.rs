@@ -83,7 +83,7 @@ impl AtomicType {
 }
 
 /// What `roce perf` runs: perftest's options with its spellings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PerfOptions {
     /// WRITE, READ, SEND or atomic.
     pub test: BwTest,
@@ -145,7 +145,19 @@ pub struct PerfOptions {
     /// `--rate_limit` and its companions: the bandwidth test's requester posts in paced
     /// bursts ([`pace`]).
     pub rate_limit: RateLimit,
+    /// `-N`: no peak bandwidth (0.00 in its column), as perftest also does on its own
+    /// above [`PEAK_MAX_ITERS`] operations per QP.
+    pub no_peak: bool,
+    /// `-w`: the run fails unless a row this side measured reaches this average bandwidth
+    /// (in the table's unit, MB/s or with `--report_gbits` Gb/s).
+    pub limit_bw: Option<f64>,
+    /// `-y`: the same for the message rate (Mpps).
+    pub limit_msgrate: Option<f64>,
 }
+
+/// perftest measures no peak bandwidth above this many operations per QP (its
+/// `force_dependecies`), printing 0.00.
+pub const PEAK_MAX_ITERS: u32 = 20_000;
 
 /// perftest's `DEF_QKEY`: the Q_Key of its UD QPs and of every UD message it sends.
 pub const DEF_QKEY: u32 = 0x1111_1111;
@@ -189,6 +201,9 @@ impl PerfOptions {
             connection: QpType::Rc,
             size_given: false,
             rate_limit: RateLimit::default(),
+            no_peak: false,
+            limit_bw: None,
+            limit_msgrate: None,
         }
     }
 
@@ -199,6 +214,12 @@ impl PerfOptions {
             self.rx_depth = UC_MAX_RX;
         }
         self.connection = connection;
+    }
+
+    /// Whether the peak bandwidth is measured: not with `-N`, nor above
+    /// [`PEAK_MAX_ITERS`] operations per QP (duration mode has none either).
+    fn measures_peak(&self) -> bool {
+        !self.no_peak && self.iters <= PEAK_MAX_ITERS
     }
 
     /// Bytes per second in one unit of the bandwidth columns.
@@ -242,6 +263,19 @@ impl PerfOptions {
             return usage("CQ moderation (-Q) must be positive");
         }
         self.rate_limit.check(self)?;
+        for (limit, flag) in [(self.limit_bw, "-w"), (self.limit_msgrate, "-y")] {
+            match limit {
+                Some(l) if !(l >= 0.0 && l.is_finite()) => {
+                    return usage(&format!(
+                        "the limit of {flag} must be a number of at least 0"
+                    ));
+                }
+                Some(_) if self.latency => {
+                    return usage(&format!("{flag} is for the bandwidth tests, not --lat"));
+                }
+                _ => {}
+            }
+        }
         if self.qp_timeout > 31 {
             return usage("the QP timeout (-u) is an exponent of 0 to 31");
         }
@@ -417,11 +451,14 @@ pub fn run(
             latency_duration: figures.duration,
         });
     }
+    let mut verdict = Verdict::default();
     if opts.duplex {
-        return run_duplex(rt, opts, conn, &mut s, out);
+        let r = run_duplex(rt, opts, conn, &mut s, out, &mut verdict)?;
+        verdict.check(opts)?;
+        return Ok(r);
     }
     let own = match (opts.server.is_some(), opts.test) {
-        _ if opts.all_sizes => run_all_sizes(rt, opts, &mut conn, &mut s, out)?,
+        _ if opts.all_sizes => run_all_sizes(rt, opts, &mut conn, &mut s, out, &mut verdict)?,
         (true, _) => Some(Test::new(opts, &s).client(rt)?),
         (false, BwTest::Send) => Some(Test::new(opts, &s).send_server(rt)?),
         (false, _) => None,
@@ -440,12 +477,48 @@ pub fn run(
         Some(_) if opts.all_sizes => writeln!(out, "{LINE}"),
         _ => write!(out, "{}", report_table(&printed, opts.gbits)),
     };
+    if let (Some(r), false) = (&own, opts.all_sizes) {
+        verdict.note(opts, r);
+    }
+    verdict.check(opts)?;
     Ok(PerfResult {
         own,
         printed,
         latency: None,
         latency_duration: None,
     })
+}
+
+/// perftest's `-w` / `-y` verdict over the rows this side measured and printed: each limit
+/// passes if any row reaches it (perftest ORs the rows of `-a`).
+#[derive(Debug, Default)]
+struct Verdict {
+    rows: bool,
+    bw: bool,
+    msg_rate: bool,
+}
+
+impl Verdict {
+    fn note(&mut self, opts: &PerfOptions, r: &BwReport) {
+        self.rows = true;
+        self.bw |= opts.limit_bw.is_none_or(|l| r.bw_avg >= l);
+        self.msg_rate |= opts.limit_msgrate.is_none_or(|l| r.msg_rate >= l);
+    }
+
+    /// perftest's errors (exit 1) when a limit was not reached; none without a row (a
+    /// passive server measures nothing).
+    fn check(&self, opts: &PerfOptions) -> Result<(), AppError> {
+        let unit = if opts.gbits { "Gb/sec" } else { "MB/sec" };
+        match (self.rows, opts.limit_bw, opts.limit_msgrate) {
+            (true, Some(l), _) if !self.bw => Err(AppError::Invalid(format!(
+                "Error: BW result is below bw limit ({l} {unit}, -w)"
+            ))),
+            (true, _, Some(l)) if !self.msg_rate => Err(AppError::Invalid(format!(
+                "Error: Msg rate is below msg_rate limit ({l} Mpps, -y)"
+            ))),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// `-b`: both sides run the test at once, as perftest's bidirectional tests. WRITE, READ
@@ -465,6 +538,7 @@ fn run_duplex(
     mut conn: Dialogue,
     s: &mut Setup,
     out: &mut dyn Write,
+    verdict: &mut Verdict,
 ) -> Result<PerfResult, AppError> {
     let send = opts.test == BwTest::Send;
     // The peer may still be finishing its half.
@@ -507,6 +581,7 @@ fn run_duplex(
             true => write!(out, "{}", report_row(&printed, opts.gbits)),
             false => write!(out, "{}", report_table(&printed, opts.gbits)),
         };
+        verdict.note(opts, &printed);
         let _ = out.flush();
         last = Some((mine, printed));
     }
@@ -544,6 +619,7 @@ fn run_all_sizes(
     conn: &mut Dialogue,
     s: &mut Setup,
     out: &mut dyn Write,
+    verdict: &mut Verdict,
 ) -> Result<Option<BwReport>, AppError> {
     let client = opts.server.is_some();
     let send = opts.test == BwTest::Send;
@@ -572,6 +648,7 @@ fn run_all_sizes(
         };
         let _ = write!(out, "{}", report_row(&r, opts.gbits));
         let _ = out.flush();
+        verdict.note(opts, &r);
         last = Some(r);
     }
     Ok(last)
@@ -1151,7 +1228,7 @@ fn slope_le(p: Point, q: Point, r: Point, s: Point) -> bool {
 /// The figures of `posted.len()` messages of `size` bytes: the average from the first post
 /// to the last completion, and the peak of [`peak_delta`], bandwidth in `unit`s (bytes per
 /// second) of [`PerfOptions::unit`].
-fn report(size: u32, posted: &[Instant], completed: &[Instant], unit: f64) -> BwReport {
+fn report(size: u32, posted: &[Instant], completed: &[Instant], unit: f64, peak: bool) -> BwReport {
     let (Some(first), Some(last)) = (posted.first(), completed.last()) else {
         return BwReport::default();
     };
@@ -1160,11 +1237,14 @@ fn report(size: u32, posted: &[Instant], completed: &[Instant], unit: f64) -> Bw
         .as_secs_f64()
         .max(1e-9);
     let iters = completed.len() as f64;
-    let fastest = peak_delta(posted, completed).as_secs_f64().max(1e-9);
+    let bw_peak = match peak {
+        true => f64::from(size) / peak_delta(posted, completed).as_secs_f64().max(1e-9) / unit,
+        false => 0.0,
+    };
     BwReport {
         size: u64::from(size),
         iters: completed.len() as u64,
-        bw_peak: f64::from(size) / fastest / unit,
+        bw_peak,
         bw_avg: f64::from(size) * iters / secs / unit,
         msg_rate: iters / secs / 1e6,
     }
@@ -1391,7 +1471,8 @@ impl<'a> Test<'a> {
                 }
             }
         }
-        Ok(report(s.size, &posted_at, &completed_at, opts.unit()))
+        let peak = opts.measures_peak();
+        Ok(report(s.size, &posted_at, &completed_at, opts.unit(), peak))
     }
 
     /// The next completion on the test's CQ, waiting at most `-t`'s timeout (a stall,
@@ -1988,6 +2069,63 @@ mod tests {
             // perftest's line only when the burst size is the TX depth.
             assert!(!out.contains("Setting burst size"), "{out}");
         }
+    }
+
+    /// -N and above 20,000 operations: no peak (0.00); -w/-y: the run fails once it is
+    /// over unless a row reaches the limit (-a: any row), and a passive server, which
+    /// measured nothing, never fails.
+    #[test]
+    fn no_peak_and_limits() {
+        let mut opts = options(BwTest::Write, 64);
+        opts.no_peak = true;
+        let (client, _, out) = perf_with(opts.clone(), 31);
+        let own = client.own.unwrap();
+        assert!(own.bw_peak == 0.0 && own.bw_avg > 0.0, "{own:?}");
+        assert!(out.contains(" 64         300              0.00 "), "{out}");
+        opts.no_peak = false;
+        opts.iters = PEAK_MAX_ITERS + 1;
+        assert!(!opts.measures_peak());
+        opts.iters = PEAK_MAX_ITERS;
+        assert!(opts.measures_peak());
+
+        for (test, all_sizes) in [(BwTest::Write, false), (BwTest::Send, true)] {
+            let mut opts = options(test, 64);
+            opts.all_sizes = all_sizes;
+            opts.iters = 5;
+            // Reached: a bandwidth of 0 and a rate of 0 always are.
+            (opts.limit_bw, opts.limit_msgrate) = (Some(0.0), Some(0.0));
+            let (client, ..) = perf_with(opts.clone(), 32);
+            assert!(client.own.is_some());
+            for (bw, rate, says) in [
+                (Some(1e9), None, "below bw limit"),
+                (None, Some(1e9), "below msg_rate"),
+            ] {
+                (opts.limit_bw, opts.limit_msgrate) = (bw, rate);
+                let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
+                let mut server_opts = opts.clone();
+                server_opts.port = free_port();
+                let port = server_opts.port;
+                let server = thread::spawn(move || {
+                    let mut rt = runtime(b, "10.0.0.2/24");
+                    run(&mut rt, &server_opts, &mut Vec::new()).map(|_| ())
+                });
+                wait_for_listener(port);
+                let mut rt = runtime(a, "10.0.0.1/24");
+                let mut client_opts = opts.clone();
+                (client_opts.port, client_opts.server) = (port, Some("127.0.0.1".into()));
+                let e = run(&mut rt, &client_opts, &mut Vec::new()).unwrap_err();
+                assert!(e.to_string().contains(says), "{e}");
+                // The SEND server measured its rows and fails too; WRITE's did not.
+                let server = server.join().unwrap();
+                assert_eq!(server.is_err(), test == BwTest::Send, "{test:?} {server:?}");
+            }
+        }
+        let mut lat = options(BwTest::Write, 2);
+        (lat.latency, lat.limit_bw) = (true, Some(1.0));
+        assert!(lat.check().unwrap_err().to_string().contains("not --lat"));
+        lat.latency = false;
+        lat.limit_msgrate = Some(-1.0);
+        assert!(lat.check().unwrap_err().to_string().contains("at least 0"));
     }
 
     #[test]
