@@ -107,9 +107,10 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
   roce perf send -R -c UD --iface tap:roce0 --ip 10.77.0.2/24 -a -n 100 10.77.0.11
       UD SENDs of 2 bytes up to the path MTU, the QP resolved through rdma_cm (SIDR),
       against `ib_send_bw -R -x 1 -F -c UD -a -n 100`
-  roce perf send --iface tap:roce0 --ip 10.77.0.2/24 -c UD -s 1024 -n 1000 --rate_limit 2 --rate_units M --rate_limit_type SW 10.77.0.11
-      1000 UD SENDs at 2 MiB/s (bursts of 128, 16 a second), which an emulated guest's
-      `ib_send_bw -x 1 -F -c UD -s 1024 -n 1000` takes without losing any
+  roce perf send --iface tap:roce0 --ip 10.77.0.2/24 -c UC -s 4096 -n 1000 --rate_limit 4 --rate_units M --rate_limit_type SW --burst_size 8 10.77.0.11
+      1000 UC SENDs of 4 KiB at 4 MiB/s (bursts of 8, 128 a second), which an emulated
+      guest's `ib_send_bw -x 1 -F -c UC -s 4096 -n 1000` takes whole (at full rate it
+      loses most of them)
   roce perf write --iface tap:roce0 --ip 10.77.0.2/24 -q 4 -b -n 100 10.77.0.11
       four QPs, both directions at once, against `ib_write_bw -x 1 -F -q 4 -b -n 100`
   roce perf write --iface xdp:eth1 --ip 10.0.0.5/24 --tclass 106 --vlan 100 --pcp 3 --line-gbps 100 10.0.0.7

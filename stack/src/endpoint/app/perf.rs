@@ -292,12 +292,8 @@ impl PerfOptions {
             return usage("--lat runs one QP (perftest's latency tests take no -q)");
         }
         // The most it can take: over UD a path MTU of 4096 and the receive's GRH area.
-        let grh = if self.connection == QpType::Ud {
-            GRH_LEN as u32
-        } else {
-            0
-        };
-        let per_qp = buffer_per_qp(largest_size(self, self.size, 4096) + grh, 4096);
+        let largest = largest_size(self, self.size, 4096) + grh_area(self.connection);
+        let per_qp = buffer_per_qp(largest, 4096);
         if per_qp.saturating_mul(self.num_qps as usize) > MAX_BUFFER {
             return usage(&format!(
                 "-q {} QPs of {per_qp}-byte buffers pass the {} MiB this test may take",
@@ -337,9 +333,14 @@ fn title(test: BwTest, atomic: AtomicType, latency: bool, duplex: bool) -> Strin
     }
 }
 
+/// The bandwidth columns' unit as perftest names it.
+fn bw_unit(gbits: bool) -> &'static str {
+    if gbits { "Gb/sec" } else { "MB/sec" }
+}
+
 /// perftest's `RESULT_FMT` (`RESULT_FMT_G` in Gb/s): the line over the rows.
 pub fn report_header(gbits: bool) -> String {
-    let unit = if gbits { "Gb/sec" } else { "MB/sec" };
+    let unit = bw_unit(gbits);
     format!(" #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]\n")
 }
 
@@ -508,7 +509,7 @@ impl Verdict {
     /// perftest's errors (exit 1) when a limit was not reached; none without a row (a
     /// passive server measures nothing).
     fn check(&self, opts: &PerfOptions) -> Result<(), AppError> {
-        let unit = if opts.gbits { "Gb/sec" } else { "MB/sec" };
+        let unit = bw_unit(opts.gbits);
         match (self.rows, opts.limit_bw, opts.limit_msgrate) {
             (true, Some(l), _) if !self.bw => Err(AppError::Invalid(format!(
                 "Error: BW result is below bw limit ({l} {unit}, -w)"
@@ -700,7 +701,7 @@ fn setup(
     } else {
         size
     };
-    let grh = if ud { GRH_LEN as u32 } else { 0 };
+    let grh = grh_area(opts.connection);
 
     // perftest's buffer: per QP, twice the larger of the message (-a: the largest) and the
     // cycle buffer; QP i's block starts at i times that.
@@ -936,6 +937,16 @@ fn largest_size(opts: &PerfOptions, size: u32, mtu: u32) -> u32 {
         true if opts.connection == QpType::Ud => mtu,
         true => MAX_SIZE,
         false => size,
+    }
+}
+
+/// The GRH area a receive of `connection` starts with: [`GRH_LEN`] bytes over UD, else
+/// none.
+fn grh_area(connection: QpType) -> u32 {
+    if connection == QpType::Ud {
+        GRH_LEN as u32
+    } else {
+        0
     }
 }
 

@@ -67,7 +67,7 @@ pub struct RateLimit {
 
 impl RateLimit {
     /// Whether the requester is paced at all.
-    pub fn active(&self) -> bool {
+    fn active(&self) -> bool {
         self.rate.is_some() || self.kind != RateLimitType::Unnamed
     }
 
