@@ -4,7 +4,8 @@
 # in both roles: "client" cases run the rdma-core/perftest tool as server in the guest and
 # `roce ... 10.77.0.11` as its client; "server" cases run `roce ...` as server and the tool
 # in the guest as client of 10.77.0.1 (the namespace's kernel address, which carries the
-# out-of-band TCP to us; RoCE goes to the GID we announce).
+# out-of-band TCP to us; RoCE goes to the GID we announce). The guest is a serving one
+# (`softroce-lab serve`): booted once, it runs case after case (see serve_guest below).
 #
 # Cases: ibv_rc/uc/ud_pingpong (rc also with -c, and with -t on our side), ibv_srq_pingpong (-q 4), ib_write/read/send/atomic_bw (perftest -x 1 -F) over IPv4;
 # ibv_rc_pingpong over IPv6; path MTU 4096 (guest MTU 9000) besides the default 1024, the
@@ -53,6 +54,7 @@ peer_pid=""
 ours_pid=""
 cleanup() {
   for p in $peer_pid $ours_pid; do kill "$p" 2>/dev/null || true; done
+  "$lab" serve --stop >/dev/null 2>&1 || true
   "$lab" loss 0 >/dev/null 2>&1 || true
   if [[ $own_net -eq 1 ]]; then "$lab" down >/dev/null 2>&1 || true; fi
 }
@@ -65,6 +67,33 @@ t0=$SECONDS
 "$lab" up >/dev/null 2>&1 || fatal "tools/softroce-lab up failed"
 "$lab" loss 0 >/dev/null 2>&1 || fatal "tools/softroce-lab loss failed"
 echo "interop: lab ready and roce built in $((SECONDS - t0)) s; logs in $logs"
+
+# The guest the cases run their tools on: one serving guest (`softroce-lab serve`) booted
+# once and used case after case, rather than a boot a case (about 10 s each under TCG, a
+# third of the suite's time). It is booted afresh after a case that failed, so that nothing
+# one case left in it reaches the next, and for the cases that need another MTU or kernel.
+# If it cannot boot, each case boots a guest of its own (`softroce-lab peer` does so when
+# nothing serves), as slow as before but the same cases.
+# serve_guest [ARGS]: the cases from here on want a serving guest of `softroce-lab serve
+# ARGS` (ROCE_LAB_GUEST chooses the kernel): the one serving stops, the next case boots it.
+served_with=()
+serve_booted=1
+serve_guest() {
+  served_with=("$@")
+  serve_booted=0
+  "$lab" serve --stop >/dev/null 2>&1
+}
+# serve_again: a fresh serving guest, as the last serve_guest asked.
+serve_again() { serve_guest "${served_with[@]}"; }
+# served: boots the serving guest the cases want, if not booted yet.
+served() {
+  ((serve_booted)) && return
+  serve_booted=1
+  if ! "$lab" serve "${served_with[@]}" >"$logs/serve.log" 2>&1; then
+    echo "interop: the serving guest did not boot ($(tail -n1 "$logs/serve.log")); each case boots its own"
+  fi
+}
+serve_guest
 
 passed=0
 failed=0
@@ -139,6 +168,7 @@ run_case() {
   shift 5
   local dir=$logs/$name ours_rc peer_rc t=$SECONDS
   if [[ -n ${ROCE_INTEROP_ONLY:-} && ! $name =~ $ROCE_INTEROP_ONLY ]]; then return; fi
+  served
   mkdir -p "$dir"
   local ours_cmd=(ip netns exec "$NS" "$roce" "$@" --pcap-out "$dir/ours.pcap")
   echo "---- $name (our endpoint as $role)"
@@ -210,6 +240,7 @@ run_case() {
     rm -rf "$dir.unreachable"
     mv "$dir" "$dir.unreachable"
     retried+=("$name")
+    serve_again
     RETRYING=1 run_case "$name" "$role" "$peer_opts" "$peer_cmd" "$check" "$@"
     return
   fi
@@ -219,6 +250,7 @@ run_case() {
   else
     failed=$((failed + 1))
     failures+=("$name")
+    serve_again
   fi
 }
 
@@ -687,6 +719,7 @@ iba15_flush() { iba15_wire "$1" flush 4; }
 iba15_flush_denied() { iba15_wire "$1" flush_denied 1; }
 iba15_send_inv() { iba15_wire "$1" send_inv 1; }
 export ROCE_LAB_GUEST=trixie
+serve_guest
 want_trixie=0
 for name in iba15-{atomic_write,flush,flush_denied,send_inv}-{client,server}; do
   [[ -z ${ROCE_INTEROP_ONLY:-} || $name =~ $ROCE_INTEROP_ONLY ]] && want_trixie=1
@@ -717,6 +750,7 @@ for op in atomic_write flush flush_denied send_inv; do
     "iba15_$op" lab-verbs "$op" "${OURS[@]}" "${extra[@]}" $args
 done
 unset ROCE_LAB_GUEST
+serve_guest
 
 # Loss: 2% of the RoCE frames the bridge forwards, both directions.
 "$lab" loss 20 || fatal "cannot set loss on the bridge"
@@ -747,6 +781,7 @@ done
 # raised first, so that a server of ours sees it from the start.
 ip netns exec "$NS" ip link set roce0 mtu 9000 || fatal "cannot raise roce0's MTU"
 ip netns exec "$NS" ip link set rlbr0 mtu 9000 || fatal "cannot raise rlbr0's MTU"
+serve_guest --mtu 9000
 PP="-n 100 -s 8192 -m 4096"
 for role in client server; do
   CHECK=payload_4096 case_pp "rc_pingpong-mtu4096-$role" $role ibv_rc_pingpong rc "--mtu 9000" \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lab smoke test: two rdma_rxe guests pass ibv_rc_pingpong, and the capture
-# holds RC SEND and ACK packets. Needs root and QEMU (tools/softroce-lab setup
-# installs everything else). Prints '1 passed, 0 failed' or fails loudly.
+# holds RC SEND and ACK packets; a serving guest (softroce-lab serve) runs peer commands. Needs root and QEMU (tools/softroce-lab setup
+# installs everything else). Prints '2 passed, 0 failed' or fails loudly.
 set -euo pipefail
 suite="lab smoke"
 # shellcheck source=tests/lab/preamble.sh
@@ -43,11 +43,39 @@ echo "lab smoke: RC SEND_ONLY $sends, RC ACKNOWLEDGE $acks"
 if command -v python3 >/dev/null; then
   python3 "$here/tests/lab/check-icrc.py" "$pcap" || fatal "ICRC check of the capture failed"
 fi
+# A serving guest: booted once, it runs one peer command after another and gives each its
+# exit status; a peer of another MTU is refused; a peer killed before its command ended
+# stops the guest (that command might still run), after which peer boots a guest of its own.
+t2=$SECONDS
+"$lab" serve --ip 10.77.0.13 >"$work/serve.log" 2>&1 || fatal "serve did not boot: $(tail -n1 "$work/serve.log")"
+out=$("$lab" peer --ip 10.77.0.13 'echo served-one; ibv_devices') || fatal "peer on the serving guest failed: $out"
+grep -q '^served-one$' <<<"$out" && grep -q 'rxe0' <<<"$out" && grep -q 'serving guest' <<<"$out" ||
+  fatal "peer on the serving guest: unexpected output: $out"
+rc=0
+"$lab" peer --ip 10.77.0.13 'exit 3' >/dev/null 2>&1 || rc=$?
+((rc == 3)) || fatal "peer on the serving guest: exit status $rc, expected 3"
+if out=$("$lab" peer --ip 10.77.0.13 --mtu 9000 true 2>&1); then fatal "a peer of MTU 9000 ran on a guest serving at 1500"; fi
+grep -q 'has MTU 1500, not 9000' <<<"$out" || fatal "peer of another MTU: unexpected refusal: $out"
+"$lab" peer --ip 10.77.0.13 'sleep 60' >"$work/killed.log" 2>&1 &
+pid=$!
+until grep -q '^peer: ready' "$work/killed.log"; do
+  kill -0 "$pid" 2>/dev/null || fatal "peer 'sleep 60' ended early: $(cat "$work/killed.log")"
+  sleep 0.2
+done
+kill "$pid"
+wait "$pid" || true
+grep -q 'stopping the guest serving at 10.77.0.13' "$work/killed.log" || fatal "a killed peer did not stop its serving guest: $(cat "$work/killed.log")"
+[[ ! -e ${ROCE_LAB_CACHE:-/var/cache/roce-softroce-lab}/serve/10.77.0.13 ]] || fatal "the stopped serving guest is still on record"
+out=$("$lab" peer --ip 10.77.0.13 'echo booted-own') || fatal "peer after the serving guest stopped failed: $out"
+grep -q '^booted-own$' <<<"$out" && ! grep -q 'serving guest' <<<"$out" || fatal "peer after the serving guest stopped: unexpected output: $out"
+"$lab" serve --stop --ip 10.77.0.13 || fatal "serve --stop failed"
+echo "lab smoke: serving guest OK ($((SECONDS - t2)) s)"
+
 if [[ $own_net -eq 1 ]]; then
   "$lab" down || fatal "tools/softroce-lab down failed"
   if ip netns list | grep -qw roce-lab; then fatal "namespace roce-lab still exists after down"; fi
 else
   echo "lab smoke: namespace roce-lab was in use before the test: not running down"
 fi
-echo "lab smoke: OK (ibv_rc_pingpong between two rdma_rxe guests, $((SECONDS - t0)) s)"
-echo "1 passed, 0 failed"
+echo "lab smoke: OK (ibv_rc_pingpong between two rdma_rxe guests, a serving guest; $((SECONDS - t0)) s)"
+echo "2 passed, 0 failed"
