@@ -227,6 +227,14 @@ impl PerfOptions {
         if self.gbits { GBIT } else { MIB }
     }
 
+    /// Whether this side's requests are held to `--rate_limit`: the bandwidth tests' client,
+    /// and both sides of `-b` but SEND's (perftest's `run_iter_bi` paces nothing).
+    fn paces(&self) -> bool {
+        !self.latency
+            && (self.server.is_some() || self.duplex)
+            && !(self.duplex && self.test == BwTest::Send)
+    }
+
     /// perftest's refusals of combinations it does not run, as one line each ([`run`]
     /// checks too).
     pub fn check(&self) -> Result<(), AppError> {
@@ -263,6 +271,14 @@ impl PerfOptions {
             return usage("CQ moderation (-Q) must be positive");
         }
         self.rate_limit.check(self)?;
+        // A limit below one burst a second, refused here rather than once connected (the
+        // peer would see the connection drop): the largest size has the fewest messages a
+        // second. Over UD that is the path MTU, known only then: the smallest MTU here
+        // refuses nothing a run would take, and the run checks again.
+        if self.paces() {
+            let largest = largest_size(self, self.size, 256);
+            self.rate_limit.pacer(largest, tx_depth(self))?;
+        }
         for (limit, flag) in [(self.limit_bw, "-w"), (self.limit_msgrate, "-y")] {
             match limit {
                 Some(l) if !(l >= 0.0 && l.is_finite()) => {
@@ -715,11 +731,7 @@ fn setup(
     } else {
         0
     };
-    // Duration mode has no count to stay under.
-    let tx_depth = match opts.duration {
-        Some(_) => opts.tx_depth,
-        None => opts.tx_depth.min(opts.iters),
-    };
+    let tx_depth = tx_depth(opts);
     // Moderation is off for large messages unless asked for, but not with -a (perftest
     // cannot change it between sizes); never beyond the TX depth (force_dependecies).
     let large = size > 8192 && !opts.all_sizes;
@@ -928,6 +940,15 @@ fn syncs_after_connect(
     }
     conn.sync_each(rt)?;
     if last { conn.sync(rt) } else { Ok(()) }
+}
+
+/// Requests outstanding per QP at most: `-t`, or fewer when the run has fewer (duration
+/// mode has no count to stay under).
+fn tx_depth(opts: &PerfOptions) -> u32 {
+    match opts.duration {
+        Some(_) => opts.tx_depth,
+        None => opts.tx_depth.min(opts.iters),
+    }
 }
 
 /// The largest message of a run of `size` over a path MTU of `mtu`: with `-a`
@@ -1412,6 +1433,9 @@ impl<'a> Test<'a> {
         for (i, lane) in self.s.lanes.iter().enumerate() {
             while n.posted[i] - n.completed[i] < u64::from(self.s.tx_depth) {
                 let seq = n.posted[i];
+                // The pacer before `next`, whose answer marks the request as posted (the
+                // last signaled one of -D): a burst may so start with nothing left to post,
+                // which only delays no one.
                 if let Some(p) = pacer.as_deref_mut()
                     && !p.may_post(*round_start.get_or_insert_with(Instant::now))
                 {
@@ -2080,6 +2104,43 @@ mod tests {
             // perftest's line only when the burst size is the TX depth.
             assert!(!out.contains("Setting burst size"), "{out}");
         }
+    }
+
+    /// A rate limit below one burst a second is refused before anything connects, on the
+    /// side that paces (the client; both sides of -b but SEND's), for the run's largest
+    /// size (-a: 8 MiB); the side that only answers takes it.
+    #[test]
+    fn rate_limit_below_one_burst_refused_up_front() {
+        // 1 MiB/s of 64 KiB messages: 16 a second, bursts of the TX depth (32): none.
+        let mut client = options(BwTest::Write, 65536);
+        client.server = Some("192.0.2.1".into());
+        client.rate_limit = RateLimit {
+            rate: Some(1.0),
+            units: RateUnits::MebibytesPerSec,
+            kind: RateLimitType::Software,
+            burst: None,
+        };
+        let refused = |o: &PerfOptions| o.check().unwrap_err().to_string();
+        assert!(
+            refused(&client).contains("below one burst"),
+            "{}",
+            refused(&client)
+        );
+        let mut server = client.clone();
+        server.server = None;
+        assert!(server.check().is_ok());
+        server.duplex = true;
+        assert!(refused(&server).contains("below one burst"));
+        // Bursts of 16: one a second.
+        client.rate_limit.burst = Some(16);
+        assert!(client.check().is_ok());
+        // -a: 8 MiB messages, an eighth of one a second.
+        client.size = 2;
+        client.all_sizes = true;
+        client.rate_limit.burst = Some(1);
+        assert!(refused(&client).contains("below one burst"));
+        client.all_sizes = false;
+        assert!(client.check().is_ok());
     }
 
     /// -N and above 20,000 operations: no peak (0.00); -w/-y: the run fails once it is
