@@ -18,7 +18,7 @@
 # with -a, over -R, and with --rate_limit); ATOMIC WRITE, FLUSH (and FLUSH
 # without flush rights) and SEND with Invalidate of a memory window with lab_verbs on the
 # lab's trixie guest (Linux 6.12). rdma_cm cases: rping over IPv4 and IPv6,
-# ucmatose and udaddy with 4 connections, ucmatose -t and udaddy -t (type of service), perftest's -R (ib_*_bw, ib_send_bw -b and -T,
+# ucmatose and udaddy with 4 connections, ucmatose -t and udaddy -t (type of service; udaddy also over IPv6), perftest's -R (ib_*_bw, ib_send_bw -b and -T,
 # ib_write_lat / ib_send_lat, ib_write_bw -q 4 / ib_send_bw -q 2, -c UD bandwidth and latency
 # through SIDR), and a refused connection
 # (no listener: REJ reason 8 from rxe's CM or ours), both ways. A case passes when both sides exit 0 (and,
@@ -535,11 +535,11 @@ case_cmatest() {
 }
 case_cmatest ucmatose cm_four
 
-# dscp26_both_ways LINES WHAT: both sides sent some of LINES (decode --json lines, WHAT names
-# them), every one with DSCP 26.
+# dscp26_both_ways LINES WHAT: both sides ($SIDES, default the IPv4 addresses) sent some of
+# LINES (decode --json lines, WHAT names them), every one with DSCP 26.
 dscp26_both_ways() {
   local src all n
-  for src in 10.77.0.2 10.77.0.11; do
+  for src in ${SIDES:-10.77.0.2 10.77.0.11}; do
     all=$(grep -c "\"src\":\"$src\"" <<<"$1")
     n=$(grep "\"src\":\"$src\"" <<<"$1" | grep -c '"dscp":26')
     ((all > 0 && n == all)) || { echo "$src: $n of $all $2 carry DSCP 26"; return 1; }
@@ -574,20 +574,28 @@ case_cmatest udaddy sidr_four
 # each service with the class its first message came with (udaddy's create_reply_ah,
 # ibv_create_ah_from_wc): every UD message of both sides leaves with DSCP 26. The client's
 # SIDR_REQ carries it too; the SIDR_REP, which Linux makes from the request alone
-# (ib_init_ah_attr_from_wc: no class from an IPv4 header), DSCP 0 whoever sends it.
+# (ib_init_ah_attr_from_wc: the class of the received IPv6 header, none from an IPv4 one),
+# DSCP 0 over IPv4 and 26 over IPv6, whoever sends it.
 ud_tos_both_ways() {
-  local json n
+  local json n rep_dscp=0
+  [[ -n ${SIDES:-} ]] && rep_dscp=26
   json=$("$roce" decode --json "$1" 2>/dev/null | grep '"opcode":"UD_SEND_')
   dscp26_both_ways "$(grep -v '"dest_qp":1,' <<<"$json")" "UD SENDs" || return 1
   n=$(grep '"message":"SIDR_REQ"' <<<"$json" | grep -vc '"dscp":26')
   ((n == 0)) || { echo "$n SIDR_REQs without DSCP 26"; return 1; }
-  n=$(grep '"message":"SIDR_REP"' <<<"$json" | grep -vc '"dscp":0,')
-  ((n == 0)) || { echo "$n SIDR_REPs with a DSCP"; return 1; }
+  n=$(grep '"message":"SIDR_REP"' <<<"$json" | grep -vc "\"dscp\":$rep_dscp,")
+  ((n == 0)) || { echo "$n SIDR_REPs without DSCP $rep_dscp"; return 1; }
 }
 SETTLE=3 run_case "udaddy-tos-client" client "" "udaddy" ud_tos_both_ways \
   udaddy -s $PEER -t 104 "${OURS[@]}"
 READY='starting server' run_case "udaddy-tos-server" server "" "udaddy -s 10.77.0.2 -t 104" \
   ud_tos_both_ways udaddy "${OURS[@]}"
+# The same over IPv6, where the SIDR_REP takes the SIDR_REQ's class.
+# shellcheck disable=SC2016  # $SELF6 expands in the guest
+SIDES="fd00:77::2 fd00:77::11" SETTLE=3 run_case "udaddy-tos-ipv6-client" client "" \
+  'udaddy -b $SELF6' ud_tos_both_ways udaddy -s fd00:77::11 -t 104 "${OURS6[@]}"
+SIDES="fd00:77::2 fd00:77::11" READY='starting server' run_case "udaddy-tos-ipv6-server" server "" \
+  "udaddy -s fd00:77::2 -t 104" ud_tos_both_ways udaddy "${OURS6[@]}"
 
 # perftest -R: the dialogue over an RC connection rdma_cm makes on port 18515 and the test's
 # QP connected by rdma_cm on the same port (no TCP). Passes if the capture holds two

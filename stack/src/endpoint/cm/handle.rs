@@ -22,9 +22,25 @@ use crate::wire::cm::{
 use crate::wire::mad::{BASE_VERSION, CM_CLASS_VERSION, MAD_LEN, METHOD_SEND, MGMT_CLASS_CM};
 
 impl ConnectionManager {
-    /// Takes one MAD that arrived at QP1 from `from` (the GSI has checked the packet).
-    /// `gids` says which addresses are ours; `engine` holds the QPs connections move.
+    /// Takes one MAD that arrived at QP1 from `from` (the GSI has checked the packet), with
+    /// traffic class `class` if it came over IPv6 (`None` over IPv4: see
+    /// [`ConnectionManager::answer_class`]). `gids` says which addresses are ours; `engine`
+    /// holds the QPs connections move.
     pub fn handle_mad(
+        &mut self,
+        now: Instant,
+        from: IpAddr,
+        class: Option<u8>,
+        mad: &[u8],
+        gids: &GidTable,
+        engine: &mut Engine,
+    ) {
+        self.answer_class = class;
+        self.handle(now, from, mad, gids, engine);
+        self.answer_class = None;
+    }
+
+    fn handle(
         &mut self,
         now: Instant,
         from: IpAddr,
@@ -89,7 +105,7 @@ impl ConnectionManager {
                 );
                 r.reject_info_length = 1;
                 r.ari[0] = CM_CLASS_VERSION;
-                self.send_answer(from, None, tid, CmMessage::Rej(r));
+                self.send_answer(from, self.answer_class, tid, CmMessage::Rej(r));
                 self.stats.rejects_sent += 1;
             }
             Some(CmAttribute::SidrReq) => {
@@ -101,7 +117,7 @@ impl ConnectionManager {
                 );
                 r.additional_info_length = 1;
                 r.additional_info[0] = CM_CLASS_VERSION;
-                self.send_answer(from, None, tid, CmMessage::SidrRep(r));
+                self.send_answer(from, self.answer_class, tid, CmMessage::SidrRep(r));
             }
             _ => {}
         }
@@ -126,7 +142,7 @@ impl ConnectionManager {
     ) {
         self.send_answer(
             to,
-            None,
+            self.answer_class,
             tid,
             CmMessage::Rej(rej(local, remote, message, reason)),
         );
@@ -184,7 +200,7 @@ impl ConnectionManager {
                             .copy_from_slice(&crate::endpoint::gid::ip_to_gid(ours).octets());
                     }
                 }
-                self.send_answer(from, None, tid, CmMessage::Rej(r));
+                self.send_answer(from, self.answer_class, tid, CmMessage::Rej(r));
                 self.stats.rejects_sent += 1;
                 return;
             }
@@ -588,7 +604,7 @@ impl ConnectionManager {
             self.stats.unexpected += 1;
             self.send_answer(
                 from,
-                None,
+                self.answer_class,
                 tid,
                 drep(dreq.remote_comm_id, dreq.local_comm_id),
             );
@@ -660,7 +676,7 @@ impl ConnectionManager {
         };
         if let Some(status) = status {
             let r = sidr_rep(req.request_id, status, req.service_id);
-            self.send_answer(from, None, tid, CmMessage::SidrRep(r));
+            self.send_answer(from, self.answer_class, tid, CmMessage::SidrRep(r));
             return;
         }
         let (Some(listener), Some(header)) = (listener, header) else {
@@ -679,6 +695,7 @@ impl ConnectionManager {
         c.listener = Some(listener);
         c.service_id = req.service_id;
         c.port = header.src_port;
+        c.traffic_class = self.answer_class;
         self.insert(c);
         self.by_remote.insert(key, id);
         // Forgotten if the consumer never answers, once the client has surely given up.

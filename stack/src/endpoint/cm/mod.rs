@@ -137,6 +137,12 @@ pub struct ConnectionManager {
     outgoing: VecDeque<Outgoing>,
     events: VecDeque<CmEvent>,
     stats: CmStats,
+    /// While [`Self::handle_mad`] runs, the traffic class of the packet the MAD came in over
+    /// IPv6 (none over IPv4): the answers made from that MAD alone go with it (REJ and DREP
+    /// to a sender we hold no state for, every SIDR_REP). Linux makes their address vector
+    /// from the received packet (`ib_create_ah_from_wc`), whose GRH area holds an IPv6
+    /// header's class and zeroes for IPv4.
+    answer_class: Option<u8>,
 }
 
 impl ConnectionManager {
@@ -159,6 +165,7 @@ impl ConnectionManager {
             outgoing: VecDeque::new(),
             events: VecDeque::new(),
             stats: CmStats::default(),
+            answer_class: None,
         }
     }
 

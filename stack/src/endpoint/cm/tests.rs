@@ -60,7 +60,9 @@ impl Side {
 }
 
 /// A MAD on the wire: when it arrives, whether it goes to B, and its bytes.
-type InFlight = (Instant, bool, Vec<u8>);
+/// A MAD on its way: when it arrives, whether to B, the traffic class it arrives with (IPv6
+/// only), the MAD.
+type InFlight = (Instant, bool, Option<u8>, Vec<u8>);
 
 /// Decides the fate of each MAD: true to drop it. Sees the direction (true: A to B) and
 /// the message.
@@ -76,6 +78,8 @@ struct Pair {
     log: Vec<(bool, CmAttribute)>,
     /// The same with the traffic class each was sent with.
     classes: Vec<(bool, CmAttribute, Option<u8>)>,
+    /// Whether the MADs travel over IPv6, so that each arrives with its traffic class.
+    ipv6: bool,
 }
 
 impl Pair {
@@ -88,6 +92,7 @@ impl Pair {
             fate: Box::new(|_, _| false),
             log: Vec::new(),
             classes: Vec::new(),
+            ipv6: false,
         }
     }
 
@@ -117,10 +122,10 @@ impl Pair {
             let now = self.now;
             let (due, later): (Vec<_>, Vec<_>) = self.wire.drain(..).partition(|w| w.0 <= now);
             self.wire = later;
-            for (_, to_b, mad) in due {
+            for (_, to_b, class, mad) in due {
                 let from = self.side(!to_b).addr;
                 let s = self.side(to_b);
-                s.cm.handle_mad(now, from, &mad, &s.gids, &mut s.engine);
+                s.cm.handle_mad(now, from, class, &mad, &s.gids, &mut s.engine);
             }
             for s in [&mut self.a, &mut self.b] {
                 s.cm.handle_timeout(now, &mut s.engine);
@@ -139,7 +144,8 @@ impl Pair {
                 self.log.push((to_b, attr));
                 self.classes.push((to_b, attr, o.traffic_class));
                 if !(self.fate)(to_b, attr) {
-                    self.wire.push((now + DELAY, to_b, o.mad));
+                    let class = o.traffic_class.filter(|_| self.ipv6);
+                    self.wire.push((now + DELAY, to_b, class, o.mad));
                 }
             }
         }
@@ -297,12 +303,22 @@ fn connect_accept_disconnect_moves_both_qps() {
 /// Linux's CM sends a connection's MADs with the connection's address vector, so with its
 /// path's traffic class: the client's TOS on REQ, RTU and DREQ, the REQ's on the server's REP
 /// and DREP, a SIDR_REQ's TOS. Answers made from a received MAD alone (REJ for a port nobody
-/// listens on, SIDR_REP) go with none, as Linux's do over IPv4 (`ib_init_ah_attr_from_wc`
-/// reads the class from the GRH area's first bytes, zero for IPv4).
+/// listens on, SIDR_REP) go with none over IPv4 and with the received MAD's class over IPv6,
+/// as Linux's (`ib_init_ah_attr_from_wc` reads the class from the GRH area's first bytes: an
+/// IPv6 header's, zeroes for IPv4).
 #[test]
 fn mads_carry_their_connections_traffic_class() {
+    for ipv6 in [false, true] {
+        mads_carry_traffic_class(ipv6);
+    }
+}
+
+fn mads_carry_traffic_class(ipv6: bool) {
     let mut p = Pair::new();
+    p.ipv6 = ipv6;
     let tos = Some(104);
+    // What answers made from a received MAD alone go with.
+    let echoed = if ipv6 { tos } else { None };
     for (port_space, port) in [(PortSpace::Tcp, PORT), (PortSpace::Udp, PORT)] {
         let listen = ListenParams {
             port_space,
@@ -351,10 +367,11 @@ fn mads_carry_their_connections_traffic_class() {
             (TO_A, Dreq, tos),
             (TO_B, Drep, tos),
             (TO_A, Req, tos),
-            (TO_B, Rej, None),
+            (TO_B, Rej, echoed),
             (TO_A, SidrReq, tos),
-            (TO_B, SidrRep, None),
-        ]
+            (TO_B, SidrRep, echoed),
+        ],
+        "over IPv6: {ipv6}"
     );
 }
 
@@ -507,19 +524,23 @@ fn duplicates_are_answered_from_state() {
     let rep = p.a.cm.conns[&a_id.0].last_answer.clone().unwrap();
     // A REP again (our RTU lost): the RTU again.
     let (now, a) = (p.now, p.a.addr);
-    p.b.cm.handle_mad(now, a, &rep, &p.b.gids, &mut p.b.engine);
+    p.b.cm
+        .handle_mad(now, a, None, &rep, &p.b.gids, &mut p.b.engine);
     assert_eq!(p.b.cm.poll_transmit().unwrap().mad, rtu);
     // An RTU again: nothing.
     let b = p.b.addr;
-    p.a.cm.handle_mad(now, b, &rtu, &p.a.gids, &mut p.a.engine);
+    p.a.cm
+        .handle_mad(now, b, None, &rtu, &p.a.gids, &mut p.a.engine);
     assert!(p.a.cm.poll_transmit().is_none());
     assert_eq!(p.a.cm.stats().duplicates, 1);
     // DREQ, then the same DREQ again: the same DREP twice.
     p.b.cm.disconnect(now, b_id, &mut p.b.engine).unwrap();
     let dreq = p.b.cm.poll_transmit().unwrap().mad;
-    p.a.cm.handle_mad(now, b, &dreq, &p.a.gids, &mut p.a.engine);
+    p.a.cm
+        .handle_mad(now, b, None, &dreq, &p.a.gids, &mut p.a.engine);
     let drep = p.a.cm.poll_transmit().unwrap().mad;
-    p.a.cm.handle_mad(now, b, &dreq, &p.a.gids, &mut p.a.engine);
+    p.a.cm
+        .handle_mad(now, b, None, &dreq, &p.a.gids, &mut p.a.engine);
     assert_eq!(p.a.cm.poll_transmit().unwrap().mad, drep);
     assert_eq!(p.a.cm.stats().duplicates, 2);
     // A DREQ with a wrong QPN is ignored (as Linux does).
@@ -528,7 +549,7 @@ fn duplicates_are_answered_from_state() {
         d.remote_qpn = Qpn::new(qp_b.value() + 100);
     }
     p.a.cm
-        .handle_mad(now, b, &wrong.to_vec(), &p.a.gids, &mut p.a.engine);
+        .handle_mad(now, b, None, &wrong.to_vec(), &p.a.gids, &mut p.a.engine);
     assert!(p.a.cm.poll_transmit().is_none());
 }
 
@@ -538,11 +559,13 @@ fn a_repeated_req_gets_the_rep_again_once_accepted() {
     let (_, _, qp_a) = p.connect();
     let req = p.b.cm.poll_transmit().unwrap().mad;
     let (now, b) = (p.now, p.b.addr);
-    p.a.cm.handle_mad(now, b, &req, &p.a.gids, &mut p.a.engine);
+    p.a.cm
+        .handle_mad(now, b, None, &req, &p.a.gids, &mut p.a.engine);
     let (a_id, _) = p.request();
     p.accept(a_id, qp_a);
     let rep = p.a.cm.poll_transmit().unwrap().mad;
-    p.a.cm.handle_mad(now, b, &req, &p.a.gids, &mut p.a.engine);
+    p.a.cm
+        .handle_mad(now, b, None, &req, &p.a.gids, &mut p.a.engine);
     assert_eq!(p.a.cm.poll_transmit().unwrap().mad, rep, "the same REP");
     assert_eq!(p.a.cm.stats().duplicates, 1);
 }
@@ -565,7 +588,7 @@ fn strangers_and_garbage_get_what_the_spec_says() {
     let side = &mut p.b;
     let mut feed = |mad: &[u8]| {
         side.cm
-            .handle_mad(now, a, mad, &side.gids, &mut side.engine);
+            .handle_mad(now, a, None, mad, &side.gids, &mut side.engine);
         let out: Vec<_> = std::iter::from_fn(|| side.cm.poll_transmit()).collect();
         out.iter()
             .map(|o| CmMadRepr::parse(&o.mad).unwrap().message)
@@ -636,7 +659,8 @@ fn a_req_of_another_class_version_is_refused_naming_ours() {
     let (id, req) = req_in_hand(&mut p);
     let (now, b) = (p.now, p.b.addr);
     let v1 = altered(&req, |h| h.class_version = 1);
-    p.a.cm.handle_mad(now, b, &v1, &p.a.gids, &mut p.a.engine);
+    p.a.cm
+        .handle_mad(now, b, None, &v1, &p.a.gids, &mut p.a.engine);
     let rej = p.a.cm.poll_transmit().unwrap().mad;
     let CmMessage::Rej(r) = CmMadRepr::parse(&rej).unwrap().message else {
         panic!()
@@ -661,7 +685,7 @@ fn a_flood_of_reqs_is_capped_and_forgotten() {
             r.local_qpn = Qpn::new(0x100 + i);
         }
         p.a.cm
-            .handle_mad(now, b, &m.to_vec(), &p.a.gids, &mut p.a.engine);
+            .handle_mad(now, b, None, &m.to_vec(), &p.a.gids, &mut p.a.engine);
     }
     assert_eq!(p.a.cm.connections(), cap);
     assert_eq!(p.a.cm.stats().half_open_full, 10_000 - cap as u64);
@@ -833,7 +857,7 @@ proptest::proptest! {
                 m[3] = 3;
                 m[16..18].copy_from_slice(&attr.to_be_bytes());
             }
-            p.a.cm.handle_mad(now, b, &m, &p.a.gids, &mut p.a.engine);
+            p.a.cm.handle_mad(now, b, None, &m, &p.a.gids, &mut p.a.engine);
         }
         p.run_for(Duration::from_secs(60));
     }

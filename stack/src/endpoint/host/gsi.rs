@@ -17,7 +17,7 @@ use crate::endpoint::cm::{
 use crate::time::Instant;
 use crate::wire::mad::{MAD_LEN, gsi_packet};
 use crate::wire::opcode::op;
-use crate::wire::{DethRepr, Opcode, Psn, Qpn, RocePacket, RoceRepr, Transport};
+use crate::wire::{DethRepr, IpRepr, Opcode, Psn, Qpn, RocePacket, RoceRepr, Transport};
 
 /// Why the host refused a call to its connection manager.
 #[derive(Debug, thiserror::Error)]
@@ -58,8 +58,20 @@ impl Host {
             return;
         }
         let from = packet.ip().src_addr();
-        self.cm
-            .handle_mad(now, from, &mad[..MAD_LEN], &self.gids, &mut self.engine);
+        // An answer made from the MAD alone goes with its class over IPv6 (see
+        // `ConnectionManager::answer_class`).
+        let class = match packet.ip() {
+            IpRepr::V6(h) => Some(h.dscp << 2),
+            IpRepr::V4(_) => None,
+        };
+        self.cm.handle_mad(
+            now,
+            from,
+            class,
+            &mad[..MAD_LEN],
+            &self.gids,
+            &mut self.engine,
+        );
     }
 
     /// Frames the connection manager's MADs; true if any went out or was queued.
