@@ -320,7 +320,13 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     })?;
     opts.gid_index = args.gid_index.unwrap_or_else(|| default_gid_index(&rt));
     let stdout = std::io::stdout();
-    let result = perf::run(&mut rt, &opts, &mut stdout.lock());
+    // The lines perftest writes to its standard error go to ours.
+    let result = perf::run_to(
+        &mut rt,
+        &opts,
+        &mut stdout.lock(),
+        &mut std::io::stderr().lock(),
+    );
     let _ = stdout.lock().flush();
     args.endpoint.print_stats(&rt);
     // One line: the error's message already holds its cause.

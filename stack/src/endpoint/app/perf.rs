@@ -440,11 +440,32 @@ struct Lane {
     ud: Option<UdDest>,
 }
 
-/// Runs one bandwidth test as client or server; prints perftest's lines to `out`.
+/// Runs one bandwidth test as client or server; prints perftest's lines to `out`, those it
+/// prints to its standard error too (see [`run_to`]).
 pub fn run(
     rt: &mut Runtime,
     opts: &PerfOptions,
     out: &mut dyn Write,
+) -> Result<PerfResult, AppError> {
+    run_streams(rt, opts, out, None)
+}
+
+/// [`run`], with the lines perftest prints to its standard error on `err`: the UD message
+/// size cut to the MTU, the rate limiter's fallback to SW and its burst size.
+pub fn run_to(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<PerfResult, AppError> {
+    run_streams(rt, opts, out, Some(err))
+}
+
+fn run_streams(
+    rt: &mut Runtime,
+    opts: &PerfOptions,
+    out: &mut dyn Write,
+    err: Option<&mut dyn Write>,
 ) -> Result<PerfResult, AppError> {
     opts.check()?;
     let size = if opts.test == BwTest::Atomic {
@@ -452,7 +473,7 @@ pub fn run(
     } else {
         opts.size
     };
-    let (mut conn, mut s) = setup(rt, opts, size, out)?;
+    let (mut conn, mut s) = setup(rt, opts, size, out, err)?;
     if opts.latency {
         let figures = lat::run(rt, opts, conn, &mut s, out)?;
         let _ = writeln!(out, "{LINE}");
@@ -678,6 +699,7 @@ fn setup(
     opts: &PerfOptions,
     size: u32,
     out: &mut dyn Write,
+    mut err: Option<&mut dyn Write>,
 ) -> Result<(Dialogue, Setup), AppError> {
     let link_mtu = Mtu::for_link_mtu(rt.capabilities().mtu as u32).unwrap_or(Mtu::M256);
     let mtu = opts.mtu.unwrap_or(link_mtu);
@@ -709,7 +731,7 @@ fn setup(
     let ud = opts.connection == QpType::Ud;
     let size = if ud && (size > mtu.bytes() || opts.all_sizes) {
         let _ = writeln!(
-            out,
+            stderr(out, &mut err),
             " Max msg size in UD is MTU {}\n Changing to this MTU",
             mtu.bytes()
         );
@@ -873,7 +895,7 @@ fn setup(
              Warning: It can lead to inaccurate results\n"
         ));
     }
-    lines.push_str(&opts.rate_limit.lines(tx_depth));
+    let _ = write!(stderr(out, &mut err), "{}", opts.rate_limit.lines(tx_depth));
     lines.push_str(&header.lines());
     for keys in conn.locals() {
         lines.push_str(&keys.print_lines("local", opts.test));
@@ -940,6 +962,14 @@ fn syncs_after_connect(
     }
     conn.sync_each(rt)?;
     if last { conn.sync(rt) } else { Ok(()) }
+}
+
+/// Where perftest's standard error lines go: `err`, or with `out`'s when there is none.
+fn stderr<'a>(out: &'a mut dyn Write, err: &'a mut Option<&mut dyn Write>) -> &'a mut dyn Write {
+    match err {
+        Some(e) => *e,
+        None => out,
+    }
 }
 
 /// Requests outstanding per QP at most: `-t`, or fewer when the run has fewer (duration
@@ -1869,7 +1899,7 @@ mod tests {
 
     /// Our client against our server, both with `opts`; both sides' output.
     fn perf_both(opts: PerfOptions, seed: u64) -> (PerfResult, PerfResult, String, String) {
-        let (client, server, out, server_out, _) = perf_run(opts, seed);
+        let (client, server, out, server_out, _, _) = perf_run(opts, seed);
         (client, server, out, server_out)
     }
 
@@ -1880,7 +1910,7 @@ mod tests {
     fn perf_run(
         mut opts: PerfOptions,
         seed: u64,
-    ) -> (PerfResult, PerfResult, String, String, [u64; 2]) {
+    ) -> (PerfResult, PerfResult, String, String, [u64; 2], String) {
         let (a, b) = memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
         if !opts.rdma_cm {
             opts.port = free_port();
@@ -1902,13 +1932,14 @@ mod tests {
         };
         let mut rt = runtime_seeded(a, "10.0.0.1/24", seed);
         opts.server = Some(server_addr.into());
-        let mut out = Vec::new();
-        let client = run(&mut rt, &opts, &mut out)
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let client = run_to(&mut rt, &opts, &mut out, &mut err)
             .unwrap_or_else(|e| panic!("{:?} lat {}: {e:?}", opts.test, opts.latency));
         let (server, server_out, server_established) = server.join().unwrap();
         let established = [rt.host().cm().stats().established, server_established];
         let out = String::from_utf8(out).unwrap();
-        (client, server, out, server_out, established)
+        let err = String::from_utf8(err).unwrap();
+        (client, server, out, server_out, established, err)
     }
 
     /// The connections each side establishes through rdma_cm: with -R the dialogue's and
@@ -1947,7 +1978,7 @@ mod tests {
             ] {
                 let mut opts = options(test, size);
                 opts.rdma_cm = rdma_cm;
-                let (client, server, out, server_out, established) = perf_run(opts.clone(), 1);
+                let (client, server, out, server_out, established, _) = perf_run(opts.clone(), 1);
                 let own = client.own.unwrap();
                 assert_eq!((own.size, own.iters), (u64::from(size), 300), "{test:?}");
                 assert!(
@@ -1998,7 +2029,7 @@ mod tests {
                     opts.latency = true;
                     opts.tx_depth = 1;
                 }
-                let (client, server, out, server_out, _) = perf_run(opts, 3);
+                let (client, server, out, server_out, _, _) = perf_run(opts, 3);
                 let name = connection.transport().prefix();
                 for o in [&out, &server_out] {
                     assert!(o.contains(&format!("Connection type : {name}")), "{o}");
@@ -2012,9 +2043,11 @@ mod tests {
                     // size asked for with -s is refused.
                     let mut big = options(test, 65536);
                     big.set_connection(QpType::Ud);
-                    let (client, _, out, _, _) = perf_run(big.clone(), 4);
+                    let (client, _, out, _, _, err) = perf_run(big.clone(), 4);
                     assert_eq!(client.own.map(|r| r.size), Some(4096));
-                    assert!(out.contains(" Max msg size in UD is MTU 4096\n"), "{out}");
+                    // On perftest's standard error, as its.
+                    assert!(err.contains(" Max msg size in UD is MTU 4096\n"), "{err}");
+                    assert!(!out.contains("Max msg size"), "{out}");
                     big.size_given = true;
                     let (a, _b) =
                         memory::pair(MemoryLinkConfig::default(), SystemClock::new()).unwrap();
@@ -2055,7 +2088,7 @@ mod tests {
             if latency {
                 opts.tx_depth = 1;
             }
-            let (client, server, out, server_out, established) = perf_run(opts.clone(), 7);
+            let (client, server, out, server_out, established, _) = perf_run(opts.clone(), 7);
             let case = format!("lat {latency} -b {duplex} -q {qps}");
             // The dialogue's RC connection alone is established, on each side.
             assert_eq!(established, [1, 1], "{case}");
@@ -2309,7 +2342,7 @@ mod tests {
             if latency {
                 opts.tx_depth = 1;
             }
-            let (client, server, out, server_out) = perf_both(opts, 13);
+            let (client, server, out, server_out, _, err) = perf_run(opts, 13);
             let header = if latency {
                 " #bytes #iterations"
             } else {
@@ -2317,6 +2350,10 @@ mod tests {
             };
             for o in [&out, &server_out] {
                 assert_eq!(row_sizes(o, header), want, "{o}");
+            }
+            // The client's on its standard error (as perftest's), the server's with the rest
+            // (`run`, one stream).
+            for o in [&err, &server_out] {
                 assert!(o.contains(" Max msg size in UD is MTU 4096\n"), "{o}");
             }
             if latency {
@@ -2365,7 +2402,7 @@ mod tests {
                 opts.rdma_cm = rdma_cm;
                 opts.tx_depth = tx_depth;
                 opts.iters = iters;
-                let (client, server, out, server_out, established) = perf_run(opts.clone(), 5);
+                let (client, server, out, server_out, established, _) = perf_run(opts.clone(), 5);
                 let lat = client.latency.unwrap();
                 assert_eq!(
                     (lat.size, lat.iters),
@@ -2527,7 +2564,7 @@ mod tests {
             opts.iters = 100;
             opts.use_srq = srq;
             opts.rdma_cm = rdma_cm;
-            let (client, server, out, server_out, established) = perf_run(opts.clone(), 7);
+            let (client, server, out, server_out, established, _) = perf_run(opts.clone(), 7);
             assert_eq!(client.own.unwrap().iters, 300, "{test:?}\n{out}");
             assert!(out.contains("Number of qps   : 3"), "{out}");
             assert_eq!(out.matches("local address").count(), 3, "{out}");
@@ -2586,7 +2623,7 @@ mod tests {
             opts.num_qps = qps;
             opts.iters = 100;
             opts.rdma_cm = rdma_cm;
-            let (client, server, out, _, established) = perf_run(opts.clone(), 8);
+            let (client, server, out, _, established, _) = perf_run(opts.clone(), 8);
             let (mine, theirs) = (client.own.unwrap(), server.own.unwrap());
             assert_eq!(
                 (mine.iters, theirs.iters),
