@@ -245,6 +245,10 @@ pub struct PerfArgs {
     /// Accepted for perftest compatibility (no CPU frequency check is ever made).
     #[arg(short = 'F', long = "CPU-freq")]
     pub cpu_freq: bool,
+    /// Largest message to send inline, 0 to 912 (perftest's -I): accepted and disabled, as
+    /// perftest disables it on a device it does not know (rdma_rxe, this one), saying so.
+    #[arg(short = 'I', long = "inline_size", value_name = "SIZE")]
+    pub inline_size: Option<u32>,
 }
 
 pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
@@ -290,6 +294,7 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     opts.no_peak = args.no_peak;
     opts.limit_bw = args.limit_bw;
     opts.limit_msgrate = args.limit_msgrate;
+    opts.inline_size = args.inline_size;
     opts.rate_limit = RateLimit {
         rate: args.rate_limit,
         units: match args.rate_units {

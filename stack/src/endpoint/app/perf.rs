@@ -153,7 +153,15 @@ pub struct PerfOptions {
     pub limit_bw: Option<f64>,
     /// `-y`: the same for the message rate (Mpps).
     pub limit_msgrate: Option<f64>,
+    /// `-I`: the largest message to send inline (0 to [`MAX_INLINE`]). Inline sends are a
+    /// NIC's way of saving a DMA read; perftest disables them on a device it does not know,
+    /// rdma_rxe or this endpoint, and so does this, with perftest's lines.
+    pub inline_size: Option<u32>,
 }
+
+/// perftest's largest `-I` (`MAX_INLINE`), and over UD (`MAX_INLINE_UD`).
+pub const MAX_INLINE: u32 = 912;
+const MAX_INLINE_UD: u32 = 884;
 
 /// perftest measures no peak bandwidth above this many operations per QP (its
 /// `force_dependecies`), printing 0.00.
@@ -204,6 +212,7 @@ impl PerfOptions {
             no_peak: false,
             limit_bw: None,
             limit_msgrate: None,
+            inline_size: None,
         }
     }
 
@@ -291,6 +300,11 @@ impl PerfOptions {
                 }
                 _ => {}
             }
+        }
+        if self.inline_size.is_some_and(|n| n > MAX_INLINE) {
+            return usage(&format!(
+                "Max inline should be between 0 and {MAX_INLINE} (-I)"
+            ));
         }
         if self.qp_timeout > 31 {
             return usage("the QP timeout (-u) is an exponent of 0 to 31");
@@ -701,6 +715,7 @@ fn setup(
     out: &mut dyn Write,
     mut err: Option<&mut dyn Write>,
 ) -> Result<(Dialogue, Setup), AppError> {
+    inline_lines(opts, out, &mut err);
     let link_mtu = Mtu::for_link_mtu(rt.capabilities().mtu as u32).unwrap_or(Mtu::M256);
     let mtu = opts.mtu.unwrap_or(link_mtu);
     check_mtu(rt, mtu)?;
@@ -962,6 +977,28 @@ fn syncs_after_connect(
     }
     conn.sync_each(rt)?;
     if last { conn.sync(rt) } else { Ok(()) }
+}
+
+/// perftest's lines about inline sends, before anything else: `-I` above the UD maximum is
+/// cut to it, then inline sends are disabled on a device perftest does not know (rxe, ours)
+/// when asked for, or for READ and atomics (which set the size to 0 first, so it is never
+/// perftest's "default" there).
+fn inline_lines(opts: &PerfOptions, out: &mut dyn Write, err: &mut Option<&mut dyn Write>) {
+    let read_or_atomic = matches!(opts.test, BwTest::Read | BwTest::Atomic);
+    if opts.connection == QpType::Ud && opts.inline_size.is_some_and(|n| n > MAX_INLINE_UD) {
+        let _ = writeln!(out, "{LINE}");
+        let _ = writeln!(
+            stderr(out, err),
+            "Setting inline size to {MAX_INLINE_UD} (Max inline size in UD)"
+        );
+    }
+    if opts.inline_size.is_some() || read_or_atomic {
+        let _ = writeln!(out, "{LINE}");
+        let _ = writeln!(
+            stderr(out, err),
+            "Device not recognized to implement inline feature. Disabling it"
+        );
+    }
 }
 
 /// Where perftest's standard error lines go: `err`, or with `out`'s when there is none.
@@ -2136,6 +2173,47 @@ mod tests {
             );
             // perftest's line only when the burst size is the TX depth.
             assert!(!out.contains("Setting burst size"), "{out}");
+        }
+    }
+
+    /// -I is taken (0 to 912) and disabled with perftest's lines on its standard error, as
+    /// perftest disables it on rdma_rxe; READ and atomics say so even without -I, as
+    /// perftest's do there; over UD above 884 it is first cut to that.
+    #[test]
+    fn inline_size_is_disabled_as_perftest_does() {
+        let mut opts = options(BwTest::Write, 64);
+        opts.inline_size = Some(913);
+        let e = opts.check().unwrap_err().to_string();
+        assert!(e.contains("Max inline should be between 0 and 912"), "{e}");
+        const DISABLED: &str = "Device not recognized to implement inline feature. Disabling it\n";
+        for (test, connection, inline, says) in [
+            (BwTest::Write, QpType::Rc, None, ""),
+            (BwTest::Write, QpType::Rc, Some(64), DISABLED),
+            (BwTest::Read, QpType::Rc, None, DISABLED),
+            (
+                BwTest::Send,
+                QpType::Ud,
+                Some(900),
+                "Setting inline size to 884 (Max inline size in UD)\n\
+                 Device not recognized to implement inline feature. Disabling it\n",
+            ),
+        ] {
+            let mut opts = options(test, 64);
+            opts.set_connection(connection);
+            opts.inline_size = inline;
+            let (_, _, out, _, _, err) = perf_run(opts, 9);
+            let case = format!("{test:?} {connection:?} -I {inline:?}");
+            assert_eq!(err, says, "{case}");
+            // One line of dashes on standard output before each, then the header's.
+            let lines = says.lines().count();
+            assert!(
+                out.starts_with(&format!("{LINE}\n").repeat(lines + 1)),
+                "{case}: {out}"
+            );
+            assert!(
+                out.contains(" Max inline data : 0[B]") != (test == BwTest::Read),
+                "{case}"
+            );
         }
     }
 
