@@ -1222,6 +1222,9 @@ impl Header<'_> {
             o.connection.transport().prefix(),
             if o.use_srq { "ON" } else { "OFF" }
         );
+        // perftest 4.5 built without PCIe relaxed ordering support says "Unsupported" (a
+        // software device has no PCIe); rdma_rxe has no ibv_wr_* API, so its "OFF".
+        s.push_str(" PCIe relax order: Unsupported\n ibv_wr* API     : OFF\n");
         // ctx_print_test_info: a sender's TX depth, a receiver's RX depth; -b both.
         if o.server.is_some() || o.duplex {
             s.push_str(&format!(" TX depth        : {}\n", self.tx_depth));
@@ -2070,6 +2073,9 @@ mod tests {
                 let name = connection.transport().prefix();
                 for o in [&out, &server_out] {
                     assert!(o.contains(&format!("Connection type : {name}")), "{o}");
+                    // Next, perftest 4.5's two lines for a device like rdma_rxe.
+                    let next = " PCIe relax order: Unsupported\n ibv_wr* API     : OFF\n";
+                    assert!(o.contains(&format!("SRQ      : OFF\n{next}")), "{o}");
                 }
                 if connection == QpType::Ud && !latency {
                     // 4000 bytes on the in-memory link's path MTU of 4096: kept.
