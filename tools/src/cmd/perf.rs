@@ -249,6 +249,10 @@ pub struct PerfArgs {
     /// perftest disables it on a device it does not know (rdma_rxe, this one), saying so.
     #[arg(short = 'I', long = "inline_size", value_name = "SIZE")]
     pub inline_size: Option<u32>,
+    /// Post requests in lists of N, a completion at the end of each (perftest's -l; the
+    /// iterations a multiple of N, the CQ moderation N unless -Q divides it).
+    #[arg(short = 'l', long = "post_list", value_name = "N")]
+    pub post_list: Option<u32>,
 }
 
 pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
@@ -295,6 +299,7 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     opts.limit_bw = args.limit_bw;
     opts.limit_msgrate = args.limit_msgrate;
     opts.inline_size = args.inline_size;
+    opts.post_list = args.post_list.unwrap_or(opts.post_list);
     opts.rate_limit = RateLimit {
         rate: args.rate_limit,
         units: match args.rate_units {

@@ -157,6 +157,9 @@ pub struct PerfOptions {
     /// NIC's way of saving a DMA read; perftest disables them on a device it does not know,
     /// rdma_rxe or this endpoint, and so does this, with perftest's lines.
     pub inline_size: Option<u32>,
+    /// `-l`: requests posted as lists of this many (perftest's post list), only the last
+    /// of each asking for a completion; 1, the default, posts one at a time.
+    pub post_list: u32,
 }
 
 /// perftest's largest `-I` (`MAX_INLINE`), and over UD (`MAX_INLINE_UD`).
@@ -213,6 +216,7 @@ impl PerfOptions {
             limit_bw: None,
             limit_msgrate: None,
             inline_size: None,
+            post_list: 1,
         }
     }
 
@@ -301,6 +305,30 @@ impl PerfOptions {
                 _ => {}
             }
         }
+        if self.post_list == 0 {
+            return usage("the post list size (-l) must be positive");
+        }
+        if self.post_list > 1 {
+            if self.latency {
+                return usage(
+                    "-l is for the bandwidth tests (perftest's latency tests post one at a time)",
+                );
+            }
+            if self.duration.is_none() && !self.iters.is_multiple_of(self.post_list) {
+                return usage("Number of iterations must be a multiple of post list size (-l)");
+            }
+            if self
+                .cq_mod
+                .is_some_and(|q| q > 0 && !self.post_list.is_multiple_of(q))
+            {
+                return usage("Post list size must be a multiple of CQ moderation (-l, -Q)");
+            }
+            if self.post_list > tx_depth(self) {
+                return usage(
+                    "the post list (-l) must fit the TX depth (-t), or nothing is posted",
+                );
+            }
+        }
         if self.inline_size.is_some_and(|n| n > MAX_INLINE) {
             return usage(&format!(
                 "Max inline should be between 0 and {MAX_INLINE} (-I)"
@@ -349,11 +377,13 @@ pub struct PerfResult {
     pub latency_duration: Option<LatDurationReport>,
 }
 
-fn title(test: BwTest, atomic: AtomicType, latency: bool, duplex: bool) -> String {
+/// The header's title, "Post List" in it with `-l` (perftest's `ctx_print_test_info`).
+fn title(test: BwTest, atomic: AtomicType, latency: bool, duplex: bool, post_list: u32) -> String {
+    let list = if post_list > 1 { "Post List " } else { "" };
     let kind = match (latency, duplex) {
-        (true, _) => "Latency",
-        (false, true) => "Bidirectional BW",
-        (false, false) => "BW",
+        (true, _) => "Latency".to_string(),
+        (false, true) => format!("Bidirectional {list}BW"),
+        (false, false) => format!("{list}BW"),
     };
     match test {
         BwTest::Write => format!("RDMA_Write {kind} Test"),
@@ -715,6 +745,13 @@ fn setup(
     out: &mut dyn Write,
     mut err: Option<&mut dyn Write>,
 ) -> Result<(Dialogue, Setup), AppError> {
+    if opts.post_list > 1 && opts.cq_mod.is_none() {
+        // perftest's, as it parses its options.
+        let _ = writeln!(
+            out,
+            "{LINE}\nPost List requested - CQ moderation will be the size of the post list"
+        );
+    }
     inline_lines(opts, out, &mut err);
     let link_mtu = Mtu::for_link_mtu(rt.capabilities().mtu as u32).unwrap_or(Mtu::M256);
     let mtu = opts.mtu.unwrap_or(link_mtu);
@@ -772,8 +809,11 @@ fn setup(
     // Moderation is off for large messages unless asked for, but not with -a (perftest
     // cannot change it between sizes); never beyond the TX depth (force_dependecies).
     let large = size > 8192 && !opts.all_sizes;
+    // A post list (-l) asks for a completion at the end of each (perftest sets the
+    // moderation to its size unless -Q says otherwise).
     let cq_mod = match opts.cq_mod {
         Some(q) => q,
+        None if opts.post_list > 1 => opts.post_list,
         None if large => 1,
         None => 100,
     }
@@ -902,9 +942,9 @@ fn setup(
         out_reads,
     };
     let mut lines = String::new();
-    if large && cq_mod > 1 {
-        // perftest's warning, from its parser: the moderation hides when each large
-        // message completed.
+    if large && opts.cq_mod.is_some() && cq_mod > 1 {
+        // perftest's warning, from its parser, when -Q asked for it: the moderation hides
+        // when each large message completed (not -l's own).
         lines.push_str(&format!(
             "{LINE}\nWarning: Large message requested and CQ moderation enabled\n\
              Warning: It can lead to inaccurate results\n"
@@ -1217,7 +1257,7 @@ impl Header<'_> {
              Dual-port       : OFF\t\tDevice         : roce\n \
              Number of qps   : {}\t\tTransport type : IB\n \
              Connection type : {}\t\tUsing SRQ      : {}\n",
-            title(o.test, o.atomic, o.latency, o.duplex),
+            title(o.test, o.atomic, o.latency, o.duplex, o.post_list),
             o.num_qps,
             o.connection.transport().prefix(),
             if o.use_srq { "ON" } else { "OFF" }
@@ -1228,6 +1268,9 @@ impl Header<'_> {
         // ctx_print_test_info: a sender's TX depth, a receiver's RX depth; -b both.
         if o.server.is_some() || o.duplex {
             s.push_str(&format!(" TX depth        : {}\n", self.tx_depth));
+        }
+        if o.post_list > 1 {
+            s.push_str(&format!(" Post List       : {}\n", o.post_list));
         }
         if o.test == BwTest::Send && (o.server.is_none() || o.duplex) {
             s.push_str(&format!(" RX depth        : {}\n", o.rx_depth));
@@ -1500,13 +1543,22 @@ impl<'a> Test<'a> {
         // start together, and one clock read stamps them all (one per request was 4% of a
         // 64-byte SEND client's user time).
         let mut round_start = None;
+        // -l: a whole list at a time, when the TX depth has room for all of it (perftest's
+        // run_iter_bw), the pacer asked once a list.
+        let list = u64::from(self.opts.post_list);
         for (i, lane) in self.s.lanes.iter().enumerate() {
-            while n.posted[i] - n.completed[i] < u64::from(self.s.tx_depth) {
+            loop {
                 let seq = n.posted[i];
+                // A list starts only with room for all of it, and is then posted whole.
+                let outstanding = n.posted[i] - n.completed[i];
+                if seq.is_multiple_of(list) && outstanding + list > u64::from(self.s.tx_depth) {
+                    break;
+                }
                 // The pacer before `next`, whose answer marks the request as posted (the
                 // last signaled one of -D): a burst may so start with nothing left to post,
                 // which only delays no one.
-                if let Some(p) = pacer.as_deref_mut()
+                if seq.is_multiple_of(list)
+                    && let Some(p) = pacer.as_deref_mut()
                     && !p.may_post(*round_start.get_or_insert_with(Instant::now))
                 {
                     return Ok(());
@@ -2026,7 +2078,7 @@ mod tests {
                     "{own:?}"
                 );
                 assert!(
-                    out.contains(&title(test, AtomicType::FetchAndAdd, false, false)),
+                    out.contains(&title(test, AtomicType::FetchAndAdd, false, false, 1)),
                     "{out}"
                 );
                 assert!(out.contains(" #bytes     #iterations"), "{out}");
@@ -2180,6 +2232,47 @@ mod tests {
             // perftest's line only when the burst size is the TX depth.
             assert!(!out.contains("Setting burst size"), "{out}");
         }
+    }
+
+    /// -l: lists of requests, the moderation their size unless -Q says otherwise, "Post
+    /// List" in the title and the header; refused where perftest refuses it (iterations not
+    /// a multiple, -Q not dividing it) and where it would post nothing (beyond the TX depth)
+    /// or is not perftest's (the latency tests).
+    #[test]
+    fn post_list() {
+        for test in [BwTest::Write, BwTest::Send] {
+            let mut opts = options(test, 64);
+            opts.post_list = 4;
+            let (client, server, out, server_out, _, _) = perf_run(opts, 10);
+            assert_eq!(client.own.map(|r| r.iters), Some(300), "{test:?}");
+            if test == BwTest::Send {
+                assert_eq!(server.own.map(|r| r.iters), Some(300), "receives");
+            }
+            assert!(out.contains(&title(test, AtomicType::FetchAndAdd, false, false, 4)));
+            assert!(out.contains(" Post List BW Test\n"), "{out}");
+            assert!(
+                out.contains(" Post List       : 4\n CQ Moderation   : 4\n"),
+                "{out}"
+            );
+            assert!(out.contains(
+                "Post List requested - CQ moderation will be the size of the post list\n"
+            ));
+            assert!(
+                server_out.contains(" Post List       : 4\n"),
+                "{server_out}"
+            );
+        }
+        let refused = |f: &dyn Fn(&mut PerfOptions)| {
+            let mut opts = options(BwTest::Write, 64);
+            opts.post_list = 4;
+            f(&mut opts);
+            opts.check().unwrap_err().to_string()
+        };
+        assert!(refused(&|o| o.iters = 302).contains("multiple of post list size"));
+        assert!(refused(&|o| o.cq_mod = Some(3)).contains("multiple of CQ moderation"));
+        assert!(refused(&|o| o.latency = true).contains("bandwidth tests"));
+        assert!(refused(&|o| o.tx_depth = 2).contains("TX depth"));
+        assert!(refused(&|o| o.post_list = 0).contains("positive"));
     }
 
     /// -I is taken (0 to 912) and disabled with perftest's lines on its standard error, as
@@ -2501,7 +2594,7 @@ mod tests {
                 );
                 assert!(out.contains(" #bytes #iterations    t_min[usec]"), "{out}");
                 assert!(
-                    out.contains(&title(test, AtomicType::FetchAndAdd, true, false)),
+                    out.contains(&title(test, AtomicType::FetchAndAdd, true, false, 1)),
                     "{out}"
                 );
                 assert!(!out.contains("CQ Moderation"), "{out}");
