@@ -11,7 +11,7 @@
 # ibv_rc_pingpong over IPv6; path MTU 4096 (guest MTU 9000) besides the default 1024, the
 # capture checked for 4096-byte payloads; write/read/send again with 2% loss on the bridge
 # (`softroce-lab loss 20`); write and send with DCQCN on at our end (ECT(0) data, which rxe
-# ignores); perftest's -a, -A CMP_AND_SWAP, -D (with --report_gbits), --use-srq, -q, -l, -b (also with
+# ignores); perftest's -a, -A CMP_AND_SWAP, -D (with --report_gbits), --use-srq, -q, -l, -e, -b (also with
 # -a: send as our client, write as our server; and -D: write as client, send as server); ib_write_lat,
 # ib_send_lat, ib_read_lat and ib_atomic_lat, and with -a (write as our client, send as our
 # server) and -D (send as our client, read as our server); perftest's -c UC and -c UD (UD also
@@ -363,6 +363,8 @@ for role in client server; do
   BW="-n 100 -s 16384 -b" CHECK=one_udp_port case_bw "ib_send_bw-bidir-$role" $role send ""
   # -l: requests posted in lists of 4, a completion at the end of each.
   BW="-n 200 -s 16384 -l 4" CHECK=one_udp_port case_bw "ib_write_bw-postlist-$role" $role write ""
+  # -e: completions as events on both sides (nothing on the wire differs).
+  BW="-n 200 -s 16384 -e" CHECK=one_udp_port case_bw "ib_send_bw-events-$role" $role send ""
 done
 # -b with -a (a summed row per size; about a minute a case under TCG, so one test per role)
 # and -D (WRITE's rows summed, SEND's each side's own, counting its sends and receives).

@@ -253,6 +253,11 @@ pub struct PerfArgs {
     /// iterations a multiple of N, the CQ moderation N unless -Q divides it).
     #[arg(short = 'l', long = "post_list", value_name = "N")]
     pub post_list: Option<u32>,
+    /// Wait for completions asleep, as perftest's -e waits on a completion channel: no
+    /// spinning after traffic (see --spin); nothing on the wire differs. Not with -D, as
+    /// perftest.
+    #[arg(short = 'e', long = "events")]
+    pub events: bool,
 }
 
 pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
@@ -300,6 +305,7 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     opts.limit_msgrate = args.limit_msgrate;
     opts.inline_size = args.inline_size;
     opts.post_list = args.post_list.unwrap_or(opts.post_list);
+    opts.events = args.events;
     opts.rate_limit = RateLimit {
         rate: args.rate_limit,
         units: match args.rate_units {
@@ -323,7 +329,7 @@ pub fn run(args: PerfArgs) -> anyhow::Result<ExitCode> {
     opts.check().map_err(|e| anyhow::anyhow!("{e}"))?;
     // A latency test sends one message at a time: it sleeps as soon as nothing is left to
     // do (see --spin).
-    let mut rt = args.endpoint.open_spinning(if args.lat {
+    let mut rt = args.endpoint.open_spinning(if args.lat || args.events {
         Duration::ZERO
     } else {
         DEFAULT_SPIN

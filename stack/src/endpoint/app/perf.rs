@@ -160,6 +160,10 @@ pub struct PerfOptions {
     /// `-l`: requests posted as lists of this many (perftest's post list), only the last
     /// of each asking for a completion; 1, the default, posts one at a time.
     pub post_list: u32,
+    /// `-e`: completions waited for as events (perftest's completion channel). Our waits
+    /// sleep on the device anyway: this changes perftest's header line, its refusal of
+    /// `-D`, and keeps the moderation of large messages (as perftest's).
+    pub events: bool,
 }
 
 /// perftest's largest `-I` (`MAX_INLINE`), and over UD (`MAX_INLINE_UD`).
@@ -217,6 +221,7 @@ impl PerfOptions {
             limit_msgrate: None,
             inline_size: None,
             post_list: 1,
+            events: false,
         }
     }
 
@@ -304,6 +309,9 @@ impl PerfOptions {
                 }
                 _ => {}
             }
+        }
+        if self.events && self.duration.is_some() {
+            return usage("Duration mode doesn't work with events (-e, -D)");
         }
         if self.post_list == 0 {
             return usage("the post list size (-l) must be positive");
@@ -807,8 +815,9 @@ fn setup(
     };
     let tx_depth = tx_depth(opts);
     // Moderation is off for large messages unless asked for, but not with -a (perftest
-    // cannot change it between sizes); never beyond the TX depth (force_dependecies).
-    let large = size > 8192 && !opts.all_sizes;
+    // cannot change it between sizes) nor -e (perftest's events); never beyond the TX
+    // depth (force_dependecies).
+    let large = size > 8192 && !opts.all_sizes && !opts.events;
     // A post list (-l) asks for a completion at the end of each (perftest sets the
     // moderation to its size unless -Q says otherwise).
     let cq_mod = match opts.cq_mod {
@@ -1262,6 +1271,11 @@ impl Header<'_> {
             o.connection.transport().prefix(),
             if o.use_srq { "ON" } else { "OFF" }
         );
+        if o.events {
+            // perftest's, after the title: the device's name and completion vector 0.
+            let at = s.find(" Dual-port").unwrap_or(s.len());
+            s.insert_str(at, " Test with events. Using roce_comp0\n");
+        }
         // perftest 4.5 built without PCIe relaxed ordering support says "Unsupported" (a
         // software device has no PCIe); rdma_rxe has no ibv_wr_* API, so its "OFF".
         s.push_str(" PCIe relax order: Unsupported\n ibv_wr* API     : OFF\n");
@@ -2273,6 +2287,30 @@ mod tests {
         assert!(refused(&|o| o.latency = true).contains("bandwidth tests"));
         assert!(refused(&|o| o.tx_depth = 2).contains("TX depth"));
         assert!(refused(&|o| o.post_list = 0).contains("positive"));
+    }
+
+    /// -e: perftest's line after the title, the moderation kept for large messages (no
+    /// warning), -D refused.
+    #[test]
+    fn events() {
+        let mut opts = options(BwTest::Write, 16384);
+        opts.events = true;
+        let (client, _, out, server_out, _, _) = perf_run(opts.clone(), 11);
+        assert_eq!(client.own.map(|r| r.iters), Some(300));
+        for o in [&out, &server_out] {
+            assert!(
+                o.contains(" BW Test\n Test with events. Using roce_comp0\n Dual-port"),
+                "{o}"
+            );
+        }
+        assert!(out.contains(" CQ Moderation   : 32\n"), "{out}");
+        opts.events = false;
+        let (_, _, out, _, _, _) = perf_run(opts.clone(), 12);
+        assert!(out.contains(" CQ Moderation   : 1\n"), "{out}");
+        opts.events = true;
+        opts.duration = Some(Duration::from_secs(2));
+        let e = opts.check().unwrap_err().to_string();
+        assert!(e.contains("Duration mode doesn't work with events"), "{e}");
     }
 
     /// -I is taken (0 to 912) and disabled with perftest's lines on its standard error, as
