@@ -959,7 +959,15 @@ fn setup(
              Warning: It can lead to inaccurate results\n"
         ));
     }
-    let _ = write!(stderr(out, &mut err), "{}", opts.rate_limit.lines(tx_depth));
+    // The rate limiter's lines: perftest's standard error, or in their place after the
+    // warning with one stream.
+    let rate_lines = opts.rate_limit.lines(tx_depth);
+    match &mut err {
+        Some(e) => {
+            let _ = write!(e, "{rate_lines}");
+        }
+        None => lines.push_str(&rate_lines),
+    }
     lines.push_str(&header.lines());
     for keys in conn.locals() {
         lines.push_str(&keys.print_lines("local", opts.test));
