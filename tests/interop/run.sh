@@ -77,7 +77,6 @@ echo "interop: lab ready and roce built in $((SECONDS - t0)) s; logs in $logs"
 # serve_guest [ARGS]: the cases from here on want a serving guest of `softroce-lab serve
 # ARGS` (ROCE_LAB_GUEST chooses the kernel): the one serving stops, the next case boots it.
 served_with=()
-serve_booted=1
 serve_guest() {
   served_with=("$@")
   serve_booted=0

@@ -111,6 +111,9 @@ Examples (inside the lab's namespace, the peer an rxe guest at 10.77.0.11):
       1000 UC SENDs of 4 KiB at 4 MiB/s (bursts of 8, 128 a second), which an emulated
       guest's `ib_send_bw -x 1 -F -c UC -s 4096 -n 1000` takes whole (at full rate it
       loses most of them)
+  roce perf write --iface tap:roce0 --ip 10.77.0.2/24 -s 16384 -n 200 -l 4 10.77.0.11
+      WRITEs posted in lists of 4, a completion each list, against
+      `ib_write_bw -x 1 -F -s 16384 -n 200 -l 4` (-e likewise, as ib_send_bw -e)
   roce perf write --iface tap:roce0 --ip 10.77.0.2/24 -q 4 -b -n 100 10.77.0.11
       four QPs, both directions at once, against `ib_write_bw -x 1 -F -q 4 -b -n 100`
   roce perf write --iface xdp:eth1 --ip 10.0.0.5/24 --tclass 106 --vlan 100 --pcp 3 --line-gbps 100 10.0.0.7
@@ -254,8 +257,8 @@ pub struct PerfArgs {
     #[arg(short = 'l', long = "post_list", value_name = "N")]
     pub post_list: Option<u32>,
     /// Wait for completions asleep, as perftest's -e waits on a completion channel: no
-    /// spinning after traffic (see --spin); nothing on the wire differs. Not with -D, as
-    /// perftest.
+    /// spinning after traffic unless --spin asks for it; nothing on the wire differs. Not
+    /// with -D, as perftest.
     #[arg(short = 'e', long = "events")]
     pub events: bool,
 }
