@@ -113,6 +113,23 @@ fn perftest_flag_combinations_perftest_refuses_are_one_line() {
         tos.status.code() == Some(2) && said.contains("--rdma_cm"),
         "{said}"
     );
+    // -e sleeps on completions and --busy-poll never sleeps: clap refuses the pair, as it
+    // does for pingpong.
+    let both = roce(&[
+        "perf",
+        "--iface",
+        "pcap:/x.pcap",
+        "--ip",
+        "10.9.0.1/24",
+        "send",
+        "-e",
+        "--busy-poll",
+    ]);
+    let said = String::from_utf8_lossy(&both.stderr);
+    assert!(
+        both.status.code() == Some(2) && said.contains("'--busy-poll'"),
+        "{said}"
+    );
 }
 
 #[test]

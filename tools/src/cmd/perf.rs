@@ -258,8 +258,8 @@ pub struct PerfArgs {
     pub post_list: Option<u32>,
     /// Wait for completions asleep, as perftest's -e waits on a completion channel: no
     /// spinning after traffic unless --spin asks for it; nothing on the wire differs. Not
-    /// with -D, as perftest.
-    #[arg(short = 'e', long = "events")]
+    /// with -D, as perftest, nor with --busy-poll, which never sleeps (as `pingpong -e`).
+    #[arg(short = 'e', long = "events", conflicts_with = "busy_poll")]
     pub events: bool,
 }
 
