@@ -20,12 +20,14 @@
 //! (default 256) beyond the receiver's credits. Both wait as our endpoint does (see
 //! `SpinWaiter`).
 //!
-//! Latency: `veth_rate pong xdp:IF FRAMES` prints `ready`, then answers every FRAMES data
-//! frames with as many copies of the last; `veth_rate ping xdp:IF SIZE ITERS [FRAMES
-//! [TIMEOUT_US]]` sends FRAMES (default 1) SIZE-byte frames and waits for the answer, ITERS
-//! times after 100 unmeasured, sleeping in poll(2) with a timeout of TIMEOUT_US (default 5 s),
-//! and prints `ITERS iters in S seconds = U usec/iter` as udp_pingpong does. Two frames per
-//! turn are an RC ping-pong's ACK and SEND; the timeout shows what a short one costs.
+//! Latency: `veth_rate pong xdp:IF FRAMES [busy]` prints `ready`, then answers every FRAMES
+//! data frames with as many copies of the last; `veth_rate ping xdp:IF SIZE ITERS [FRAMES
+//! [TIMEOUT_US|busy]]` sends FRAMES (default 1) SIZE-byte frames and waits for the answer,
+//! ITERS times after 100 unmeasured, sleeping in poll(2) with a timeout of TIMEOUT_US
+//! (default 5 s), and prints `ITERS iters in S seconds = U usec/iter` as udp_pingpong does.
+//! Two frames per turn are an RC ping-pong's ACK and SEND; the timeout shows what a short one
+//! costs. `busy` polls instead of sleeping, as our endpoint's `--busy-poll` does: the ceiling
+//! of a busy-polling ping-pong on this device.
 
 use std::error::Error;
 use std::io::{Read, Write};
@@ -75,7 +77,7 @@ fn main() -> Result<()> {
                 arg(4).parse()?
             },
         ),
-        "pong" => pong(arg(1), arg(2).parse()?),
+        "pong" => pong(arg(1), arg(2).parse()?, arg(3) == "busy"),
         "ping" => ping(
             arg(1),
             arg(2).parse()?,
@@ -85,11 +87,11 @@ fn main() -> Result<()> {
             } else {
                 arg(4).parse()?
             },
-            Duration::from_micros(if arg(5).is_empty() {
-                5_000_000
-            } else {
-                arg(5).parse()?
-            }),
+            match arg(5) {
+                "busy" => None,
+                "" => Some(Duration::from_secs(5)),
+                us => Some(Duration::from_micros(us.parse()?)),
+            },
         ),
         "tcp-recv" => tcp_receive(arg(1), arg(2).parse()?),
         "tcp-send" => tcp_send(arg(1), arg(2).parse()?),
@@ -336,17 +338,18 @@ const PING_WARMUP: u32 = 100;
 
 /// Answers every `frames` data frames with `frames` copies of the last, until one of them
 /// says it was the last.
-fn pong(backend: &str, frames: usize) -> Result<()> {
+fn pong(backend: &str, frames: usize, busy: bool) -> Result<()> {
     if frames == 0 {
         return Err("FRAMES must be at least 1".into());
     }
     let mut dev = open(backend)?;
-    let (mut poll, mut events) = waiter(&*dev)?;
+    let mut wait = PingWait::new(&*dev, (!busy).then_some(CREDIT_PATIENCE * 5000))?;
     println!("ready");
     std::io::stdout().flush()?;
     let (mut got, mut last) = (0, false);
     let mut answer = Vec::new();
-    while !last {
+    // Until the last turn is answered: its frames may come in more than one receive.
+    loop {
         while dev.receive(&mut |f| {
             if f.get(12..14) == Some(&DATA_ETHERTYPE) {
                 got += 1;
@@ -356,7 +359,7 @@ fn pong(backend: &str, frames: usize) -> Result<()> {
             }
         })? {}
         if got < frames {
-            poll.poll(&mut events, Some(CREDIT_PATIENCE * 5000))?;
+            wait.idle()?;
             continue;
         }
         got = 0;
@@ -366,18 +369,54 @@ fn pong(backend: &str, frames: usize) -> Result<()> {
             dev.transmit(&answer)?;
         }
         dev.flush()?;
+        if last {
+            return Ok(());
+        }
     }
-    Ok(())
 }
 
-/// `iters` round trips of `frames` frames each way, sleeping in poll(2) for at most
-/// `timeout` at a time while the answer is not in.
-fn ping(backend: &str, size: usize, iters: u32, frames: usize, timeout: Duration) -> Result<()> {
+/// How a ping-pong side waits for its answer: sleeping in poll(2) for at most a timeout at
+/// a time, or busy polling as our endpoint's `--busy-poll` does (the descriptor in no epoll
+/// set, the core yielded between idle turns).
+enum PingWait {
+    Sleep(mio::Poll, mio::Events, Duration),
+    Busy,
+}
+
+impl PingWait {
+    fn new(dev: &dyn Device, timeout: Option<Duration>) -> Result<PingWait> {
+        Ok(match timeout {
+            Some(t) => {
+                let (poll, events) = waiter(dev)?;
+                PingWait::Sleep(poll, events, t)
+            }
+            None => PingWait::Busy,
+        })
+    }
+
+    fn idle(&mut self) -> Result<()> {
+        match self {
+            PingWait::Sleep(poll, events, t) => poll.poll(events, Some(*t))?,
+            PingWait::Busy => std::thread::yield_now(),
+        }
+        Ok(())
+    }
+}
+
+/// `iters` round trips of `frames` frames each way, waiting as `timeout` says while the
+/// answer is not in (None: busy polling).
+fn ping(
+    backend: &str,
+    size: usize,
+    iters: u32,
+    frames: usize,
+    timeout: Option<Duration>,
+) -> Result<()> {
     if frames == 0 || iters == 0 || size < 15 {
         return Err("FRAMES and ITERS must be positive, SIZE at least 15".into());
     }
     let mut dev = open(backend)?;
-    let (mut poll, mut events) = waiter(&*dev)?;
+    let mut wait = PingWait::new(&*dev, timeout)?;
     let mut frame = vec![0x5a; size];
     frame[..6].copy_from_slice(&RECEIVER_MAC);
     frame[6..12].copy_from_slice(&SENDER_MAC);
@@ -406,7 +445,7 @@ fn ping(backend: &str, size: usize, iters: u32, frames: usize, timeout: Duration
                 if asked.elapsed() > give_up {
                     return Err(format!("round trip {i}: no answer").into());
                 }
-                poll.poll(&mut events, Some(timeout))?;
+                wait.idle()?;
             }
         }
     }

@@ -23,7 +23,9 @@
 #   latency: 64-byte RC pingpong over AF_XDP (`roce pingpong`, ibv_rc_pingpong's lines),
 #            sleeping in epoll on both sides and busy polling on both sides, beside a 64-byte
 #            kernel UDP ping-pong between the same two addresses (stack/examples/udp_pingpong.rs,
-#            blocking recv on both sides)
+#            blocking recv on both sides) and the device's ceilings: raw AF_XDP ping-pong of
+#            two RAW_SMALL-byte frames each way (an RC ping-pong's SEND and ACK), sleeping in
+#            poll(2) on both sides and busy polling on both sides (`veth_rate ping/pong`)
 #
 # The machine is noisy (2 cores shared with builds and guests), so every measurement runs
 # ROUNDS times, the order of our endpoint and its baselines alternating between rounds; the
@@ -267,10 +269,25 @@ ours() {
   done
 }
 
+# Raw AF_XDP ping-pong, two RAW_SMALL-byte frames each way; case $1, $2 "busy" or empty
+# (sleeping in poll(2)).
+raw_ping() {
+  local case=$1 mode=$2
+  serve raw_pong "$rate" pong xdp:vb 2 $mode
+  ip netns exec "$A" "$rate" ping xdp:va $RAW_SMALL "$PINGS" 2 $mode >"$work/raw_ping.log" \
+    2>"$work/raw_ping.err" || die "raw ping failed: $(tail -n 3 "$work/raw_ping.err")"
+  wait $server || die "raw pong failed: $(tail -n 3 "$work/raw_pong.err")"
+  note "$case" "$(usec "$work/raw_ping.log")"
+}
+
 baselines() {
   ((want_write)) && raw raw_big $RAW_BIG $((128 * SIZE / PAYLOAD_BIG))
   ((want_send)) && raw raw_small $RAW_SMALL 128
-  ((want_ping)) && udp_run
+  if ((want_ping)); then
+    udp_run
+    raw_ping raw_ping ""
+    raw_ping raw_ping_busy busy
+  fi
   if ((want_write)); then
     tcp_run tcp
     tcp_run tcp_off
@@ -280,7 +297,7 @@ baselines() {
 echo "veth_bench: $ROUNDS rounds (parts: $ONLY); link MTU $MTU, RoCE path MTU 4096, TCP MSS $((MTU - 52))"
 ((want_write)) && echo "  write: $ITERS RC WRITEs of $SIZE bytes (and the same bytes over TCP), raw AF_XDP frames of $RAW_BIG bytes for ${RAW_SECS} s"
 ((want_send)) && echo "  send: $MSGS SENDs of 64 bytes, raw AF_XDP frames of $RAW_SMALL bytes for ${RAW_SECS} s"
-((want_ping)) && echo "  ping: $PINGS round trips (and as many over UDP)"
+((want_ping)) && echo "  ping: $PINGS round trips (and as many over UDP and raw AF_XDP, $RAW_SMALL-byte frames)"
 
 for round in $(seq "$ROUNDS"); do
   plain
@@ -317,7 +334,10 @@ for round in $(seq "$ROUNDS"); do
   if ((want_ping)); then
     ratio "$(last ping)" "$(last udp)" >>"$work/ping_udp"
     ratio "$(last ping_busy)" "$(last udp)" >>"$work/ping_busy_udp"
-    line+=" rtt $(last ping) busy $(last ping_busy) udp $(last udp) usec"
+    ratio "$(last raw_ping)" "$(last udp)" >>"$work/raw_ping_udp"
+    ratio "$(last raw_ping_busy)" "$(last udp)" >>"$work/raw_ping_busy_udp"
+    line+=" rtt $(last ping) busy $(last ping_busy) udp $(last udp)"
+    line+=" raw $(last raw_ping) raw-busy $(last raw_ping_busy) usec"
   fi
   echo "$line"
 done
@@ -348,6 +368,10 @@ if ((want_ping)); then
   echo
   row "round trip, 64 bytes (median)" "usec" "vs UDP" "" ""
   row "kernel UDP ping-pong, blocking recv" "$(median "$work/udp")" "1.00" "" ""
+  row "raw AF_XDP ping-pong, 2 frames each way, poll" "$(median "$work/raw_ping")" \
+    "$(median "$work/raw_ping_udp")" "" ""
+  row "raw AF_XDP ping-pong, 2 frames, busy polling" "$(median "$work/raw_ping_busy")" \
+    "$(median "$work/raw_ping_busy_udp")" "" ""
   row "roce RC pingpong over AF_XDP, epoll" "$(median "$work/ping")" "$(median "$work/ping_udp")" "" ""
   row "roce RC pingpong over AF_XDP, busy polling" "$(median "$work/ping_busy")" \
     "$(median "$work/ping_busy_udp")" "" ""
@@ -386,6 +410,10 @@ if ((json)); then
         "$(median "$work/ping_udp")" "$(median "$work/ping_busy_udp")"
       printf ',"pingpong_rtt_us":%s,"pingpong_busy_rtt_us":%s,"udp_rtt_us":%s' \
         "$(median "$work/ping")" "$(median "$work/ping_busy")" "$(median "$work/udp")"
+      printf ',"raw_pingpong_rtt_us":%s,"raw_pingpong_busy_rtt_us":%s' \
+        "$(median "$work/raw_ping")" "$(median "$work/raw_ping_busy")"
+      printf ',"raw_pingpong_rtt_vs_udp":%s,"raw_pingpong_busy_rtt_vs_udp":%s' \
+        "$(median "$work/raw_ping_udp")" "$(median "$work/raw_ping_busy_udp")"
     fi
     printf '}\n'
   } >&3
