@@ -85,10 +85,11 @@ fn bad_class_flags_are_one_line() {
 
 #[test]
 fn perftest_flag_combinations_perftest_refuses_are_one_line() {
-    let perf = |extra: &[&str]| {
+    let run = |extra: &[&str]| {
         let base = ["perf", "--iface", "pcap:/x.pcap", "--ip", "10.9.0.1/24"];
-        one_error_line(&roce(&[&base[..], extra].concat()))
+        roce(&[&base[..], extra].concat())
     };
+    let perf = |extra: &[&str]| one_error_line(&run(extra));
     // Checked before any device is opened: the missing capture is never mentioned.
     assert!(perf(&["write", "-A", "CMP_AND_SWAP"]).contains("atomic test only"));
     assert!(perf(&["atomic", "-a"]).contains("cannot be changed for atomic"));
@@ -96,40 +97,20 @@ fn perftest_flag_combinations_perftest_refuses_are_one_line() {
     assert!(perf(&["send", "-s", "16777216"]).contains("above 8388608"));
     assert!(perf(&["write", "--lat", "-a", "-D", "3"]).contains("all sizes"));
     assert!(perf(&["write", "--lat", "-b"]).contains("-b"));
+    // Refused by clap (usage error, exit 2) with `says` in its message.
+    let usage = |extra: &[&str], says: &str| {
+        let out = run(extra);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(2) && said.contains(says),
+            "{said}"
+        );
+    };
     // perftest's -T is rdma_cm's type of service: without -R it means nothing.
-    let tos = roce(&[
-        "perf",
-        "--iface",
-        "pcap:/x.pcap",
-        "--ip",
-        "10.9.0.1/24",
-        "write",
-        "-T",
-        "104",
-        "10.9.0.2",
-    ]);
-    let said = String::from_utf8_lossy(&tos.stderr);
-    assert!(
-        tos.status.code() == Some(2) && said.contains("--rdma_cm"),
-        "{said}"
-    );
-    // -e sleeps on completions and --busy-poll never sleeps: clap refuses the pair, as it
-    // does for pingpong.
-    let both = roce(&[
-        "perf",
-        "--iface",
-        "pcap:/x.pcap",
-        "--ip",
-        "10.9.0.1/24",
-        "send",
-        "-e",
-        "--busy-poll",
-    ]);
-    let said = String::from_utf8_lossy(&both.stderr);
-    assert!(
-        both.status.code() == Some(2) && said.contains("'--busy-poll'"),
-        "{said}"
-    );
+    usage(&["write", "-T", "104", "10.9.0.2"], "--rdma_cm");
+    // -e sleeps on completions and --busy-poll never sleeps: refused together, as for
+    // pingpong.
+    usage(&["send", "-e", "--busy-poll"], "'--busy-poll'");
 }
 
 #[test]
