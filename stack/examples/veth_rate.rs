@@ -77,7 +77,15 @@ fn main() -> Result<()> {
                 arg(4).parse()?
             },
         ),
-        "pong" => pong(arg(1), arg(2).parse()?, arg(3) == "busy"),
+        "pong" => pong(
+            arg(1),
+            arg(2).parse()?,
+            match arg(3) {
+                "" => false,
+                "busy" => true,
+                other => return Err(format!("pong: {other:?} is not 'busy'").into()),
+            },
+        ),
         "ping" => ping(
             arg(1),
             arg(2).parse()?,
