@@ -1269,8 +1269,14 @@ struct Header<'a> {
 impl Header<'_> {
     fn lines(&self) -> String {
         let o = self.opts;
+        // -e: perftest's line after the title, the device's name and completion vector 0.
+        let events = if o.events {
+            " Test with events. Using roce_comp0\n"
+        } else {
+            ""
+        };
         let mut s = format!(
-            "{LINE}\n                    {}\n \
+            "{LINE}\n                    {}\n{events} \
              Dual-port       : OFF\t\tDevice         : roce\n \
              Number of qps   : {}\t\tTransport type : IB\n \
              Connection type : {}\t\tUsing SRQ      : {}\n",
@@ -1279,11 +1285,6 @@ impl Header<'_> {
             o.connection.transport().prefix(),
             if o.use_srq { "ON" } else { "OFF" }
         );
-        if o.events {
-            // perftest's, after the title: the device's name and completion vector 0.
-            let at = s.find(" Dual-port").unwrap_or(s.len());
-            s.insert_str(at, " Test with events. Using roce_comp0\n");
-        }
         // perftest 4.5 built without PCIe relaxed ordering support says "Unsupported" (a
         // software device has no PCIe); rdma_rxe has no ibv_wr_* API, so its "OFF".
         s.push_str(" PCIe relax order: Unsupported\n ibv_wr* API     : OFF\n");
